@@ -1,0 +1,35 @@
+# Everything runs in a project-local virtual environment that `make setup` creates from
+# pyproject.toml alone, so a fresh clone needs nothing else.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+EXTRAS ?= cpu,triton,test
+
+.PHONY: setup test example examples regen bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml setup.py build_ffi.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e ".[$(EXTRAS)]"
+	touch $@
+
+test: setup
+	$(PY) -m pytest
+
+example: setup
+	$(PY) examples/demo.py
+
+examples: setup
+	for f in examples/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+# Rebuild the raw layer from whatever ur_api.h is found (UR_INCLUDE_DIR, oneAPI, the wheel).
+regen: setup
+	$(PY) build_ffi.py
+
+bench: setup
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf build $(VENV) src/ur_cffi/_ur.c src/ur_cffi/_ur*.so src/*.egg-info

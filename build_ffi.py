@@ -1,0 +1,381 @@
+"""Generate and build ``ur_cffi._ur``, the raw cffi layer over the whole of ``ur_api.h``.
+
+The generator reads a C header, preprocesses it against ``include_stubs/``, parses it with
+pycparser and writes cffi cdef text: every typedef, enum (values evaluated), struct, union,
+function-pointer type, exported function and integer or string ``#define``.  It knows nothing
+about queues or kernels.
+
+Used three ways:
+- by setuptools, through ``cffi_modules=["build_ffi.py:make_ffibuilder"]`` in ``setup.py``;
+- by ``make regen`` (``python build_ffi.py``), which compiles the module into ``src/ur_cffi``;
+- by the generator tests, which call :func:`generate` on small headers of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import NamedTuple
+
+from pycparser import c_ast, c_generator, c_parser
+
+HERE = Path(__file__).resolve().parent
+INCLUDE_STUBS = HERE / "include_stubs"
+MODULE_NAME = "ur_cffi._ur"
+HEADER_NAME = "ur_api.h"
+
+
+class HeaderError(Exception):
+    """The header holds something the generator cannot turn into cdef text."""
+
+
+# --------------------------------------------------------------------------------------------
+# Finding the header and the loader
+
+
+def header_candidates() -> list[Path]:
+    """Where ``ur_api.h`` is looked for, in order of preference."""
+    candidates = []
+    if os.environ.get("UR_INCLUDE_DIR"):
+        candidates.append(Path(os.environ["UR_INCLUDE_DIR"]))
+    oneapi_roots = []
+    if os.environ.get("ONEAPI_ROOT"):
+        root = Path(os.environ["ONEAPI_ROOT"])
+        oneapi_roots += [root / "compiler" / "latest", root]
+    icpx = shutil.which("icpx")
+    if icpx:
+        oneapi_roots.append(Path(icpx).resolve().parent.parent)
+    for root in oneapi_roots:
+        candidates += [root / "include" / "unified-runtime", root / "include"]
+    # The intel-sycl-rt wheel installs its headers under its environment's data directory,
+    # which during an isolated pip build is the build environment, not sys.prefix.
+    candidates += [path.parent for path in wheel_files("intel-sycl-rt", HEADER_NAME)]
+    for prefix in dict.fromkeys([sysconfig.get_paths()["data"], sys.prefix, sys.base_prefix]):
+        candidates.append(Path(prefix) / "include" / "unified-runtime")
+    return list(dict.fromkeys(candidates))
+
+
+def wheel_files(distribution: str, name: str) -> list[Path]:
+    """Files called ``name`` that the installed ``distribution`` owns."""
+    from importlib import metadata
+
+    try:
+        files = metadata.distribution(distribution).files or []
+    except metadata.PackageNotFoundError:
+        return []
+    return [Path(f.locate()).resolve() for f in files if f.name == name]
+
+
+def find_header() -> Path:
+    """Return the first ``ur_api.h`` found; raise ``FileNotFoundError`` listing every place tried."""
+    tried = header_candidates()
+    for directory in tried:
+        if (directory / HEADER_NAME).is_file():
+            return (directory / HEADER_NAME).resolve()
+    places = "\n  ".join(str(d) for d in tried)
+    raise FileNotFoundError(
+        f"{HEADER_NAME} not found. Set UR_INCLUDE_DIR, install oneAPI, or pip install "
+        f"intel-sycl-rt. Looked in:\n  {places}"
+    )
+
+
+def find_loader_dir(header: Path) -> Path:
+    """The directory holding ``libur_loader.so`` that belongs with ``header``."""
+    if os.environ.get("UR_LIBRARY_DIR"):
+        return Path(os.environ["UR_LIBRARY_DIR"])
+    for parent in header.parents:
+        if (parent / "lib" / "libur_loader.so").exists() or (
+            parent / "lib" / "libur_loader.so.0"
+        ).exists():
+            return parent / "lib"
+    raise FileNotFoundError(
+        f"no libur_loader.so beside {header}; set UR_LIBRARY_DIR or pip install intel-cmplr-lib-ur"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Preprocessing
+
+
+def preprocess(header: Path, include_dirs: list[Path] = ()) -> str:
+    """Run the C preprocessor over ``header`` against our stub standard headers only."""
+    compiler = shlex.split(os.environ.get("CC", "cc"))
+    command = [
+        *compiler, "-E", "-undef", "-nostdinc", f"-I{INCLUDE_STUBS}",
+        *(f"-I{d}" for d in include_dirs),
+        "-D__attribute__(x)=", "-D__declspec(x)=", "-D__cdecl=", str(header),
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise HeaderError(f"preprocessing {header} failed:\n{result.stderr}")
+    return result.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# Constant folding for enumerator values (cffi wants plain integers)
+
+_BINARY = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": lambda a, b: int(a / b), "%": lambda a, b: a % b,
+    "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
+    "&": lambda a, b: a & b, "|": lambda a, b: a | b, "^": lambda a, b: a ^ b,
+}  # fmt: skip
+_UNARY = {"-": lambda a: -a, "+": lambda a: a, "~": lambda a: ~a, "!": lambda a: int(not a)}
+
+
+def _int_literal(text: str) -> int:
+    digits = text.rstrip("uUlL")
+    if re.fullmatch(r"0[0-7]+", digits):  # C octal; Python's int(..., 0) wants 0o
+        return int(digits, 8)
+    return int(digits, 0)
+
+
+def evaluate(node: c_ast.Node, known: dict[str, int]) -> int:
+    """Fold an integer constant expression; names refer to enumerators seen before it."""
+    if isinstance(node, c_ast.Constant) and node.type == "char" and len(node.value) == 3:
+        return ord(node.value[1])
+    if isinstance(node, c_ast.Constant) and "int" in node.type:
+        return _int_literal(node.value)
+    if isinstance(node, c_ast.ID) and node.name in known:
+        return known[node.name]
+    if isinstance(node, c_ast.BinaryOp) and node.op in _BINARY:
+        return _BINARY[node.op](evaluate(node.left, known), evaluate(node.right, known))
+    if isinstance(node, c_ast.UnaryOp) and node.op in _UNARY:
+        return _UNARY[node.op](evaluate(node.expr, known))
+    if isinstance(node, c_ast.Cast):
+        return evaluate(node.expr, known)
+    raise HeaderError(f"{node.coord}: enumerator value is not an integer constant expression")
+
+
+# --------------------------------------------------------------------------------------------
+# The generator proper
+
+
+class _CdefWriter(c_generator.CGenerator):
+    """pycparser's C writer without attributes: cffi's own parser does not accept them."""
+
+    def _generate_attributes(self, attributes):
+        return ""
+
+
+class Bindings(NamedTuple):
+    """What :func:`generate` found in a header: the cdef text and an inventory of it."""
+
+    cdef: str
+    functions: list[str]
+    enums: dict[str, dict[str, int]]
+    structs: list[str]
+    unions: list[str]
+    typedefs: list[str]
+    constants: dict[str, str]
+    info_types: dict[str, str]
+    version: str | None
+
+
+def _from_stub(node: c_ast.Node) -> bool:
+    return node.coord is not None and Path(node.coord.file).parent == INCLUDE_STUBS
+
+
+def _fold_enum(enum: c_ast.Enum, known: dict[str, int]) -> dict[str, int]:
+    values, next_value = {}, 0
+    for enumerator in enum.values.enumerators:
+        if enumerator.value is not None:
+            next_value = evaluate(enumerator.value, known)
+        values[enumerator.name] = known[enumerator.name] = next_value
+        enumerator.value = c_ast.Constant("int", str(next_value))
+        next_value += 1
+    return values
+
+
+def _walk_tags(node: c_ast.Node, enums, structs, unions, known):
+    """Collect every enum, struct and union defined anywhere inside ``node``."""
+    for _, child in node.children():
+        _walk_tags(child, enums, structs, unions, known)
+    if isinstance(node, c_ast.Enum) and node.values is not None:
+        enums[node.name] = _fold_enum(node, known)
+    elif isinstance(node, c_ast.Struct) and node.decls is not None and node.name:
+        structs.append(node.name)
+    elif isinstance(node, c_ast.Union) and node.decls is not None and node.name:
+        unions.append(node.name)
+
+
+_SUPPORTED_DECL_TYPES = (c_ast.FuncDecl, c_ast.Struct, c_ast.Union, c_ast.Enum)
+
+
+def _check_supported(node: c_ast.Node) -> None:
+    where = f"{node.coord.file}:{node.coord.line}" if node.coord else "?"
+    if isinstance(node, c_ast.FuncDef):
+        raise HeaderError(f"{where}: function body of {node.decl.name!r} (only declarations bind)")
+    if isinstance(node, c_ast.Pragma | c_ast.StaticAssert):
+        return
+    if not isinstance(node, c_ast.Typedef | c_ast.Decl):
+        raise HeaderError(f"{where}: unsupported top-level construct {type(node).__name__}")
+    if isinstance(node, c_ast.Decl):
+        if "static" in node.storage or "inline" in node.funcspec:
+            raise HeaderError(f"{where}: static or inline declaration {node.name!r}")
+        if not isinstance(node.type, _SUPPORTED_DECL_TYPES):
+            raise HeaderError(f"{where}: global variable {node.name!r} (only functions bind)")
+
+
+def _int_define(value: str) -> bool:
+    return re.fullmatch(r"\(?\s*-?(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\s*\)?", value) is not None
+
+
+def parse_defines(header_text: str) -> dict[str, str]:
+    """Object-like ``#define``s with an integer or string literal value, as cdef lines."""
+    constants = {}
+    for name, value in re.findall(r"^\s*#\s*define\s+(\w+)[ \t]+([^\n]+?)\s*(?://.*)?$",
+                                  header_text, re.M):
+        if _int_define(value):
+            constants[name] = f"#define {name} {value.strip('()').strip()}"
+        elif re.fullmatch(r'"[^"\\]*"', value):
+            constants[name] = f"static const char *const {name};"
+    return constants
+
+
+def _leading_bracket(comment: str) -> str | None:
+    """The text inside a comment's leading ``[...]``, nested brackets kept (``size_t[]``)."""
+    if not comment.startswith("["):
+        return None
+    depth = 0
+    for index, char in enumerate(comment):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if depth == 0:
+            return comment[1:index]
+    return None
+
+
+def parse_info_types(header_text: str) -> dict[str, str]:
+    """Map each enumerator whose doc comment opens with ``[type]`` to that type text.
+
+    UR documents the value type of every info query this way (``/// [::ur_bool_t] ...``
+    above ``UR_DEVICE_INFO_IMAGE_SUPPORT``); the preprocessor drops comments, so this
+    reads the raw header.
+    """
+    info_types, pending, in_comment = {}, None, False
+    for line in header_text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("///"):
+            if not in_comment:
+                pending = _leading_bracket(stripped[3:].strip())
+            in_comment = True
+            continue
+        in_comment = False
+        match = re.match(r"(\w+)\s*(?:\[\[[^\]]*\]\])?\s*=", stripped)
+        if match and pending is not None:
+            info_types[match.group(1)] = pending
+        pending = None
+    return info_types
+
+
+def generate(preprocessed: str, header_text: str = "", filename: str = HEADER_NAME) -> Bindings:
+    """Turn preprocessed header text into cdef text plus an inventory of what it declares."""
+    try:
+        ast = c_parser.CParser(dialect="c23").parse(preprocessed, filename)
+    except c_parser.ParseError as error:
+        raise HeaderError(f"cannot parse {filename}: {error}") from None
+
+    enums, structs, unions, known = {}, [], [], {}
+    functions, typedefs, kept = [], [], []
+    for node in ast.ext:
+        if _from_stub(node):
+            continue
+        _check_supported(node)
+        if isinstance(node, c_ast.Pragma | c_ast.StaticAssert):
+            continue
+        _walk_tags(node, enums, structs, unions, known)
+        if isinstance(node, c_ast.Typedef):
+            typedefs.append(node.name)
+            if isinstance(node.type.type, c_ast.Enum) and node.type.type.values is not None:
+                enums[node.name] = enums.pop(node.type.type.name or node.name, None) or {}
+        elif isinstance(node.type, c_ast.FuncDecl):
+            functions.append(node.name)
+        kept.append(node)
+
+    writer = _CdefWriter()
+    declarations = [writer.visit(node) + ";" for node in kept]
+    constants = parse_defines(header_text)
+    version = None
+    if "UR_API_VERSION_CURRENT" in known:
+        current = known["UR_API_VERSION_CURRENT"]
+        version = f"{current >> 16}.{current & 0xFFFF}"
+    return Bindings(
+        cdef="\n".join(declarations + list(constants.values())) + "\n",
+        functions=functions,
+        enums=enums,
+        structs=structs,
+        unions=unions,
+        typedefs=typedefs,
+        constants=constants,
+        info_types=parse_info_types(header_text),
+        version=version,
+    )
+
+
+def generate_from_header(header: Path) -> Bindings:
+    """Preprocess and generate from a header file on disk."""
+    return generate(preprocess(header), header.read_text(), str(header))
+
+
+# --------------------------------------------------------------------------------------------
+# The cffi builder
+
+# The one symbol in ``lib`` that is not UR's: facts the generator read from the header that
+# the compiled module cannot recover by itself (which header, its version, info value types).
+FACTS_SYMBOL = "ur_cffi_header_facts"
+
+
+def make_ffibuilder(header: Path | None = None):
+    """Return a cffi ``FFI`` with the whole header declared and ``ur_cffi._ur`` as its source."""
+    import cffi
+
+    header = header or find_header()
+    bindings = generate_from_header(header)
+    loader_dir = find_loader_dir(header)
+    facts = json.dumps(
+        {"header": str(header), "version": bindings.version, "info_types": bindings.info_types}
+    )
+    ffibuilder = cffi.FFI()
+    ffibuilder.cdef(bindings.cdef)
+    ffibuilder.cdef(f"static const char *const {FACTS_SYMBOL};")
+    ffibuilder.set_source(
+        MODULE_NAME,
+        # ur_api.h uses bool without <stdbool.h>: C23 and C++ have it built in.
+        f'#include <stdbool.h>\n#include "{HEADER_NAME}"\n'
+        f"static const char *const {FACTS_SYMBOL} = {json.dumps(facts)};\n",
+        include_dirs=[str(header.parent)],
+        libraries=["ur_loader"],
+        library_dirs=[str(loader_dir)],
+        runtime_library_dirs=[str(loader_dir)],
+    )
+    return ffibuilder
+
+
+def main() -> None:
+    """``make regen``: rebuild ``src/ur_cffi/_ur*.so`` from whatever header is found."""
+    header = find_header()
+    ffibuilder = make_ffibuilder(header)
+    bindings = generate_from_header(header)
+    build_dir = HERE / "build" / "regen"
+    built = ffibuilder.compile(tmpdir=str(build_dir), verbose=False)
+    target = HERE / "src" / "ur_cffi" / Path(built).name
+    shutil.copy2(built, target)
+    print(f"header: {header}")
+    print(f"UR API version: {bindings.version}")
+    print(
+        f"bound: {len(bindings.functions)} functions, {len(bindings.enums)} enums, "
+        f"{len(bindings.structs)} structs, {len(bindings.unions)} unions, "
+        f"{len(bindings.constants)} constants"
+    )
+    print(f"module: {target.relative_to(HERE)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""ur_cffi: Intel's Unified Runtime from Python through cffi, and Triton kernels on UR devices.
+
+Layers, each in its own place:
+- ``ur_cffi.ffi`` / ``ur_cffi.lib``: the generated raw layer, 1:1 with ``ur_api.h``;
+- ``ur_cffi.enums`` / ``ur_cffi.errors``: every UR enum and result code, derived from it;
+- ``Device``, ``Context``, ``Queue``, ``Event``, USM arrays, ``Program``, ``Kernel``: the
+  hand-written layer with owned handles and exact synchronization;
+- ``ur_cffi.triton``: a Triton driver that launches on a ur_cffi queue, with no PyTorch.
+"""
+
+from . import _libraries
+
+# Both must happen before the compiled module loads and before the first urAdapterGet.
+_libraries.expose_cpu_runtime()
+_libraries.preload_loader()
+
+from ._ur import ffi, lib  # noqa: E402
+from . import enums, errors, info, loader  # noqa: E402
+from ._handle import ClosedError  # noqa: E402
+from .device import Device, default_device, devices  # noqa: E402
+from .errors import URError, check  # noqa: E402
+from .loader import init  # noqa: E402
+
+__all__ = [
+    "ffi", "lib", "enums", "errors", "info", "loader", "init", "check", "URError",
+    "ClosedError", "Device", "devices", "default_device",
+]  # fmt: skip

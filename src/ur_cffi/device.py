@@ -1,0 +1,168 @@
+"""Devices: discovery across every adapter, typed properties and device-wide synchronization."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from . import _handle, loader
+from ._ur import ffi, lib
+from .enums import ur_backend_t, ur_device_info_t, ur_device_type_t, ur_result_t
+from .errors import URError, check
+from .info import query
+
+
+def _device_info(prop_name: str, doc: str) -> property:
+    prop = ur_device_info_t[prop_name]
+    return property(lambda self: query("urDeviceGetInfo", self.handle, prop), doc=doc)
+
+
+class Device(_handle.Resource):
+    """A root UR device.  Owned by the loader: released at teardown, not by ``close()``."""
+
+    __slots__ = ("platform", "_queues", "_device_wait")
+    _release_function = "urDeviceRelease"
+
+    def __init__(self, handle, platform: loader.Platform):
+        self._own(handle)
+        self.platform = platform
+        self._queues = weakref.WeakSet()
+        self._device_wait: bool | None = None  # is urDeviceWaitExp supported? (learnt on use)
+
+    def close(self) -> None:
+        """Root devices live as long as the loader; they are released at ``loader.teardown()``."""
+
+    def info(self, prop: ur_device_info_t):
+        """Any ``ur_device_info_t`` property, decoded to its documented Python type."""
+        return query("urDeviceGetInfo", self.handle, prop)
+
+    name = _device_info("UR_DEVICE_INFO_NAME", "The device's name.")
+    type = _device_info("UR_DEVICE_INFO_TYPE", "The device's ``ur_device_type_t``.")
+    vendor = _device_info("UR_DEVICE_INFO_VENDOR", "The vendor's name.")
+    driver_version = _device_info("UR_DEVICE_INFO_DRIVER_VERSION", "The driver's version.")
+    global_mem_size = _device_info("UR_DEVICE_INFO_GLOBAL_MEM_SIZE", "Global memory, bytes.")
+    local_mem_size = _device_info("UR_DEVICE_INFO_LOCAL_MEM_SIZE", "Local memory, bytes.")
+    max_mem_alloc_size = _device_info("UR_DEVICE_INFO_MAX_MEM_ALLOC_SIZE",
+                                      "The largest single allocation, bytes.")
+    max_compute_units = _device_info("UR_DEVICE_INFO_MAX_COMPUTE_UNITS", "Compute units.")
+    max_work_group_size = _device_info("UR_DEVICE_INFO_MAX_WORK_GROUP_SIZE",
+                                       "The largest work-group, work-items.")
+    max_work_item_sizes = _device_info("UR_DEVICE_INFO_MAX_WORK_ITEM_SIZES",
+                                       "The largest work-group in each dimension.")
+    sub_group_sizes = _device_info("UR_DEVICE_INFO_SUB_GROUP_SIZES_INTEL",
+                                   "The sub-group sizes the device supports.")
+    il_version = _device_info("UR_DEVICE_INFO_IL_VERSION", "Supported IL versions, e.g. SPIR-V.")
+    usm_host_support = _device_info("UR_DEVICE_INFO_USM_HOST_SUPPORT",
+                                    "USM host-allocation capabilities (flags).")
+    usm_device_support = _device_info("UR_DEVICE_INFO_USM_DEVICE_SUPPORT",
+                                      "USM device-allocation capabilities (flags).")
+    usm_shared_support = _device_info("UR_DEVICE_INFO_USM_SINGLE_SHARED_SUPPORT",
+                                      "USM shared-allocation capabilities (flags).")
+
+    @property
+    def backend(self) -> ur_backend_t:
+        """The backend (Level Zero, OpenCL, CUDA, HIP, ...) of the device's platform."""
+        return self.platform.backend
+
+    @property
+    def extensions(self) -> frozenset[str]:
+        """The device's extension names."""
+        return frozenset(self.info(ur_device_info_t.UR_DEVICE_INFO_EXTENSIONS).split())
+
+    @property
+    def has_fp16(self) -> bool:
+        """Whether the device computes in half precision."""
+        return bool(self.info(ur_device_info_t.UR_DEVICE_INFO_HALF_FP_CONFIG))
+
+    @property
+    def has_fp64(self) -> bool:
+        """Whether the device computes in double precision."""
+        return bool(self.info(ur_device_info_t.UR_DEVICE_INFO_DOUBLE_FP_CONFIG))
+
+    def create_context(self):
+        """A new :class:`~ur_cffi.context.Context` for this device alone."""
+        from .context import Context
+
+        return Context([self])
+
+    def synchronize(self) -> None:
+        """Wait for all work on the device.
+
+        Uses ``urDeviceWaitExp`` where the adapter supports it; otherwise (the OpenCL CPU
+        device, for one) finishes every queue ur_cffi created on this device and has not
+        closed.  Work submitted by other libraries' queues is only covered in the first case.
+        """
+        if self._device_wait is not False:
+            try:
+                check(lib.urDeviceWaitExp(self.handle), "urDeviceWaitExp")
+                self._device_wait = True
+                return
+            except URError as error:
+                if error.result not in (ur_result_t.UR_RESULT_ERROR_UNSUPPORTED_FEATURE,
+                                        ur_result_t.UR_RESULT_ERROR_INVALID_OPERATION):
+                    raise
+                self._device_wait = False
+        for queue in list(self._queues):
+            if not queue.closed:
+                queue.finish()
+
+    @property
+    def synchronize_uses_device_wait(self) -> bool | None:
+        """True if :meth:`synchronize` used ``urDeviceWaitExp``; False if it finishes queues."""
+        return self._device_wait
+
+    def __repr__(self) -> str:
+        return f"<Device {self.name!r} {self.type.name} {self.backend.name}>"
+
+
+_cache_lock = threading.Lock()
+_cache: dict = {"generation": None, "devices": []}
+
+
+def _enumerate() -> list[Device]:
+    found = []
+    count = ffi.new("uint32_t *")
+    for adapter in loader.init():
+        for platform in adapter.platforms():
+            result = lib.urDeviceGet(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL,
+                                     0, ffi.NULL, count)
+            if result == ur_result_t.UR_RESULT_ERROR_DEVICE_NOT_FOUND or count[0] == 0:
+                continue
+            check(result, "urDeviceGet")
+            handles = ffi.new("ur_device_handle_t[]", count[0])
+            check(lib.urDeviceGet(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL,
+                                  count[0], handles, ffi.NULL), "urDeviceGet")
+            found += [Device(handles[i], platform) for i in range(count[0])]
+    return found
+
+
+def devices(device_type: ur_device_type_t | str | None = None,
+            backend: ur_backend_t | str | None = None) -> list[Device]:
+    """All root devices of all adapters, optionally only one type (``"gpu"``, ``"cpu"``) or backend.
+
+    ``ONEAPI_DEVICE_SELECTOR`` filters what the loader reports, as in SYCL.
+    """
+    with _cache_lock:
+        loader.init()
+        if _cache["generation"] != loader.generation():
+            _cache["devices"] = _enumerate()
+            _cache["generation"] = loader.generation()
+        found = list(_cache["devices"])
+    if isinstance(device_type, str):
+        device_type = ur_device_type_t[f"UR_DEVICE_TYPE_{device_type.upper()}"]
+    if isinstance(backend, str):
+        backend = ur_backend_t[f"UR_BACKEND_{backend.upper()}"]
+    if device_type not in (None, ur_device_type_t.UR_DEVICE_TYPE_ALL):
+        found = [d for d in found if d.type == device_type]
+    if backend is not None:
+        found = [d for d in found if d.backend == backend]
+    return found
+
+
+def default_device() -> Device:
+    """The first GPU if there is one, else the first device; raises ``RuntimeError`` if none."""
+    found = devices()
+    if not found:
+        raise RuntimeError("no UR device found; run `python -m ur_cffi` to see why")
+    gpus = [d for d in found if d.type == ur_device_type_t.UR_DEVICE_TYPE_GPU]
+    return (gpus or found)[0]

@@ -1,0 +1,94 @@
+"""UR's two-call info queries (size, then value), typed from the header's own comments.
+
+``ur_api.h`` documents each info enumerator's value type in its comment (``[char[]]``,
+``[::ur_bool_t]``, ``[size_t[]]``, ``[::ur_queue_flags_t]``); the generator stored those in the
+compiled module, and :func:`decode` turns the raw bytes into the matching Python value.
+"""
+
+from __future__ import annotations
+
+import json
+
+from . import enums
+from ._ur import ffi, lib
+from .errors import check
+
+HEADER_FACTS: dict = json.loads(ffi.string(lib.ur_cffi_header_facts).decode())
+"""What the generator read from the header: ``header`` path, ``version``, ``info_types``."""
+
+VALUE_TYPES: dict[str, str] = HEADER_FACTS["info_types"]
+"""Each info enumerator's documented value type, e.g. ``{"UR_DEVICE_INFO_NAME": "char[]"}``."""
+
+
+def _element_type(type_text: str) -> tuple[str, bool]:
+    """``"::ur_bool_t"`` -> (``"ur_bool_t"``, False); ``"size_t[]"`` -> (``"size_t"``, True)."""
+    text = type_text.replace("::", "").strip()
+    if text.endswith("]"):
+        return text[: text.index("[")].strip(), True
+    return text, False
+
+
+def _convert(ctype_name: str, cdata):
+    """One C value to Python: enums and flags to their IntEnum/IntFlag, bools to bool."""
+    if ctype_name == "ur_bool_t":
+        return bool(cdata)
+    if ctype_name.endswith("_flags_t"):
+        flag_enum = getattr(enums, ctype_name[: -len("_flags_t")] + "_flag_t", None)
+        return flag_enum(cdata) if flag_enum else int(cdata)
+    enum_type = getattr(enums, ctype_name, None)
+    if enum_type is not None:
+        try:
+            return enum_type(cdata)
+        except ValueError:
+            return int(cdata)
+    ctype = ffi.typeof(ctype_name)
+    if ctype.kind in ("primitive",):
+        return cdata
+    if ctype.kind == "pointer":
+        return cdata if ctype_name.endswith("_handle_t") else int(ffi.cast("uintptr_t", cdata))
+    return cdata  # a struct: the caller reads its fields
+
+
+def decode(prop_name: str, raw: bytes):
+    """Turn the raw bytes of info property ``prop_name`` into a Python value."""
+    type_text = VALUE_TYPES.get(prop_name)
+    if type_text is None or type_text == "unsigned char *[]":
+        return raw
+    element, is_array = _element_type(type_text)
+    if element == "char" and is_array:
+        return raw.split(b"\0", 1)[0].decode(errors="replace")
+    if element in ("uint8_t", "unsigned char") and is_array:
+        return raw
+    try:
+        size = ffi.sizeof(element)
+    except (ffi.error, TypeError):
+        return raw
+    count = len(raw) // size
+    values = ffi.new(f"{element}[]", count)
+    ffi.memmove(values, raw, count * size)
+    converted = [_convert(element, values[i]) for i in range(count)]
+    if is_array:
+        return converted
+    return converted[0] if converted else None
+
+
+def query(function: str, *args_and_prop):
+    """Run ``function(*args, prop, size, value, &size_ret)`` twice and decode the value.
+
+    ``args_and_prop`` ends with the info enumerator, e.g.
+    ``query("urDeviceGetInfo", device_handle, enums.ur_device_info_t.UR_DEVICE_INFO_NAME)``.
+    Raises the :mod:`ur_cffi.errors` class of whatever UR returns.
+    """
+    return decode(args_and_prop[-1].name, query_bytes(function, *args_and_prop))
+
+
+def query_bytes(function: str, *args_and_prop) -> bytes:
+    """The raw bytes of an info property, by UR's two-call pattern."""
+    call = getattr(lib, function)
+    size = ffi.new("size_t *")
+    check(call(*args_and_prop, 0, ffi.NULL, size), function, args_and_prop[-1].name)
+    if size[0] == 0:
+        return b""
+    buffer = ffi.new("char[]", size[0])
+    check(call(*args_and_prop, size[0], buffer, ffi.NULL), function, args_and_prop[-1].name)
+    return ffi.buffer(buffer, size[0])[:]
