@@ -33,11 +33,11 @@ class ClosedError(ValueError):
     """The object was closed (or its process forked) and its UR handle is gone."""
 
 
-def _release(serial: int, function: str, args: tuple, parents: tuple) -> int:
+def _release(serial: int, release, args: tuple, parents: tuple) -> int:
     _live.pop(serial, None)
     if _forked:
         return 0  # a forked child must not release its parent process's objects
-    return getattr(lib, function)(*args)
+    return release(*args)
 
 
 def release_all() -> None:
@@ -55,13 +55,19 @@ class Resource:
     _release_function: str = ""
     """The UR function that releases the handle, e.g. ``"urContextRelease"``."""
 
-    def _own(self, handle, parents: tuple = (), release_args: tuple | None = None) -> None:
-        """Take ownership of ``handle``; ``release_args`` default to ``(handle,)``."""
+    def _own(self, handle, parents: tuple = (), release_args: tuple | None = None,
+             release=None) -> None:
+        """Take ownership of ``handle``, released by ``release(*release_args)``.
+
+        The defaults are the class's ``_release_function`` and ``(handle,)``.  ``parents``
+        stay alive until the release has run.
+        """
         self._handle = handle
         serial = next(_serial)
         args = (handle,) if release_args is None else release_args
+        release = release or getattr(lib, self._release_function)
         self._finalizer = _live[serial] = weakref.finalize(
-            self, _release, serial, self._release_function, args, parents
+            self, _release, serial, release, args, parents
         )
 
     @property

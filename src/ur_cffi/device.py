@@ -8,7 +8,7 @@ import weakref
 from . import _handle, loader
 from ._ur import ffi, lib
 from .enums import ur_backend_t, ur_device_info_t, ur_device_type_t, ur_result_t
-from .errors import URError, check
+from .errors import UNSUPPORTED, URError, check
 from .info import query
 
 
@@ -98,8 +98,7 @@ class Device(_handle.Resource):
                 self._device_wait = True
                 return
             except URError as error:
-                if error.result not in (ur_result_t.UR_RESULT_ERROR_UNSUPPORTED_FEATURE,
-                                        ur_result_t.UR_RESULT_ERROR_INVALID_OPERATION):
+                if error.result not in UNSUPPORTED:
                     raise
                 self._device_wait = False
         for queue in list(self._queues):

@@ -60,7 +60,15 @@ by_result: dict[ur_result_t, type[URError]] = {
 """The exception class for each error result."""
 
 globals().update({cls.__name__: cls for cls in by_result.values()})
-__all__ = ["URError", "check", "by_result", *(cls.__name__ for cls in by_result.values())]
+__all__ = ["URError", "UNSUPPORTED", "check", "by_result", *(cls.__name__ for cls in by_result.values())]
+
+
+UNSUPPORTED = frozenset({
+    ur_result_t.UR_RESULT_ERROR_UNSUPPORTED_FEATURE,
+    ur_result_t.UR_RESULT_ERROR_UNSUPPORTED_ENUMERATION,
+    ur_result_t.UR_RESULT_ERROR_INVALID_ENUMERATION,
+})
+"""Results by which an adapter says it lacks a feature or an info query."""
 
 
 def check(result: int, function: str, detail: str = "") -> None:

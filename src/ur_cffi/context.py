@@ -1,0 +1,28 @@
+"""Contexts: the scope in which UR memory, programs and queues live."""
+
+from __future__ import annotations
+
+from . import _handle
+from ._ur import ffi, lib
+from .errors import check
+
+
+class Context(_handle.Resource):
+    """A UR context over one or more devices of one platform (``urContextCreate``)."""
+
+    __slots__ = ("devices",)
+    _release_function = "urContextRelease"
+
+    def __init__(self, devices):
+        """Create a context for ``devices`` (a list of :class:`~ur_cffi.Device`)."""
+        devices = list(devices)
+        if not devices:
+            raise ValueError("a Context needs at least one device")
+        handles = ffi.new("ur_device_handle_t[]", [d.handle for d in devices])
+        out = ffi.new("ur_context_handle_t *")
+        check(lib.urContextCreate(len(devices), handles, ffi.NULL, out), "urContextCreate")
+        self.devices = tuple(devices)
+        self._own(out[0], parents=self.devices)
+
+    def __repr__(self) -> str:
+        return f"<Context of {len(self.devices)} device(s){' closed' if self.closed else ''}>"

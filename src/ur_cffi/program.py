@@ -1,0 +1,260 @@
+"""Programs (from SPIR-V IL or a native binary) and kernels, with checked launches."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from . import _handle, spirv
+from ._ur import ffi, lib
+from .enums import (
+    ur_exp_kernel_arg_type_t,
+    ur_kernel_info_t,
+    ur_program_build_info_t,
+    ur_program_info_t,
+    ur_structure_type_t,
+)
+from .errors import URError, check
+from .info import query
+from .memory import Buffer, USMArray
+from .queue import Event, Queue, wait_list
+
+_ARG_STYPE = ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES
+_VALUE = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_VALUE
+_POINTER = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_POINTER
+_MEM_OBJ = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_MEM_OBJ
+_LOCAL = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_LOCAL
+_POINTER_SIZE = ffi.sizeof("void *")
+
+
+class Program(_handle.Resource):
+    """A built UR program.  Make one with :meth:`from_il` or :meth:`from_binary`."""
+
+    __slots__ = ("context",)
+    _release_function = "urProgramRelease"
+
+    def __init__(self, context, handle):
+        """Take ownership of a ``ur_program_handle_t`` (use the factories instead)."""
+        self.context = context
+        self._own(handle, parents=(context,))
+
+    @classmethod
+    def from_il(cls, context, il: bytes, options: str = "") -> Program:
+        """Create from SPIR-V and build.  A malformed SPIR-V module raises ``ValueError``
+        before UR sees it; a failed build raises with the build log in the message."""
+        il = bytes(il)
+        if il[:4] in (spirv.MAGIC.to_bytes(4, "little"), spirv.MAGIC.to_bytes(4, "big")):
+            spirv.validate(il)  # the CPU runtime crashes on truncated modules
+        out = ffi.new("ur_program_handle_t *")
+        check(lib.urProgramCreateWithIL(context.handle, il, len(il), ffi.NULL, out),
+              "urProgramCreateWithIL")
+        program = cls(context, out[0])
+        program.build(options)
+        return program
+
+    @classmethod
+    def from_binary(cls, context, binary: bytes, options: str = "", device=None) -> Program:
+        """Create from a native binary (e.g. :attr:`binaries` of an earlier build) and build."""
+        device = device or context.devices[0]
+        binary = bytes(binary)
+        out = ffi.new("ur_program_handle_t *")
+        devices = ffi.new("ur_device_handle_t[1]", [device.handle])
+        lengths = ffi.new("size_t[1]", [len(binary)])
+        data = ffi.new("char[]", binary)
+        pointers = ffi.new("uint8_t *[1]", [ffi.cast("uint8_t *", data)])
+        check(lib.urProgramCreateWithBinary(context.handle, 1, devices, lengths, pointers,
+                                            ffi.NULL, out), "urProgramCreateWithBinary")
+        program = cls(context, out[0])
+        program.build(options)
+        return program
+
+    def build(self, options: str = "") -> None:
+        """``urProgramBuild``; on failure the raised error's message carries the build log."""
+        try:
+            check(lib.urProgramBuild(self.context.handle, self.handle, options.encode()),
+                  "urProgramBuild")
+        except URError as error:
+            logs = "\n".join(self.build_log(device) for device in self.context.devices)
+            raise type(error)(error.result, error.function, f"build log:\n{logs.strip()}") \
+                from None
+
+    def build_log(self, device=None) -> str:
+        """The compiler's log for ``device`` (default: the context's first device)."""
+        device = device or self.context.devices[0]
+        return query("urProgramGetBuildInfo", self.handle, device.handle,
+                     ur_program_build_info_t.UR_PROGRAM_BUILD_INFO_LOG)
+
+    @property
+    def kernel_names(self) -> list[str]:
+        """The names of the program's kernels."""
+        names = query("urProgramGetInfo", self.handle,
+                      ur_program_info_t.UR_PROGRAM_INFO_KERNEL_NAMES)
+        return [name for name in names.split(";") if name]
+
+    @property
+    def binaries(self) -> list[bytes]:
+        """The native binary for each device, reusable with :meth:`from_binary`."""
+        sizes = query("urProgramGetInfo", self.handle,
+                      ur_program_info_t.UR_PROGRAM_INFO_BINARY_SIZES)
+        buffers = [ffi.new("uint8_t[]", size) for size in sizes]
+        pointers = ffi.new("uint8_t *[]", buffers)
+        check(lib.urProgramGetInfo(self.handle, ur_program_info_t.UR_PROGRAM_INFO_BINARIES,
+                                   ffi.sizeof(pointers), pointers, ffi.NULL), "urProgramGetInfo")
+        return [ffi.buffer(buffer, size)[:] for buffer, size in zip(buffers, sizes)]
+
+    def kernel(self, name: str, signature=None) -> Kernel:
+        """The kernel called ``name``; see :class:`Kernel` for ``signature``."""
+        return Kernel(self, name, signature)
+
+
+class Local:
+    """A kernel argument of ``nbytes`` of work-group local memory."""
+
+    __slots__ = ("nbytes",)
+
+    def __init__(self, nbytes: int):
+        if not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+            raise ValueError(f"Local memory size must be a positive integer, not {nbytes!r}")
+        self.nbytes = int(nbytes)
+
+
+def _sizes(name: str, value) -> tuple[int, ...]:
+    sizes = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    if not 1 <= len(sizes) <= 3 or not all(isinstance(s, (int, np.integer)) and s > 0
+                                           for s in sizes):
+        raise ValueError(f"{name} {value!r} must be 1 to 3 positive integers")
+    return tuple(int(s) for s in sizes)
+
+
+class Kernel(_handle.Resource):
+    """A kernel of a built program.
+
+    ``signature``, if given, declares each argument: ``"ptr"`` (a USMArray or an integer
+    device address), ``"local"`` (a :class:`Local`), ``"mem"`` (a :class:`Buffer`), or a
+    numpy dtype name (``"float32"``, ``"int64"``, ...) for a value.  Without it, values must
+    carry their own type: numpy scalars or ctypes values.
+    """
+
+    __slots__ = ("program", "name", "num_args", "signature")
+    _release_function = "urKernelRelease"
+
+    def __init__(self, program: Program, name: str, signature=None):
+        out = ffi.new("ur_kernel_handle_t *")
+        check(lib.urKernelCreate(program.handle, name.encode(), out), "urKernelCreate",
+              f"kernel name {name!r}")
+        self._own(out[0], parents=(program,))
+        self.program, self.name = program, name
+        self.num_args = query("urKernelGetInfo", out[0], ur_kernel_info_t.UR_KERNEL_INFO_NUM_ARGS)
+        if signature is not None:
+            signature = tuple(s if s in ("ptr", "local", "mem") else np.dtype(s)
+                              for s in signature)
+            if len(signature) != self.num_args:
+                raise ValueError(f"signature declares {len(signature)} arguments; kernel "
+                                 f"{name!r} takes {self.num_args}")
+        self.signature = signature
+
+    def launch(self, queue: Queue, global_size, local_size, *args, wait_for=(),
+               global_offset=None) -> Event:
+        """Enqueue the kernel on ``queue`` over ``global_size`` work-items in groups of
+        ``local_size`` (None lets the runtime choose) and return its Event.
+
+        Raises ``TypeError`` or ``ValueError`` naming the argument or size at fault before
+        anything is launched.
+        """
+        if len(args) != self.num_args:
+            raise TypeError(f"kernel {self.name!r} takes {self.num_args} arguments, "
+                            f"{len(args)} given")
+        global_sizes = _sizes("global_size", global_size)
+        dims = len(global_sizes)
+        local_array = ffi.NULL
+        if local_size is not None:
+            local_sizes = _sizes("local_size", local_size)
+            if len(local_sizes) != dims:
+                raise ValueError(f"local_size {local_sizes} and global_size {global_sizes} "
+                                 "differ in dimensions")
+            if any(g % s for g, s in zip(global_sizes, local_sizes)):
+                raise ValueError(f"local_size {local_sizes} does not divide global_size "
+                                 f"{global_sizes}")
+            limit = queue.device.max_work_group_size
+            if np.prod(local_sizes) > limit:
+                raise ValueError(f"local_size {local_sizes} exceeds the device's maximum "
+                                 f"work-group size {limit}")
+            local_array = ffi.new("size_t[]", local_sizes)
+        offset_array = ffi.NULL if global_offset is None else ffi.new(
+            "size_t[]", _sizes("global_offset", global_offset))
+        properties, keep = self._pack(queue, args)
+        count, events = wait_list(wait_for)
+        out = ffi.new("ur_event_handle_t *")
+        check(lib.urEnqueueKernelLaunchWithArgsExp(
+            queue.handle, self.handle, dims, offset_array, ffi.new("size_t[]", global_sizes),
+            local_array, len(args), properties, ffi.NULL, count, events, out),
+            "urEnqueueKernelLaunchWithArgsExp", f"kernel {self.name!r}")
+        return Event(out[0], queue, keep)
+
+    def _pack(self, queue: Queue, args) -> tuple:
+        properties = ffi.new("ur_exp_kernel_arg_properties_t[]", max(len(args), 1))
+        keep = []
+        for index, arg in enumerate(args):
+            declared = self.signature[index] if self.signature else None
+            entry = properties[index]
+            entry.stype, entry.index = _ARG_STYPE, index
+            if isinstance(arg, USMArray):
+                if declared not in (None, "ptr"):
+                    raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "
+                                    "got a USMArray")
+                if arg.context is not queue.context:
+                    raise ValueError(f"argument {index} of {self.name!r}: the USMArray belongs "
+                                     "to another context than the queue")
+                entry.type, entry.size = _POINTER, _POINTER_SIZE
+                entry.value.pointer = arg.handle
+                keep.append(arg)
+            elif isinstance(arg, Local):
+                if declared not in (None, "local"):
+                    raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "
+                                    "got Local")
+                entry.type, entry.size = _LOCAL, arg.nbytes
+            elif isinstance(arg, Buffer):
+                if declared not in (None, "mem"):
+                    raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "
+                                    "got a Buffer")
+                entry.type, entry.size = _MEM_OBJ, _POINTER_SIZE
+                entry.value.memObjTuple.hMem = arg.handle
+                keep.append(arg)
+            elif declared == "ptr" and isinstance(arg, (int, np.integer)):
+                entry.type, entry.size = _POINTER, _POINTER_SIZE
+                entry.value.pointer = ffi.cast("void *", int(arg))
+            else:
+                data = _value_bytes(self.name, index, arg, declared)
+                buffer = ffi.new("char[]", data)
+                keep.append(buffer)
+                entry.type, entry.size = _VALUE, len(data)
+                entry.value.value = buffer
+        return properties, tuple(keep)
+
+
+def _value_bytes(kernel: str, index: int, arg, declared) -> bytes:
+    """The bytes of a by-value argument, in its declared or its own type."""
+    where = f"argument {index} of {kernel!r}"
+    if isinstance(declared, np.dtype):
+        if isinstance(arg, (USMArray, Local, Buffer)):
+            raise TypeError(f"{where} is declared {declared}, got {type(arg).__name__}")
+        try:
+            value = np.array(arg, dtype=declared) if not isinstance(arg, np.generic) else arg
+            if isinstance(arg, np.generic) and arg.dtype != declared:
+                raise TypeError(f"{where} is declared {declared}, got {arg.dtype}")
+            if not isinstance(arg, np.generic) and np.ndim(value) != 0:
+                raise TypeError(f"{where} is declared {declared}, got {type(arg).__name__}")
+            if isinstance(arg, int) and value.item() != arg:
+                raise OverflowError
+        except OverflowError:
+            raise ValueError(f"{where}: {arg!r} does not fit in {declared}") from None
+        return np.asarray(value).tobytes()
+    if declared is not None:
+        raise TypeError(f"{where} is declared {declared}, got {type(arg).__name__}")
+    if isinstance(arg, np.generic):
+        return arg.tobytes()
+    if isinstance(arg, ctypes._SimpleCData):
+        return bytes(arg)
+    raise TypeError(f"{where}: {type(arg).__name__} {arg!r} has no C type; pass a numpy scalar "
+                    "(np.float32(x)), a ctypes value, or declare a signature")

@@ -1,0 +1,156 @@
+"""Queues and events: where work is submitted, and how its completion is observed exactly."""
+
+from __future__ import annotations
+
+from . import _handle, _waiting
+from ._ur import ffi, lib
+from .enums import (
+    ur_event_info_t,
+    ur_event_status_t,
+    ur_profiling_info_t,
+    ur_queue_flag_t,
+    ur_queue_info_t,
+    ur_structure_type_t,
+)
+from .errors import UNSUPPORTED, URError, check
+from .info import query
+
+
+def wait_list(wait_for) -> tuple[int, object]:
+    """``(count, ur_event_handle_t[])`` for UR's wait-list arguments; raises on a non-Event."""
+    if not wait_for:
+        return 0, ffi.NULL
+    if isinstance(wait_for, Event):
+        wait_for = (wait_for,)
+    handles = []
+    for event in wait_for:
+        if not isinstance(event, Event):
+            raise TypeError(f"wait_for takes Event objects, not {type(event).__name__}")
+        handles.append(event.handle)
+    return len(handles), ffi.new("ur_event_handle_t[]", handles)
+
+
+class Event(_handle.Resource):
+    """The completion of one enqueued command.  Keeps its queue and any host memory alive."""
+
+    __slots__ = ("queue", "_keep_alive")
+    _release_function = "urEventRelease"
+
+    def __init__(self, handle, queue: Queue, keep_alive: tuple = ()):
+        self._own(handle, parents=(queue,))
+        self.queue = queue
+        self._keep_alive = keep_alive  # host arrays an asynchronous copy still reads or writes
+
+    def wait(self) -> None:
+        """Block until the command completes; raises its error if it failed."""
+        handle = ffi.new("ur_event_handle_t[1]", [self.handle])
+        _waiting.wait(lib.urEventWait, "urEventWait", 1, handle, is_done=self._is_done)
+        self._keep_alive = ()
+
+    def _is_done(self) -> bool:
+        return self.status == ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+
+    @property
+    def status(self) -> ur_event_status_t:
+        """``UR_EVENT_STATUS_QUEUED``, ``SUBMITTED``, ``RUNNING``, ``COMPLETE`` or ``ERROR``."""
+        return query("urEventGetInfo", self.handle,
+                     ur_event_info_t.UR_EVENT_INFO_COMMAND_EXECUTION_STATUS)
+
+    def profiling(self, prop: ur_profiling_info_t) -> int:
+        """A profiling timestamp in ns; raises ``ProfilingInfoNotAvailableError`` unless the
+        queue was created with ``profiling=True``."""
+        return query("urEventGetProfilingInfo", self.handle, prop)
+
+    @property
+    def start_ns(self) -> int:
+        """When the command started on the device, in ns (profiling queues only)."""
+        return self.profiling(ur_profiling_info_t.UR_PROFILING_INFO_COMMAND_START)
+
+    @property
+    def end_ns(self) -> int:
+        """When the command ended on the device, in ns (profiling queues only)."""
+        return self.profiling(ur_profiling_info_t.UR_PROFILING_INFO_COMMAND_END)
+
+    @property
+    def elapsed_ns(self) -> int:
+        """``end_ns - start_ns``, waiting for the command first."""
+        self.wait()
+        return self.end_ns - self.start_ns
+
+
+def _finish_then_release(handle) -> int:
+    result = lib.urQueueFinish(handle)
+    release = lib.urQueueRelease(handle)
+    return result or release
+
+
+class Queue(_handle.Resource):
+    """A UR queue on one device of a context: in order unless asked otherwise.
+
+    ``close()``, leaving its ``with`` block, or collection finishes it, then releases it.
+    """
+
+    __slots__ = ("context", "device", "flags", "_can_probe")
+    _release_function = "urQueueRelease"
+
+    def __init__(self, context, device=None, *, out_of_order: bool = False,
+                 profiling: bool = False):
+        """Create a queue on ``device`` (default: the context's first device)."""
+        device = device or context.devices[0]
+        if device not in context.devices:
+            raise ValueError(f"{device!r} is not a device of {context!r}")
+        flags = ur_queue_flag_t(0)
+        if out_of_order:
+            flags |= ur_queue_flag_t.UR_QUEUE_FLAG_OUT_OF_ORDER_EXEC_MODE_ENABLE
+        if profiling:
+            flags |= ur_queue_flag_t.UR_QUEUE_FLAG_PROFILING_ENABLE
+        properties = ffi.new("ur_queue_properties_t *",
+                             {"stype": ur_structure_type_t.UR_STRUCTURE_TYPE_QUEUE_PROPERTIES,
+                              "flags": flags})
+        out = ffi.new("ur_queue_handle_t *")
+        check(lib.urQueueCreate(context.handle, device.handle, properties, out), "urQueueCreate")
+        self.context, self.device, self.flags = context, device, flags
+        self._can_probe = True  # does the adapter answer UR_QUEUE_INFO_EMPTY?
+        self._own(out[0], parents=(context, device), release=_finish_then_release)
+        device._queues.add(self)
+
+    @property
+    def out_of_order(self) -> bool:
+        """Whether commands may run out of submission order."""
+        return bool(self.flags & ur_queue_flag_t.UR_QUEUE_FLAG_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+
+    @property
+    def profiling(self) -> bool:
+        """Whether the queue's events carry profiling timestamps."""
+        return bool(self.flags & ur_queue_flag_t.UR_QUEUE_FLAG_PROFILING_ENABLE)
+
+    def finish(self) -> None:
+        """Block until every command submitted to this queue has completed."""
+        _waiting.wait(lib.urQueueFinish, "urQueueFinish", self.handle,
+                      is_done=self._is_empty if self._can_probe else None)
+
+    def _is_empty(self) -> bool:
+        try:
+            return query("urQueueGetInfo", self.handle, ur_queue_info_t.UR_QUEUE_INFO_EMPTY)
+        except URError as error:
+            if error.result not in UNSUPPORTED:
+                raise
+            self._can_probe = False
+            return False
+
+    def flush(self) -> None:
+        """Submit everything queued so far to the device without waiting."""
+        check(lib.urQueueFlush(self.handle), "urQueueFlush")
+
+    def barrier(self, wait_for=()) -> Event:
+        """A barrier: later commands start after ``wait_for`` (default: everything before)."""
+        count, events = wait_list(wait_for)
+        out = ffi.new("ur_event_handle_t *")
+        check(lib.urEnqueueEventsWaitWithBarrier(self.handle, count, events, out),
+              "urEnqueueEventsWaitWithBarrier")
+        return Event(out[0], self)
+
+    def __repr__(self) -> str:
+        kind = "out-of-order" if self.out_of_order else "in-order"
+        return f"<Queue {kind} on {self.device!r}{' closed' if self.closed else ''}>"
+

@@ -1,0 +1,166 @@
+"""A small pass over SPIR-V modules: structural validation and removal of capabilities.
+
+Works on the binary word stream (bytes in, bytes out) with the standard library only.
+The layout follows the SPIR-V specification, section 2.3 "Physical Layout of a SPIR-V
+Module and Instruction": a five-word header, then instructions whose first word holds the
+word count in the high 16 bits and the opcode in the low 16 bits.
+"""
+
+import array
+
+__all__ = [
+    "MAGIC", "CAPABILITY_KERNEL_ATTRIBUTES_INTEL", "EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL",
+    "EXTENSION_KERNEL_ATTRIBUTES_INTEL", "validate", "capabilities", "extensions",
+    "entry_points", "drop_capabilities",
+]
+
+MAGIC = 0x07230203
+HEADER_WORDS = 5
+
+# Opcodes (SPIR-V specification, 3.52 "Instructions").
+OP_EXTENSION = 10
+OP_ENTRY_POINT = 15
+OP_EXECUTION_MODE = 16
+OP_CAPABILITY = 17
+OP_EXECUTION_MODE_ID = 331
+
+# Enumerants from SPV_INTEL_kernel_attributes. Triton's SPIR-V declares the capability for
+# its MaxWorkgroupSizeINTEL execution mode; runtimes without the extension reject it.
+CAPABILITY_KERNEL_ATTRIBUTES_INTEL = 5892
+EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL = 5893
+EXTENSION_KERNEL_ATTRIBUTES_INTEL = "SPV_INTEL_kernel_attributes"
+
+# The pass needs a 4-byte unsigned array type: "I" on every platform CPython supports.
+_WORD = next(code for code in "IL" if array.array(code).itemsize == 4)
+
+
+def _words(module):
+    """Check `module` and return (words in native order, whether the module was byte-swapped)."""
+    data = bytes(module) if not isinstance(module, bytes) else module
+    size = len(data)
+    if size % 4:
+        raise ValueError(f"SPIR-V module length {size} is not a multiple of 4 bytes")
+    if size < HEADER_WORDS * 4:
+        raise ValueError(f"SPIR-V module is {size} bytes, shorter than the {HEADER_WORDS}-word header")
+    words = array.array(_WORD, data)
+    swapped = False
+    if words[0] != MAGIC:
+        words.byteswap()
+        if words[0] != MAGIC:
+            words.byteswap()
+            raise ValueError(f"bad SPIR-V magic number 0x{words[0]:08x} at word 0 (expected 0x{MAGIC:08x})")
+        swapped = True
+    version = words[1]
+    # 0x00MMmm00: reserved high and low bytes, major version 1 (1.0 to 1.6 exist so far).
+    if version & 0xFFFF00FF != 0x00010000:
+        raise ValueError(f"bad SPIR-V version word 0x{version:08x} at word 1 (expected 0x0001mm00)")
+    if words[3] == 0:
+        raise ValueError("SPIR-V id bound is 0 at word 3 (must be > 0)")
+    if words[4] != 0:
+        raise ValueError(f"SPIR-V reserved schema word is 0x{words[4]:08x} at word 4 (must be 0)")
+    count = len(words)
+    offset = HEADER_WORDS
+    while offset < count:
+        length = words[offset] >> 16
+        if length == 0:
+            raise ValueError(f"SPIR-V instruction at word {offset} (opcode {words[offset] & 0xFFFF}) "
+                             "has word count 0")
+        if offset + length > count:
+            raise ValueError(f"SPIR-V instruction at word {offset} (opcode {words[offset] & 0xFFFF}, "
+                             f"{length} words) runs past the end of the module ({count} words)")
+        offset += length
+    return words, swapped
+
+
+def _instructions(words):
+    """Yield (offset, opcode, word count) for each instruction of validated `words`."""
+    offset = HEADER_WORDS
+    count = len(words)
+    while offset < count:
+        first = words[offset]
+        length = first >> 16
+        yield offset, first & 0xFFFF, length
+        offset += length
+
+
+def _string(words, start, end, offset):
+    """Decode the nul-terminated literal string in words[start:end] of the instruction at `offset`."""
+    raw = b"".join(w.to_bytes(4, "little") for w in words[start:end])
+    nul = raw.find(b"\0")
+    if nul < 0:
+        raise ValueError(f"SPIR-V literal string of the instruction at word {offset} has no terminating nul")
+    try:
+        return raw[:nul].decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"SPIR-V literal string of the instruction at word {offset} is not UTF-8: {error}") from None
+
+
+def validate(module):
+    """Check the structure of a SPIR-V module (bytes-like) before it is handed to UR.
+
+    Checks length, magic number (either byte order), version, header, id bound and that every
+    instruction has a non-zero word count and ends inside the module; does not check
+    semantics. Raises ValueError naming the problem and its word offset.
+    """
+    _words(module)
+
+
+def capabilities(module):
+    """Return the capabilities the module declares (OpCapability operands), in module order.
+
+    Raises ValueError if the module is malformed.
+    """
+    words, _ = _words(module)
+    return [words[off + 1] for off, op, n in _instructions(words) if op == OP_CAPABILITY and n >= 2]
+
+
+def extensions(module):
+    """Return the extension names the module declares (OpExtension), in module order.
+
+    Raises ValueError if the module is malformed.
+    """
+    words, _ = _words(module)
+    return [_string(words, off + 1, off + n, off) for off, op, n in _instructions(words) if op == OP_EXTENSION]
+
+
+def entry_points(module):
+    """Return the names of the module's entry points (OpEntryPoint), in module order.
+
+    For a Triton kernel this is the kernel name Triton reports as `metadata.name`.
+    Raises ValueError if the module is malformed.
+    """
+    words, _ = _words(module)
+    # OpEntryPoint: execution model, function id, then the name.
+    return [_string(words, off + 3, off + n, off) for off, op, n in _instructions(words) if op == OP_ENTRY_POINT]
+
+
+def drop_capabilities(module, capabilities=frozenset({CAPABILITY_KERNEL_ATTRIBUTES_INTEL}),
+                      extensions=frozenset({EXTENSION_KERNEL_ATTRIBUTES_INTEL}),
+                      execution_modes=frozenset({EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL})):
+    """Remove OpCapability, OpExtension and OpExecutionMode(Id) instructions naming the given values.
+
+    By default drops what SPV_INTEL_kernel_attributes adds to Triton's kernels. Returns
+    `module` itself when nothing matches, else new bytes in the module's byte order.
+    Raises ValueError if the module is malformed.
+    """
+    words, swapped = _words(module)
+    drop = []
+    for off, op, n in _instructions(words):
+        if op == OP_CAPABILITY and n >= 2 and words[off + 1] in capabilities:
+            drop.append((off, n))
+        elif op == OP_EXTENSION and extensions and _string(words, off + 1, off + n, off) in extensions:
+            drop.append((off, n))
+        elif op in (OP_EXECUTION_MODE, OP_EXECUTION_MODE_ID) and n >= 3 and words[off + 2] in execution_modes:
+            # Operands: entry point id, mode, mode operands.
+            drop.append((off, n))
+    if not drop:
+        return module
+    kept = array.array(_WORD)
+    start = 0
+    for off, n in drop:
+        kept.extend(words[start:off])
+        start = off + n
+    kept.extend(words[start:])
+    if swapped:
+        kept.byteswap()
+    return kept.tobytes()
