@@ -158,11 +158,12 @@ def evaluate(node: c_ast.Node, known: dict[str, int]) -> int:
 # The generator proper
 
 
-class _CdefWriter(c_generator.CGenerator):
-    """pycparser's C writer without attributes: cffi's own parser does not accept them."""
-
-    def _generate_attributes(self, attributes):
-        return ""
+def _strip_attributes(node: c_ast.Node) -> None:
+    """Drop C23 attributes (``[[deprecated]]``): cffi's own parser does not accept them."""
+    if getattr(node, "attributes", None):
+        node.attributes = []
+    for _, child in node.children():
+        _strip_attributes(child)
 
 
 class Bindings(NamedTuple):
@@ -291,6 +292,7 @@ def generate(preprocessed: str, header_text: str = "", filename: str = HEADER_NA
         if isinstance(node, c_ast.Pragma | c_ast.StaticAssert):
             continue
         _walk_tags(node, enums, structs, unions, known)
+        _strip_attributes(node)
         if isinstance(node, c_ast.Typedef):
             typedefs.append(node.name)
             if isinstance(node.type.type, c_ast.Enum) and node.type.type.values is not None:
@@ -299,7 +301,7 @@ def generate(preprocessed: str, header_text: str = "", filename: str = HEADER_NA
             functions.append(node.name)
         kept.append(node)
 
-    writer = _CdefWriter()
+    writer = c_generator.CGenerator()
     declarations = [writer.visit(node) + ";" for node in kept]
     constants = parse_defines(header_text)
     version = None

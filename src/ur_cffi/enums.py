@@ -14,13 +14,11 @@ from ._ur import ffi
 
 
 def _build(type_name: str) -> type[enum.IntEnum]:
-    members = sorted(
-        (value, name)
-        for value, name in ffi.typeof(type_name).elements.items()
-        if not name.endswith("_FORCE_UINT32")
-    )
+    # cffi's relements lists every enumerator, aliases included, last first.
+    members = [(name, value) for name, value in reversed(ffi.typeof(type_name).relements.items())
+               if not name.endswith("_FORCE_UINT32")]
     base = enum.IntFlag if type_name.endswith("_flag_t") else enum.IntEnum
-    return base(type_name, [(name, value) for value, name in members], module=__name__)
+    return base(type_name, members, module=__name__)
 
 
 ENUM_TYPE_NAMES = sorted(name for name in ffi.list_types()[0] if ffi.typeof(name).kind == "enum")

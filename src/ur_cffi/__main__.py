@@ -1,0 +1,68 @@
+"""``python -m ur_cffi``: list UR adapters, platforms and devices, like ``sycl-ls`` or ``clinfo``."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import ur_cffi
+from ur_cffi import _libraries, loader
+from ur_cffi.device import devices
+from ur_cffi.info import HEADER_FACTS
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.1f} GiB"
+
+
+def _why_no_devices() -> list[str]:
+    reasons = []
+    if os.environ.get("ONEAPI_DEVICE_SELECTOR"):
+        reasons.append(f"ONEAPI_DEVICE_SELECTOR={os.environ['ONEAPI_DEVICE_SELECTOR']} may "
+                       "filter every device out")
+    if not any(_libraries._first(name) for name in ("libze_loader.so.1", "libze_loader.so")):
+        reasons.append("no Level Zero GPU driver (libze_loader) was found: no Intel GPU")
+    icd = os.environ.get("OCL_ICD_FILENAMES")
+    if not icd and not os.path.isdir("/etc/OpenCL/vendors"):
+        reasons.append("no OpenCL runtime: pip install intel-opencl-rt for the CPU device")
+    elif icd and not all(os.path.exists(p) for p in icd.split(":")):
+        reasons.append(f"OCL_ICD_FILENAMES={icd} names a file that does not exist")
+    return reasons
+
+
+def main() -> int:
+    """Print what the UR loader finds; exit 1 if it finds no device."""
+    print(f"ur_cffi: UR API {HEADER_FACTS['version']} (bindings from {HEADER_FACTS['header']})")
+    print(f"loader:  {_libraries._first(_libraries.LOADER_SONAME) or 'found by the dynamic linker'}")
+    print(f"OpenCL ICDs: {os.environ.get('OCL_ICD_FILENAMES', '(system default)')}")
+    adapters = loader.init()
+    if not adapters:
+        print("\nNo UR adapter found: the loader found neither Level Zero, OpenCL, CUDA nor HIP.")
+        for reason in _why_no_devices():
+            print(f"  - {reason}")
+        return 1
+    found = devices()
+    for index, adapter in enumerate(adapters):
+        print(f"\nadapter {index}: {adapter.backend.name} (version {adapter.version})")
+        platforms = adapter.platforms()
+        if not platforms:
+            print("  no platforms")
+        for platform in platforms:
+            print(f"  platform: {platform.name} [{platform.version}]")
+            for device in (d for d in found if d.platform.handle == platform.handle):
+                print(f"    device: {device.name}")
+                print(f"      type {device.type.name}, backend {device.backend.name}, "
+                      f"vendor {device.vendor}")
+                print(f"      driver {device.driver_version}, global memory "
+                      f"{_gib(device.global_mem_size)}, max work-group {device.max_work_group_size},"
+                      f" sub-groups {device.sub_group_sizes}")
+    if not found:
+        print("\nNo UR device found.")
+        for reason in _why_no_devices():
+            print(f"  - {reason}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The generator (build_ffi.py) on small headers of our own: pinned output and clear failures."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import cffi
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import build_ffi  # noqa: E402
+
+SAMPLE = Path(__file__).parent / "generator" / "sample.h"
+SAMPLE_CDEF = Path(__file__).parent / "generator" / "sample.cdef"
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return build_ffi.generate_from_header(SAMPLE)
+
+
+def test_sample_cdef_is_pinned(sample):
+    assert sample.cdef == SAMPLE_CDEF.read_text()
+
+
+def test_sample_inventory(sample):
+    assert sample.functions == ["sampleCreate", "sampleSetCallback"]
+    assert sample.structs == ["sample_range_t", "sample_desc_t"]
+    assert sample.unions == ["sample_value_t"]
+    assert sample.enums["sample_result_t"] == {
+        "SAMPLE_RESULT_SUCCESS": 0,
+        "SAMPLE_RESULT_ERROR_OLD": 1,  # carries [[deprecated]] in the header
+        "SAMPLE_RESULT_ERROR_NEXT": 2,  # implicit value
+        "SAMPLE_RESULT_VERSION": (0 << 16) | 12,  # function-like macro folded
+        "SAMPLE_RESULT_ERROR_UNKNOWN": 0x7FFFFFFE,
+        "SAMPLE_RESULT_FORCE_UINT32": 0x7FFFFFFF,
+    }
+    assert set(sample.constants) == {"SAMPLE_MAX_DIMS", "SAMPLE_FLAGS_MASK", "SAMPLE_TARGET"}
+    assert sample.info_types["SAMPLE_INFO_NAME"] == "char[]"
+    assert sample.info_types["SAMPLE_INFO_SIZES"] == "size_t[]"
+    assert "sample_bool_t" in sample.typedefs and "size_t" not in sample.typedefs
+    assert "[[" not in sample.cdef and "__attribute__" not in sample.cdef
+
+
+def test_sample_compiles_in_api_mode_with_values_checked_by_the_compiler(sample, tmp_path):
+    """cffi's API mode checks every enumerator and struct against the real header."""
+    ffi = cffi.FFI()
+    ffi.cdef(sample.cdef)
+    ffi.set_source("_sample_api", f'#include "{SAMPLE}"\n'
+                   "sample_result_t sampleCreate(const sample_desc_t *d, sample_handle_t *h)"
+                   " { *h = 0; return d->count; }\n"
+                   "sample_result_t sampleSetCallback(sample_handle_t h, sample_callback_t cb,"
+                   " void *u) { cb(h, SAMPLE_RESULT_ERROR_NEXT, u); return 0; }\n")
+    ffi.compile(tmpdir=str(tmp_path))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from _sample_api import ffi as compiled_ffi, lib
+    finally:
+        sys.path.remove(str(tmp_path))
+    desc = compiled_ffi.new("sample_desc_t *")
+    desc.count = 7
+    desc.inner.ranges[2].size = 5
+    handle = compiled_ffi.new("sample_handle_t *")
+    assert lib.sampleCreate(desc, handle) == 7
+    assert lib.SAMPLE_RESULT_VERSION == 12 and lib.SAMPLE_MAX_DIMS == 3
+    assert compiled_ffi.string(lib.SAMPLE_TARGET) == b"spir64"
+    seen = []
+    callback = compiled_ffi.callback("sample_callback_t", lambda h, r, u: seen.append(r))
+    lib.sampleSetCallback(compiled_ffi.NULL, callback, compiled_ffi.NULL)
+    assert seen == [lib.SAMPLE_RESULT_ERROR_NEXT]
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("int sampleBody(void) { return 1; }\n", "function body of 'sampleBody'"),
+        ("int sample_global;\n", "global variable 'sample_global'"),
+        ("static int sampleStatic(void);\n", "static or inline declaration 'sampleStatic'"),
+        ("typedef enum e_t { E_A = sizeof(int) } e_t;\n", "not an integer constant expression"),
+        ("typedef struct s_t { int x } s_t;\n", "cannot parse"),
+    ],
+)
+def test_unsupported_constructs_name_the_construct_and_line(tmp_path, source, message):
+    header = tmp_path / "bad.h"
+    header.write_text("#include <stdint.h>\n\ntypedef int ok_t;\n" + source)
+    with pytest.raises(build_ffi.HeaderError) as error:
+        build_ffi.generate_from_header(header)
+    assert message in str(error.value)
+    assert "bad.h:4" in str(error.value)
+
+
+def test_missing_header_lists_where_it_looked(monkeypatch, tmp_path):
+    monkeypatch.setattr(build_ffi, "header_candidates", lambda: [tmp_path / "nowhere"])
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        build_ffi.find_header()
+
+
+def test_ur_include_dir_wins(monkeypatch, tmp_path):
+    (tmp_path / "ur_api.h").write_text("/* stand-in */\n")
+    monkeypatch.setenv("UR_INCLUDE_DIR", str(tmp_path))
+    assert build_ffi.find_header() == (tmp_path / "ur_api.h").resolve()
