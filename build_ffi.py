@@ -334,12 +334,12 @@ def generate_from_header(header: Path) -> Bindings:
 FACTS_SYMBOL = "ur_cffi_header_facts"
 
 
-def make_ffibuilder(header: Path | None = None):
+def make_ffibuilder(header: Path | None = None, bindings: Bindings | None = None):
     """Return a cffi ``FFI`` with the whole header declared and ``ur_cffi._ur`` as its source."""
     import cffi
 
     header = header or find_header()
-    bindings = generate_from_header(header)
+    bindings = bindings or generate_from_header(header)
     loader_dir = find_loader_dir(header)
     facts = json.dumps(
         {"header": str(header), "version": bindings.version, "info_types": bindings.info_types}
@@ -356,6 +356,8 @@ def make_ffibuilder(header: Path | None = None):
         libraries=["ur_loader"],
         library_dirs=[str(loader_dir)],
         runtime_library_dirs=[str(loader_dir)],
+        # Binding the [[deprecated]] enumerators too is the point of a 1:1 layer.
+        extra_compile_args=["-Wno-deprecated-declarations"],
     )
     return ffibuilder
 
@@ -363,12 +365,12 @@ def make_ffibuilder(header: Path | None = None):
 def main() -> None:
     """``make regen``: rebuild ``src/ur_cffi/_ur*.so`` from whatever header is found."""
     header = find_header()
-    ffibuilder = make_ffibuilder(header)
     bindings = generate_from_header(header)
-    build_dir = HERE / "build" / "regen"
-    built = ffibuilder.compile(tmpdir=str(build_dir), verbose=False)
-    target = HERE / "src" / "ur_cffi" / Path(built).name
-    shutil.copy2(built, target)
+    built = Path(make_ffibuilder(header, bindings).compile(tmpdir=str(HERE / "build" / "regen")))
+    package = HERE / "src" / "ur_cffi"
+    for stale in package.glob("_ur.*so"):  # e.g. an editable install's _ur.abi3.so
+        stale.unlink()
+    shutil.copy2(built, package / built.name)
     print(f"header: {header}")
     print(f"UR API version: {bindings.version}")
     print(
@@ -376,7 +378,7 @@ def main() -> None:
         f"{len(bindings.structs)} structs, {len(bindings.unions)} unions, "
         f"{len(bindings.constants)} constants"
     )
-    print(f"module: {target.relative_to(HERE)}")
+    print(f"module: {(package / built.name).relative_to(HERE)}")
 
 
 if __name__ == "__main__":
