@@ -74,15 +74,16 @@ class Resource:
     def handle(self):
         """The raw UR handle (cdata); raises :class:`ClosedError` once closed."""
         handle = self._handle
-        if handle is None or _forked:
-            raise ClosedError(f"{type(self).__name__} is closed" if handle is None else
-                              f"{type(self).__name__} belongs to the parent process (forked)")
+        if handle is None or _forked or not self._finalizer.alive:
+            raise ClosedError(f"{type(self).__name__} belongs to the parent process (forked)"
+                              if _forked and handle is not None else
+                              f"{type(self).__name__} is closed")
         return handle
 
     @property
     def closed(self) -> bool:
-        """True once :meth:`close` ran."""
-        return self._handle is None
+        """True once :meth:`close` ran or the handle was released (``loader.teardown()``)."""
+        return self._handle is None or not self._finalizer.alive
 
     def close(self) -> None:
         """Release the UR handle now; closing twice is harmless."""
@@ -101,5 +102,5 @@ class Resource:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._handle is None else hex(int(ffi.cast("uintptr_t", self._handle)))
+        state = "closed" if self.closed else hex(int(ffi.cast("uintptr_t", self._handle)))
         return f"<{type(self).__name__} {state}>"

@@ -135,6 +135,16 @@ def _enumerate() -> list[Device]:
     return found
 
 
+def _member(enum, prefix: str, name: str):
+    """``enum[prefix + NAME]``; a ``ValueError`` listing the choices for an unknown name."""
+    try:
+        return enum[prefix + name.upper()]
+    except KeyError:
+        choices = ", ".join(m.name.removeprefix(prefix).lower() for m in enum
+                            if m.name.startswith(prefix) and not m.name.endswith("FORCE_UINT32"))
+        raise ValueError(f"unknown {enum.__name__} {name!r}; one of: {choices}") from None
+
+
 def devices(device_type: ur_device_type_t | str | None = None,
             backend: ur_backend_t | str | None = None) -> list[Device]:
     """All root devices of all adapters, optionally only one type (``"gpu"``, ``"cpu"``) or backend.
@@ -148,9 +158,9 @@ def devices(device_type: ur_device_type_t | str | None = None,
             _cache["generation"] = loader.generation()
         found = list(_cache["devices"])
     if isinstance(device_type, str):
-        device_type = ur_device_type_t[f"UR_DEVICE_TYPE_{device_type.upper()}"]
+        device_type = _member(ur_device_type_t, "UR_DEVICE_TYPE_", device_type)
     if isinstance(backend, str):
-        backend = ur_backend_t[f"UR_BACKEND_{backend.upper()}"]
+        backend = _member(ur_backend_t, "UR_BACKEND_", backend)
     if device_type not in (None, ur_device_type_t.UR_DEVICE_TYPE_ALL):
         found = [d for d in found if d.type == device_type]
     if backend is not None:

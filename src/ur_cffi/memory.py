@@ -20,7 +20,10 @@ USM_KINDS = ("device", "host", "shared")
 
 
 def _shape(shape) -> tuple[int, ...]:
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    try:
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    except TypeError:
+        raise TypeError(f"shape {shape!r} must be an integer or a sequence of integers") from None
     for extent in shape:
         if not isinstance(extent, (int, np.integer)) or extent < 0:
             raise ValueError(f"shape {shape} must hold non-negative integers")
@@ -33,6 +36,11 @@ def _span(what: str, offset: int, count: int, size: int) -> None:
         raise ValueError(f"{what}: {count} element(s) at offset {offset} do not fit in {size}")
 
 
+def _no_objects(dtype: np.dtype, what: str) -> None:
+    if dtype.hasobject:  # the bytes are PyObject pointers: read back, they crash the process
+        raise TypeError(f"{what}: dtype {dtype} holds Python objects; device memory cannot")
+
+
 def _host_view(array, dtype: np.dtype, what: str) -> np.ndarray:
     if not isinstance(array, np.ndarray):
         raise TypeError(f"{what} needs a numpy array or USMArray, not {type(array).__name__}")
@@ -41,8 +49,22 @@ def _host_view(array, dtype: np.dtype, what: str) -> np.ndarray:
     return array
 
 
+def _enqueue_nothing(queue: Queue, blocking: bool, wait_for) -> Event:
+    """An Event for an empty copy or fill: UR rejects size 0 (the OpenCL adapter even returns
+    success from an empty fill without making its event), so enqueue a plain wait instead."""
+    count, events = wait_list(wait_for)
+    out = ffi.new("ur_event_handle_t *")
+    check(lib.urEnqueueEventsWait(queue.handle, count, events, out), "urEnqueueEventsWait")
+    event = Event(out[0], queue)
+    if blocking:
+        event.wait()
+    return event
+
+
 def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: bool, wait_for,
                     keep_alive: tuple) -> Event:
+    if nbytes == 0:
+        return _enqueue_nothing(queue, blocking, wait_for)
     count, events = wait_list(wait_for)
     out = ffi.new("ur_event_handle_t *")
     check(lib.urEnqueueUSMMemcpy(queue.handle, False, ffi.cast("void *", dst),
@@ -52,6 +74,12 @@ def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: boo
     if blocking:
         event.wait()  # interruptible, unlike a blocking urEnqueueUSMMemcpy
     return event
+
+
+def _free(context, pointer) -> int:
+    result = lib.urUSMFree(context, pointer)
+    release = lib.urContextRelease(context)
+    return result or release
 
 
 class USMArray(_handle.Resource):
@@ -70,8 +98,10 @@ class USMArray(_handle.Resource):
             raise TypeError(f"USMArray needs a Queue, not {type(queue).__name__}")
         if kind not in USM_KINDS:
             raise ValueError(f"kind must be one of {USM_KINDS}, not {kind!r}")
+        queue.handle  # noqa: B018 - raises ClosedError if the queue is closed
         self.queue, self.kind = queue, kind
         self.shape, self.dtype = _shape(shape), np.dtype(dtype)
+        _no_objects(self.dtype, "USMArray")
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
         context, device = queue.context.handle, queue.device.handle
@@ -87,8 +117,10 @@ class USMArray(_handle.Resource):
             check(lib.urUSMSharedAlloc(context, device, ffi.NULL, ffi.NULL, nbytes, out),
                   "urUSMSharedAlloc", f"{nbytes} bytes")
         self._address = int(ffi.cast("uintptr_t", out[0]))
-        # USM memory has no reference count: the finalizer keeps the context for urUSMFree.
-        self._own(out[0], parents=(queue,), release_args=(context, out[0]))
+        # USM memory has no reference count, so the allocation holds one on its context for
+        # urUSMFree: closing the Context first must not free it (the CPU runtime segfaults).
+        check(lib.urContextRetain(context), "urContextRetain")
+        self._own(out[0], parents=(queue,), release_args=(context, out[0]), release=_free)
 
     @property
     def context(self):
@@ -119,11 +151,11 @@ class USMArray(_handle.Resource):
             _span("copy_from", offset, source.size, self.size)
             return _enqueue_memcpy(queue, self.data_ptr() + offset * self.dtype.itemsize,
                                    source.data_ptr(), source.nbytes, blocking, wait_for,
-                                   (source,))
+                                   (source, self))
         host = np.ascontiguousarray(_host_view(source, self.dtype, "copy_from"))
         _span("copy_from", offset, host.size, self.size)
         return _enqueue_memcpy(queue, self.data_ptr() + offset * self.dtype.itemsize,
-                               host.ctypes.data, host.nbytes, blocking, wait_for, (host,))
+                               host.ctypes.data, host.nbytes, blocking, wait_for, (host, self))
 
     def copy_to(self, destination, *, offset: int = 0, queue: Queue | None = None,
                 blocking: bool = True, wait_for=()) -> Event:
@@ -151,7 +183,7 @@ class USMArray(_handle.Resource):
         _span("copy_to", offset, destination.size, self.size)
         return _enqueue_memcpy(queue, destination.data_ptr(),
                                self.data_ptr() + offset * self.dtype.itemsize,
-                               destination.nbytes, blocking, wait_for, (self,))
+                               destination.nbytes, blocking, wait_for, (self, destination))
 
     def to_numpy(self, *, queue: Queue | None = None) -> np.ndarray:
         """A new numpy array holding this array's contents (a blocking copy)."""
@@ -166,6 +198,11 @@ class USMArray(_handle.Resource):
         count = self.size - offset if count is None else count
         _span("fill", offset, count, self.size)
         pattern = np.array(value, dtype=self.dtype)
+        if count == 0:
+            return _enqueue_nothing(queue, blocking, wait_for)
+        if pattern.nbytes & (pattern.nbytes - 1):  # UR wants a power-of-two pattern size
+            return self.copy_from(np.full(count, pattern), offset=offset, queue=queue,
+                                  blocking=blocking, wait_for=wait_for)
         n_waits, events = wait_list(wait_for)
         out = ffi.new("ur_event_handle_t *")
         check(lib.urEnqueueUSMFill(queue.handle,
@@ -203,7 +240,7 @@ def zeros(shape, dtype=np.float32, *, queue: Queue, kind: str = "device") -> USM
 
 def asarray(array, *, queue: Queue, kind: str = "device") -> USMArray:
     """A USMArray holding a copy of ``array`` (anything ``numpy.asarray`` accepts)."""
-    host = np.ascontiguousarray(array)
+    host = np.asarray(array, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
     result = USMArray(queue, host.shape, host.dtype, kind)
     if result.size:
         result.copy_from(host)
@@ -233,7 +270,9 @@ class Buffer(_handle.Resource):
         check(lib.urMemGetNativeHandle(self.handle, device.handle, out), "urMemGetNativeHandle")
         return int(out[0])
 
-    def _check(self, what: str, queue: Queue, offset: int, nbytes: int) -> None:
+    def _check(self, what: str, queue: Queue, offset: int, host: np.ndarray) -> None:
+        _no_objects(host.dtype, what)
+        nbytes = host.nbytes
         if queue.context is not self.context:
             raise ValueError(f"{what}: {queue!r} is not of this buffer's context")
         if offset < 0 or offset + nbytes > self.nbytes:
@@ -244,7 +283,7 @@ class Buffer(_handle.Resource):
               wait_for=()) -> Event:
         """Copy a numpy array into the buffer at byte ``offset``."""
         host = np.ascontiguousarray(source)
-        self._check("write", queue, offset, host.nbytes)
+        self._check("write", queue, offset, host)
         count, events = wait_list(wait_for)
         out = ffi.new("ur_event_handle_t *")
         check(lib.urEnqueueMemBufferWrite(queue.handle, self.handle, False, offset, host.nbytes,
@@ -258,9 +297,11 @@ class Buffer(_handle.Resource):
     def read(self, queue: Queue, destination: np.ndarray, *, offset: int = 0,
              blocking: bool = True, wait_for=()) -> Event:
         """Copy from byte ``offset`` of the buffer into a writeable C-contiguous numpy array."""
+        if not isinstance(destination, np.ndarray):
+            raise TypeError(f"read needs a numpy array, not {type(destination).__name__}")
         if not destination.flags.c_contiguous or not destination.flags.writeable:
             raise ValueError("read needs a writeable C-contiguous numpy array")
-        self._check("read", queue, offset, destination.nbytes)
+        self._check("read", queue, offset, destination)
         count, events = wait_list(wait_for)
         out = ffi.new("ur_event_handle_t *")
         check(lib.urEnqueueMemBufferRead(queue.handle, self.handle, False, offset,

@@ -119,12 +119,21 @@ class Local:
         self.nbytes = int(nbytes)
 
 
-def _sizes(name: str, value) -> tuple[int, ...]:
+def _sizes(name: str, value, smallest: int = 1) -> tuple[int, ...]:
     sizes = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
-    if not 1 <= len(sizes) <= 3 or not all(isinstance(s, (int, np.integer)) and s > 0
+    if not 1 <= len(sizes) <= 3 or not all(isinstance(s, (int, np.integer)) and s >= smallest
                                            for s in sizes):
-        raise ValueError(f"{name} {value!r} must be 1 to 3 positive integers")
+        kind = "positive" if smallest > 0 else "non-negative"
+        raise ValueError(f"{name} {value!r} must be 1 to 3 {kind} integers")
     return tuple(int(s) for s in sizes)
+
+
+def _accepts(declared, kind: str) -> bool:
+    """Whether signature entry ``declared`` admits an argument of ``kind`` (no signature: yes).
+
+    Not ``declared in (None, kind)``: numpy reads ``np.dtype("float64") == None`` as true.
+    """
+    return declared is None or (isinstance(declared, str) and declared == kind)
 
 
 class Kernel(_handle.Resource):
@@ -181,8 +190,13 @@ class Kernel(_handle.Resource):
                 raise ValueError(f"local_size {local_sizes} exceeds the device's maximum "
                                  f"work-group size {limit}")
             local_array = ffi.new("size_t[]", local_sizes)
-        offset_array = ffi.NULL if global_offset is None else ffi.new(
-            "size_t[]", _sizes("global_offset", global_offset))
+        offset_array = ffi.NULL
+        if global_offset is not None:
+            offsets = _sizes("global_offset", global_offset, smallest=0)
+            if len(offsets) != dims:  # UR reads one offset per dimension
+                raise ValueError(f"global_offset {offsets} and global_size {global_sizes} "
+                                 "differ in dimensions")
+            offset_array = ffi.new("size_t[]", offsets)
         properties, keep = self._pack(queue, args)
         count, events = wait_list(wait_for)
         out = ffi.new("ur_event_handle_t *")
@@ -200,7 +214,7 @@ class Kernel(_handle.Resource):
             entry = properties[index]
             entry.stype, entry.index = _ARG_STYPE, index
             if isinstance(arg, USMArray):
-                if declared not in (None, "ptr"):
+                if not _accepts(declared, "ptr"):
                     raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "
                                     "got a USMArray")
                 if arg.context is not queue.context:
@@ -210,12 +224,12 @@ class Kernel(_handle.Resource):
                 entry.value.pointer = arg.handle
                 keep.append(arg)
             elif isinstance(arg, Local):
-                if declared not in (None, "local"):
+                if not _accepts(declared, "local"):
                     raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "
                                     "got Local")
                 entry.type, entry.size = _LOCAL, arg.nbytes
             elif isinstance(arg, Buffer):
-                if declared not in (None, "mem"):
+                if not _accepts(declared, "mem"):
                     raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "
                                     "got a Buffer")
                 entry.type, entry.size = _MEM_OBJ, _POINTER_SIZE
@@ -239,6 +253,8 @@ def _value_bytes(kernel: str, index: int, arg, declared) -> bytes:
     if isinstance(declared, np.dtype):
         if isinstance(arg, (USMArray, Local, Buffer)):
             raise TypeError(f"{where} is declared {declared}, got {type(arg).__name__}")
+        if type(arg) is float and declared.kind in "biu":  # numpy would truncate it
+            raise TypeError(f"{where} is declared {declared}, got float {arg!r}")
         try:
             value = np.array(arg, dtype=declared) if not isinstance(arg, np.generic) else arg
             if isinstance(arg, np.generic) and arg.dtype != declared:
