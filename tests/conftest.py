@@ -1,0 +1,186 @@
+"""Shared fixtures: the CPU UR device, a context and queue on it, fresh random numbers, and small
+Triton kernels compiled to SPIR-V without PyTorch (cached per session).
+
+The kernels live here because Triton reads a kernel's source and globals from its module.
+"""
+
+import secrets
+import sys
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import ur_cffi
+from ur_cffi import spirv
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # without the "triton" extra the tests that need a kernel skip
+    triton = None
+else:
+
+    @triton.jit
+    def scale_addresses(x_addr, y_addr, a, n, BLOCK: tl.constexpr):
+        # The original demo's style: raw int64 device addresses cast to typed pointers.
+        x_ptr = x_addr.to(tl.pointer_type(tl.float32))
+        y_ptr = y_addr.to(tl.pointer_type(tl.float32))
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * a, mask=mask)
+
+    @triton.jit
+    def add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+    @triton.jit
+    def lcg_steps(x_ptr, y_ptr, n, steps, BLOCK: tl.constexpr):
+        # `steps` rounds of a 32-bit linear congruential generator: a loop the compiler cannot
+        # shorten, so the kernel runs as long as asked and the result is still exact.
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        value = tl.load(x_ptr + offsets, mask=mask)
+        for _ in range(steps):
+            value = value * 1664525 + 1013904223
+        tl.store(y_ptr + offsets, value, mask=mask)
+
+    @triton.jit
+    def block_sums(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        # A cross-warp reduction: Triton gives the kernel a work-group local memory argument.
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
+        tl.store(out_ptr + tl.program_id(0), tl.sum(x, axis=0))
+
+    @triton.jit
+    def store_scalars(out_ptr, a, b, c, d, e, f):
+        tl.store(out_ptr + 0, a.to(tl.float64))
+        tl.store(out_ptr + 1, b.to(tl.float64))
+        tl.store(out_ptr + 2, c.to(tl.float64))
+        tl.store(out_ptr + 3, d.to(tl.float64))
+        tl.store(out_ptr + 4, e.to(tl.float64))
+        tl.store(out_ptr + 5, f.to(tl.float64))
+
+
+TritonKernel = namedtuple("TritonKernel", "spirv name shared local_size")
+"""A compiled kernel: SPIR-V the CPU runtime accepts, entry point, local-memory bytes, and the
+work-group size Triton assumes (``num_warps * threads_per_warp``)."""
+
+SIGNATURES = {
+    "scale_addresses": {"x_addr": "i64", "y_addr": "i64", "a": "fp32", "n": "i32"},
+    "add": {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+    "lcg_steps": {"x_ptr": "*i32", "y_ptr": "*i32", "n": "i32", "steps": "i32"},
+    "block_sums": {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+    "store_scalars": {"out_ptr": "*fp64", "a": "i8", "b": "i16", "c": "i32", "d": "i64",
+                      "e": "fp32", "f": "fp64"},
+}
+
+
+@pytest.fixture(scope="session")
+def device():
+    """The CPU UR device (the OpenCL adapter over Intel's CPU runtime)."""
+    found = ur_cffi.devices("cpu")
+    if not found:
+        pytest.skip("no UR CPU device: install the 'cpu' extra (intel-opencl-rt)")
+    return found[0]
+
+
+@pytest.fixture(scope="session")
+def context(device):
+    with device.create_context() as context:
+        yield context
+
+
+@pytest.fixture
+def queue(context, device):
+    """A fresh in-order queue per test, finished and released afterwards."""
+    with ur_cffi.Queue(context, device) as queue:
+        yield queue
+
+
+@pytest.fixture
+def rng():
+    """A generator with a fresh seed per test; the seed is printed for reproducing failures."""
+    seed = secrets.randbits(64)
+    print(f"numpy seed: {seed}")
+    return np.random.default_rng(seed)
+
+
+def _triton_target(device):
+    from triton.backends.compiler import GPUTarget
+
+    props = {
+        "max_work_group_size": device.max_work_group_size,
+        "sub_group_sizes": device.sub_group_sizes,
+        "has_fp64": device.has_fp64,
+        "has_subgroup_2d_block_io": False,
+        "has_subgroup_matrix_multiply_accumulate": False,
+        "has_subgroup_matrix_multiply_accumulate_tensor_float32": False,
+        "has_bfloat16_conversions": "cl_intel_bfloat16_conversions" in device.extensions,
+    }
+    return GPUTarget("xpu", props, 32)
+
+
+@pytest.fixture(scope="session")
+def compile_triton(tmp_path_factory, device):
+    """``compile_triton("add", BLOCK=128, num_warps=4)``: a :data:`TritonKernel` from this file.
+
+    Torch-free: ``torch`` is blocked from importing, and triton-xpu 3.3's arch-parser build
+    (it needs SYCL headers, ze_loader and torch) is replaced by a stub, as in /tmp/ttx/tx.py.
+    Triton's cache lives in a per-session directory; results are also kept in memory.
+    """
+    if triton is None:
+        pytest.skip("Triton is not installed (the 'triton' extra)")
+    from triton.backends import backends
+    from triton.compiler import ASTSource
+
+    class NoArch:
+        # Stands in for arch_parser.c: the name only selects `ocloc` queries, unused here.
+        @staticmethod
+        def parse_device_arch(arch):
+            return ""
+
+    namespace = backends["intel"].compiler.__init__.__globals__
+    build = namespace["compile_module_from_src"]
+    target = _triton_target(device)
+    compiled = {}
+
+    def compile_kernel(name, num_warps=4, **constants):
+        key = (name, num_warps, tuple(sorted(constants.items())))
+        if key not in compiled:
+            signature = dict(SIGNATURES[name], **{c: "constexpr" for c in constants})
+            source = ASTSource(globals()[name], signature, constants)
+            kernel = triton.compile(source, target=target, options={"num_warps": num_warps})
+            metadata = kernel.metadata
+            compiled[key] = TritonKernel(spirv.drop_capabilities(kernel.asm["spv"]),
+                                         metadata.name, metadata.shared,
+                                         metadata.num_warps * metadata.threads_per_warp)
+        return compiled[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "torch", None)
+        patch.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("triton_cache")))
+        patch.setitem(namespace, "compile_module_from_src",
+                      lambda src, name: NoArch() if name == "arch_utils" else build(src, name))
+        yield compile_kernel
+
+
+@pytest.fixture(scope="session")
+def build_triton(compile_triton, context):
+    """``build_triton("add", BLOCK=128)``: ``(Program, TritonKernel)`` in the session context,
+    built once per session."""
+    programs = {}
+
+    def build(name, num_warps=4, **constants):
+        compiled = compile_triton(name, num_warps, **constants)
+        if compiled not in programs:
+            programs[compiled] = ur_cffi.Program.from_il(context, compiled.spirv)
+        return programs[compiled], compiled
+
+    yield build
+    for program in programs.values():
+        program.close()
+

@@ -1,0 +1,165 @@
+"""Devices on the real CPU UR device: discovery and filters, typed properties, contexts, and
+``Device.synchronize()`` actually waiting for a long kernel."""
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import ur_cffi
+from ur_cffi.enums import (
+    ur_backend_t,
+    ur_device_info_t,
+    ur_device_type_t,
+    ur_device_usm_access_capability_flag_t as usm_flag,
+    ur_event_status_t,
+)
+
+LCG_A, LCG_C = 1664525, 1013904223
+
+
+def lcg_reference(x, steps):
+    """``steps`` rounds of ``v * LCG_A + LCG_C`` on int32 (wrapping), composed by squaring."""
+    total, power = (1, 0), (LCG_A, LCG_C)  # affine maps v -> a*v + c modulo 2**32
+    while steps:
+        if steps & 1:
+            total = (total[0] * power[0] % 2**32, (total[1] * power[0] + power[1]) % 2**32)
+        power = (power[0] * power[0] % 2**32, (power[1] * power[0] + power[1]) % 2**32)
+        steps >>= 1
+    wide = x.view(np.uint32).astype(np.uint64)
+    return ((wide * np.uint64(total[0]) + np.uint64(total[1])) % np.uint64(2**32)).astype(
+        np.uint32).view(np.int32)
+
+
+def test_lcg_reference_matches_a_plain_loop():
+    x = np.array([0, 1, -1, 2**31 - 1, -(2**31)], np.int32)
+    expected = x.view(np.uint32).astype(np.uint64)
+    for _ in range(37):
+        expected = (expected * LCG_A + LCG_C) % 2**32
+    assert np.array_equal(lcg_reference(x, 37), expected.astype(np.uint32).view(np.int32))
+
+
+def test_devices_lists_the_cpu_device(device):
+    everything = ur_cffi.devices()
+    assert device in everything
+    assert all(isinstance(d, ur_cffi.Device) for d in everything)
+    assert ur_cffi.devices() == everything  # the same objects: enumeration is cached
+    assert ur_cffi.devices("all") == everything
+    assert ur_cffi.devices(ur_device_type_t.UR_DEVICE_TYPE_ALL) == everything
+    cpus = ur_cffi.devices("cpu")
+    assert device in cpus and cpus == ur_cffi.devices("CPU")
+    assert cpus == ur_cffi.devices(ur_device_type_t.UR_DEVICE_TYPE_CPU)
+    assert all(d.type == ur_device_type_t.UR_DEVICE_TYPE_CPU for d in cpus)
+    assert all(d.type == ur_device_type_t.UR_DEVICE_TYPE_GPU for d in ur_cffi.devices("gpu"))
+    assert device in ur_cffi.devices(backend="opencl")
+    assert device in ur_cffi.devices("cpu", backend=ur_backend_t.UR_BACKEND_OPENCL)
+    assert device not in ur_cffi.devices(backend="level_zero")
+    assert all(d.backend == ur_backend_t.UR_BACKEND_LEVEL_ZERO
+               for d in ur_cffi.devices(backend="level_zero"))
+
+
+@pytest.mark.parametrize("kwargs, named", [({"device_type": "tpu"}, "'tpu'"),
+                                           ({"backend": "vulkan"}, "'vulkan'")])
+def test_unknown_filter_names_raise_value_error(kwargs, named):
+    with pytest.raises(ValueError, match=named) as raised:
+        ur_cffi.devices(**kwargs)
+    assert "cpu" in str(raised.value) or "opencl" in str(raised.value)  # the choices are listed
+
+
+def test_default_device_prefers_a_gpu():
+    found = ur_cffi.devices()
+    gpus = [d for d in found if d.type == ur_device_type_t.UR_DEVICE_TYPE_GPU]
+    assert ur_cffi.default_device() is (gpus or found)[0]
+
+
+def test_device_properties_have_their_python_types(device):
+    assert isinstance(device.name, str) and device.name
+    assert device.type is ur_device_type_t.UR_DEVICE_TYPE_CPU
+    assert isinstance(device.vendor, str) and "Intel" in device.vendor
+    assert isinstance(device.driver_version, str) and device.driver_version
+    for size in (device.global_mem_size, device.local_mem_size, device.max_mem_alloc_size,
+                 device.max_compute_units, device.max_work_group_size):
+        assert type(size) is int and size > 0
+    assert device.max_mem_alloc_size <= device.global_mem_size
+    assert isinstance(device.max_work_item_sizes, list) and len(device.max_work_item_sizes) == 3
+    assert all(type(s) is int and 0 < s for s in device.max_work_item_sizes)
+    assert max(device.max_work_item_sizes) >= device.max_work_group_size
+    assert isinstance(device.sub_group_sizes, list) and device.sub_group_sizes
+    assert all(type(s) is int and s > 0 for s in device.sub_group_sizes)
+    assert isinstance(device.il_version, str) and "SPIR-V_1.0" in device.il_version.split()
+    for flags in (device.usm_host_support, device.usm_device_support, device.usm_shared_support):
+        assert isinstance(flags, usm_flag)
+        assert usm_flag.UR_DEVICE_USM_ACCESS_CAPABILITY_FLAG_ACCESS in flags
+    assert device.backend is ur_backend_t.UR_BACKEND_OPENCL
+    assert device.backend == device.platform.backend == device.platform.adapter.backend
+    assert isinstance(device.platform.name, str) and device.platform.name
+    extensions = device.extensions
+    assert isinstance(extensions, frozenset) and all(isinstance(e, str) for e in extensions)
+    assert "cl_khr_il_program" in extensions
+    assert device.has_fp16 is ("cl_khr_fp16" in extensions)
+    assert device.has_fp64 is ("cl_khr_fp64" in extensions)
+    assert device.info(ur_device_info_t.UR_DEVICE_INFO_NAME) == device.name
+    assert device.info(ur_device_info_t.UR_DEVICE_INFO_MAX_WORK_GROUP_SIZE) == \
+        device.max_work_group_size
+    assert device.name in repr(device) and "CPU" in repr(device)
+
+
+def test_root_devices_are_not_closed_by_close_or_with(device):
+    with device as same:
+        assert same is device
+    device.close()
+    assert not device.closed
+    assert device.name  # still usable: root devices are released at loader teardown
+
+
+def test_create_context(device):
+    with device.create_context() as context:
+        assert isinstance(context, ur_cffi.Context)
+        assert context.devices == (device,)
+        assert not context.closed
+        assert "1 device" in repr(context)
+    assert context.closed and "closed" in repr(context)
+    with ur_cffi.Context([device]) as context:
+        assert context.devices == (device,)
+    with pytest.raises(ValueError, match="at least one device"):
+        ur_cffi.Context([])
+
+
+def test_synchronize_waits_for_a_long_kernel(device, context, build_triton, rng, monkeypatch):
+    """A kernel of a few hundred ms writes host USM; right after ``synchronize()`` it is done.
+
+    The output is read straight from host memory, not through a queue, so only the
+    synchronization can have made it complete.  On this CPU device ``urDeviceWaitExp`` is
+    unsupported and the documented fallback (finish every ur_cffi queue) must be what ran.
+    """
+    program, compiled = build_triton("lcg_steps", BLOCK=1024)
+    kernel = program.kernel(compiled.name, ("ptr", "ptr", "int32", "int32"))
+    n, steps = 200_003, 300_000
+    x = rng.integers(-(2**31), 2**31, n, dtype=np.int32)
+    finished = []
+    finish = ur_cffi.Queue.finish
+    monkeypatch.setattr(ur_cffi.Queue, "finish", lambda q: (finished.append(q), finish(q)))
+    queue = ur_cffi.Queue(context, device)
+    try:
+        source = ur_cffi.asarray(x, queue=queue)
+        out = ur_cffi.empty(n, np.int32, queue=queue, kind="host")
+        out.fill(np.iinfo(np.int32).min)
+        finished.clear()
+        event = kernel.launch(queue, -(-n // 1024) * compiled.local_size, compiled.local_size,
+                              source, out, n, steps)
+        device.synchronize()
+        status = event.status
+        result = np.ctypeslib.as_array((ctypes.c_int32 * n).from_address(out.data_ptr())).copy()
+        assert device.synchronize_uses_device_wait is False
+        assert queue in finished  # the fallback finished our queue
+        assert status == ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+        assert np.array_equal(result, lcg_reference(x, steps))
+    finally:
+        queue.close()
+
+
+def test_synchronize_skips_closed_queues(device, context):
+    queue = ur_cffi.Queue(context, device)
+    queue.close()
+    device.synchronize()  # must not touch the closed queue
+    assert device.synchronize_uses_device_wait is False

@@ -1,0 +1,342 @@
+"""Programs from SPIR-V and from native binaries, build options and failures, kernels by name,
+and launches with every kind of argument, on the CPU device with Triton-compiled kernels."""
+
+import ctypes
+import struct
+
+import numpy as np
+import pytest
+
+import ur_cffi
+from ur_cffi import errors, spirv
+from ur_cffi.enums import ur_event_status_t
+
+BLOCK = 128
+OP_CAPABILITY, OP_MEMORY_MODEL = 17, 14
+
+
+def blocks(n, compiled, block=BLOCK):
+    """The global size for ``n`` elements in blocks of ``block``, one work-group per block."""
+    return -(-n // block) * compiled.local_size
+
+
+@pytest.fixture
+def add(build_triton):
+    program, compiled = build_triton("add", BLOCK=BLOCK)
+    return program.kernel(compiled.name), compiled
+
+
+@pytest.fixture
+def scale(build_triton):
+    program, compiled = build_triton("scale_addresses", BLOCK=BLOCK)
+    return program.kernel(compiled.name), compiled
+
+
+def add_reference(x, y):
+    return (x.astype(np.float64) + y).astype(np.float32)  # one rounding, as on the device
+
+
+# --- programs -------------------------------------------------------------------------------
+
+def test_program_from_il(context, compile_triton, device):
+    compiled = compile_triton("add", BLOCK=BLOCK)
+    with ur_cffi.Program.from_il(context, compiled.spirv) as program:
+        assert program.context is context
+        assert program.kernel_names == ["add"]
+        log = program.build_log()
+        assert isinstance(log, str) and log == program.build_log(device)
+        binaries = program.binaries
+        assert len(binaries) == 1 and isinstance(binaries[0], bytes)
+        assert binaries[0][:4] == b"\x7fELF"
+    assert program.closed
+
+
+@pytest.mark.parametrize("options", ["-cl-opt-disable", "-cl-mad-enable -cl-no-signed-zeros"])
+def test_build_options_reach_the_compiler(context, compile_triton, queue, rng, options):
+    compiled = compile_triton("add", BLOCK=BLOCK)
+    program = ur_cffi.Program.from_il(context, compiled.spirv, options)
+    assert f"Options used by backend compiler: {options}" in program.build_log()
+    rebuilt = ur_cffi.Program.from_binary(context, program.binaries[0], options)
+    assert f"Options used by backend compiler: {options}" in rebuilt.build_log()
+    for built in (program, rebuilt):
+        n = 5 * BLOCK + 3
+        x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+        out = ur_cffi.asarray(np.full(n, np.nan, np.float32), queue=queue)
+        built.kernel("add").launch(queue, blocks(n, compiled), compiled.local_size,
+                                   ur_cffi.asarray(x, queue=queue),
+                                   ur_cffi.asarray(y, queue=queue), out, np.int32(n)).wait()
+        assert np.array_equal(out.to_numpy(), add_reference(x, y))
+
+
+def test_binaries_round_trip(context, device, compile_triton, queue, rng):
+    compiled = compile_triton("scale_addresses", BLOCK=BLOCK)
+    binary = ur_cffi.Program.from_il(context, compiled.spirv).binaries[0]
+    program = ur_cffi.Program.from_binary(context, binary, device=device)
+    assert program.kernel_names == ["scale_addresses"]
+    assert program.binaries[0][:4] == b"\x7fELF"
+    n = 1000
+    x = rng.standard_normal(n).astype(np.float32)
+    source = ur_cffi.asarray(x, queue=queue)
+    out = ur_cffi.asarray(np.full(n, np.nan, np.float32), queue=queue)
+    kernel = program.kernel("scale_addresses", ("int64", "int64", "float32", "int32"))
+    kernel.launch(queue, blocks(n, compiled), compiled.local_size,
+                  source.data_ptr(), out.data_ptr(), 0.75, n).wait()
+    assert np.array_equal(out.to_numpy(), (x.astype(np.float64) * 0.75).astype(np.float32))
+
+
+def test_a_bad_binary_raises(context):
+    with pytest.raises(errors.InvalidBinaryError) as raised:
+        ur_cffi.Program.from_binary(context, b"\x7fELF" + b"junk" * 20)
+    assert raised.value.function == "urProgramCreateWithBinary"
+
+
+def test_unknown_build_options_raise_with_the_log(context, compile_triton):
+    with pytest.raises(errors.URError) as raised:
+        ur_cffi.Program.from_il(context, compile_triton("add", BLOCK=BLOCK).spirv, "-cl-bogus-flag")
+    # Observed: the CPU runtime answers INVALID_VALUE (not PROGRAM_BUILD_FAILURE) and logs why.
+    assert isinstance(raised.value, errors.InvalidValueError)
+    assert raised.value.function == "urProgramBuild"
+    assert "build log" in str(raised.value)
+    assert "Unrecognized build options: -cl-bogus-flag" in str(raised.value)
+
+
+def spirv_header(bound=16):
+    return struct.pack("<5I", spirv.MAGIC, 0x00010000, 0, bound, 0)
+
+
+def test_a_header_with_junk_fails_at_build_with_the_log(context):
+    # Well-formed instructions, nonsense content: accepted at create, refused at build.
+    junk = struct.pack("<2I", 2 << 16 | OP_CAPABILITY, 0xBAD)
+    with pytest.raises(errors.ProgramBuildFailureError) as raised:
+        ur_cffi.Program.from_il(context, spirv_header() + junk)
+    assert raised.value.function == "urProgramBuild"
+    message = str(raised.value)
+    assert "build log" in message and "Compilation failed" in message
+    assert "unsupported capability" in message
+
+    wrong_model = struct.pack("<3I", 3 << 16 | OP_MEMORY_MODEL, 0, 0)  # Logical GLSL450
+    with pytest.raises(errors.ProgramBuildFailureError, match="memory model"):
+        ur_cffi.Program.from_il(context, spirv_header() + wrong_model)
+
+
+def test_malformed_spirv_is_refused_before_ur(context, compile_triton):
+    module = compile_triton("add", BLOCK=BLOCK).spirv
+    words = len(module) // 4
+    for broken in (module[: 4 * (words // 2) + 2],          # not whole words
+                   spirv_header() + struct.pack("<2I", 9 << 16 | OP_CAPABILITY, 1),  # overruns
+                   spirv_header() + struct.pack("<I", 0 | OP_CAPABILITY)):          # 0 words
+        with pytest.raises(ValueError, match="SPIR-V") as raised:
+            ur_cffi.Program.from_il(context, broken)
+        assert not isinstance(raised.value, errors.URError)
+
+
+def test_random_bytes_are_an_invalid_binary(context, rng):
+    with pytest.raises(errors.InvalidBinaryError) as raised:
+        ur_cffi.Program.from_il(context, rng.bytes(64))
+    assert raised.value.function == "urProgramCreateWithIL"
+
+
+def test_kernel_by_name(build_triton):
+    program, compiled = build_triton("add", BLOCK=BLOCK)
+    kernel = program.kernel("add")
+    assert isinstance(kernel, ur_cffi.Kernel)
+    assert kernel.name == "add" and kernel.program is program and kernel.num_args == 4
+    assert kernel.signature is None
+    typed = ur_cffi.Kernel(program, "add", ("ptr", "ptr", "ptr", np.int32))
+    assert typed.signature == ("ptr", "ptr", "ptr", np.dtype(np.int32))
+    with pytest.raises(errors.InvalidKernelNameError, match="'no_such_kernel'") as raised:
+        program.kernel("no_such_kernel")
+    assert isinstance(raised.value, ValueError) and raised.value.function == "urKernelCreate"
+    with pytest.raises(ValueError, match="signature declares 3 arguments; kernel 'add' takes 4"):
+        program.kernel("add", ("ptr", "ptr", "ptr"))
+
+
+# --- launches ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, BLOCK - 1, 10 * BLOCK + 37])
+def test_launch_with_usm_arrays(add, queue, rng, n):
+    kernel, compiled = add
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    out = ur_cffi.asarray(np.full(n, np.nan, np.float32), queue=queue)
+    event = kernel.launch(queue, blocks(n, compiled), compiled.local_size,
+                          ur_cffi.asarray(x, queue=queue),
+                          ur_cffi.asarray(y, queue=queue, kind="shared"),
+                          out, np.int32(n))
+    assert isinstance(event, ur_cffi.Event)
+    event.wait()
+    assert event.status == ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+    assert np.array_equal(out.to_numpy(), add_reference(x, y))
+
+
+def test_launch_with_raw_addresses(add, scale, queue, rng):
+    n = 3 * BLOCK + 5
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    dx, dy = ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue)
+    out = ur_cffi.asarray(np.full(n, np.nan, np.float32), queue=queue)
+
+    # Declared pointers take integer addresses.
+    kernel, compiled = add
+    typed = ur_cffi.Kernel(kernel.program, "add", ("ptr", "ptr", "ptr", "int32"))
+    typed.launch(queue, blocks(n, compiled), compiled.local_size,
+                 dx.data_ptr(), np.uint64(dy.data_ptr()), out.data_ptr(), n).wait()
+    assert np.array_equal(out.to_numpy(), add_reference(x, y))
+
+    # The original demo's kernel takes int64 addresses and casts them itself.
+    kernel, compiled = scale
+    expected = (x.astype(np.float64) * 2.5).astype(np.float32)
+    for args in ((np.int64(dx.data_ptr()), np.int64(out.data_ptr()), np.float32(2.5), np.int32(n)),
+                 (ctypes.c_int64(dx.data_ptr()), ctypes.c_int64(out.data_ptr()),
+                  ctypes.c_float(2.5), ctypes.c_int32(n))):
+        out.fill(np.nan)
+        kernel.launch(queue, blocks(n, compiled), compiled.local_size, *args).wait()
+        assert np.array_equal(out.to_numpy(), expected)
+
+
+def test_launch_with_a_buffer(add, queue, context, rng):
+    kernel, compiled = add
+    n = 2 * BLOCK + 9
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    buffer = ur_cffi.Buffer(context, x.nbytes)
+    buffer.write(queue, x)
+    out = ur_cffi.asarray(np.full(n, np.nan, np.float32), queue=queue)
+    kernel.launch(queue, blocks(n, compiled), compiled.local_size,
+                  buffer, ur_cffi.asarray(y, queue=queue), out, np.int32(n)).wait()
+    assert np.array_equal(out.to_numpy(), add_reference(x, y))
+    typed = ur_cffi.Kernel(kernel.program, "add", ("mem", "ptr", "ptr", "int32"))
+    out.copy_from(y)  # out = buffer + out
+    typed.launch(queue, blocks(n, compiled), compiled.local_size, buffer, out, out, n).wait()
+    assert np.array_equal(out.to_numpy(), add_reference(x, y))
+
+
+SCALAR_TYPES = (np.int8, np.int16, np.int32, np.int64, np.float32, np.float64)
+CTYPES = (ctypes.c_int8, ctypes.c_int16, ctypes.c_int32, ctypes.c_int64, ctypes.c_float,
+          ctypes.c_double)
+
+
+def random_scalars(rng):
+    values = [int(rng.integers(np.iinfo(t).min, np.iinfo(t).max)) for t in SCALAR_TYPES[:4]]
+    return values + [float(np.float32(rng.standard_normal())), float(rng.standard_normal())]
+
+
+@pytest.mark.parametrize("form", ["numpy", "ctypes", "signature"])
+def test_launch_with_scalars_by_value(build_triton, queue, rng, form):
+    program, compiled = build_triton("store_scalars")
+    values = random_scalars(rng)
+    out = ur_cffi.asarray(np.full(6, np.nan), queue=queue)
+    if form == "numpy":
+        kernel, args = program.kernel("store_scalars"), [t(v) for t, v in zip(SCALAR_TYPES, values)]
+    elif form == "ctypes":
+        kernel, args = program.kernel("store_scalars"), [t(v) for t, v in zip(CTYPES, values)]
+    else:
+        kernel = program.kernel("store_scalars", ("ptr", "int8", "int16", "int32", "int64",
+                                                  "float32", "float64"))
+        args = values
+    kernel.launch(queue, compiled.local_size, compiled.local_size, out, *args).wait()
+    # int64 values beyond 2**53 round in float64 on the device and in numpy alike.
+    assert np.array_equal(out.to_numpy(), np.array(values, np.float64))
+
+
+def test_launch_with_local_memory(build_triton, queue, rng):
+    program, compiled = build_triton("block_sums", BLOCK=256)
+    assert compiled.shared > 0  # Triton needs work-group memory for the cross-warp sum
+    kernel = program.kernel("block_sums")
+    assert kernel.num_args == 4  # x, out, n and the local-memory argument
+    n = 7 * 256 + 100
+    # Integers in float32: every partial sum is exact, whatever the summation order.
+    x = rng.integers(-1000, 1000, n).astype(np.float32)
+    groups = -(-n // 256)
+    out = ur_cffi.asarray(np.full(groups, np.nan, np.float32), queue=queue)
+    kernel.launch(queue, groups * compiled.local_size, compiled.local_size,
+                  ur_cffi.asarray(x, queue=queue), out, np.int32(n),
+                  ur_cffi.Local(compiled.shared)).wait()
+    padded = np.zeros(groups * 256)
+    padded[:n] = x
+    assert np.array_equal(out.to_numpy(), padded.reshape(groups, 256).sum(axis=1))
+    typed = program.kernel("block_sums", ("ptr", "ptr", "int32", "local"))
+    out.fill(np.nan)
+    typed.launch(queue, groups * compiled.local_size, compiled.local_size,
+                 ur_cffi.asarray(x, queue=queue), out, n, ur_cffi.Local(compiled.shared)).wait()
+    assert np.array_equal(out.to_numpy(), padded.reshape(groups, 256).sum(axis=1))
+    for size in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="positive integer"):
+            ur_cffi.Local(size)
+
+
+def test_launch_with_a_zero_global_offset(add, queue, rng):
+    kernel, compiled = add
+    n = BLOCK + 1
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    out = ur_cffi.asarray(np.full(n, np.nan, np.float32), queue=queue)
+    kernel.launch(queue, blocks(n, compiled), compiled.local_size, ur_cffi.asarray(x, queue=queue),
+                  ur_cffi.asarray(y, queue=queue), out, np.int32(n), global_offset=0).wait()
+    assert np.array_equal(out.to_numpy(), add_reference(x, y))
+
+
+def test_argument_count_and_types_are_checked(add, build_triton, queue, device):
+    kernel, compiled = add
+    a = ur_cffi.zeros(4, queue=queue)
+    g, l = compiled.local_size, compiled.local_size
+    with pytest.raises(TypeError, match="kernel 'add' takes 4 arguments, 3 given"):
+        kernel.launch(queue, g, l, a, a, a)
+    with pytest.raises(TypeError, match="kernel 'add' takes 4 arguments, 5 given"):
+        kernel.launch(queue, g, l, a, a, a, np.int32(4), np.int32(4))
+    with pytest.raises(TypeError, match=r"argument 3 of 'add': int 4 has no C type"):
+        kernel.launch(queue, g, l, a, a, a, 4)
+    with pytest.raises(TypeError, match=r"argument 1 of 'add': float 1.0 has no C type"):
+        kernel.launch(queue, g, l, a, 1.0, a, np.int32(4))
+
+    typed = ur_cffi.Kernel(kernel.program, "add", ("ptr", "ptr", "ptr", "int32"))
+    with pytest.raises(TypeError, match="argument 3 of 'add' is declared int32, got a USMArray"):
+        typed.launch(queue, g, l, a, a, a, a)
+    with pytest.raises(TypeError, match="argument 3 of 'add' is declared int32, got float"):
+        typed.launch(queue, g, l, a, a, a, 2.5)
+    with pytest.raises(TypeError, match="argument 3 of 'add' is declared int32, got float64"):
+        typed.launch(queue, g, l, a, a, a, np.float64(4))
+    with pytest.raises(ValueError, match=r"argument 3 of 'add': 1099511627776 does not fit"):
+        typed.launch(queue, g, l, a, a, a, 2**40)
+    with pytest.raises(TypeError, match="argument 1 of 'add' is declared ptr, got Local"):
+        typed.launch(queue, g, l, a, ur_cffi.Local(16), a, 4)
+    with pytest.raises(TypeError, match="argument 0 of 'add' is declared ptr, got float"):
+        typed.launch(queue, g, l, 1.5, a, a, 4)
+
+    program, _ = build_triton("store_scalars")
+    scalars = program.kernel("store_scalars", ("ptr", "int8", "int16", "int32", "int64",
+                                               "float32", "float64"))
+    # float64 especially: numpy's dtype("float64") == None is true, which once let these through.
+    declared = "argument 6 of 'store_scalars' is declared float64"
+    with pytest.raises(TypeError, match=f"{declared}, got a USMArray"):
+        scalars.launch(queue, g, l, a, 1, 2, 3, 4, 5.0, a)
+    with pytest.raises(TypeError, match=f"{declared}, got Local"):
+        scalars.launch(queue, g, l, a, 1, 2, 3, 4, 5.0, ur_cffi.Local(8))
+    with pytest.raises(ValueError, match="argument 1 of 'store_scalars': 128 does not fit in int8"):
+        scalars.launch(queue, g, l, a, 128, 2, 3, 4, 5.0, 6.0)
+
+    with device.create_context() as other_context, ur_cffi.Queue(other_context) as other:
+        foreign = ur_cffi.zeros(4, queue=other)
+        with pytest.raises(ValueError, match="argument 2 of 'add': the USMArray belongs to an"):
+            kernel.launch(queue, g, l, a, a, foreign, np.int32(4))
+        foreign.close()
+    closed = ur_cffi.zeros(4, queue=queue)
+    closed.close()
+    with pytest.raises(ur_cffi.ClosedError):
+        kernel.launch(queue, g, l, a, closed, a, np.int32(4))
+
+
+def test_sizes_are_checked(add, queue, device):
+    kernel, compiled = add
+    a = ur_cffi.zeros(4, queue=queue)
+    args = (a, a, a, np.int32(4))
+    with pytest.raises(ValueError, match="does not divide"):
+        kernel.launch(queue, 100, 64, *args)
+    with pytest.raises(ValueError, match="differ in dimensions"):
+        kernel.launch(queue, (128, 2), 128, *args)
+    with pytest.raises(ValueError, match="exceeds the device's maximum work-group size"):
+        kernel.launch(queue, 2 * device.max_work_group_size, 2 * device.max_work_group_size, *args)
+    with pytest.raises(ValueError, match="global_size 0 must be 1 to 3 positive integers"):
+        kernel.launch(queue, 0, None, *args)
+    with pytest.raises(ValueError, match="global_size"):
+        kernel.launch(queue, (1, 1, 1, 1), None, *args)
+    with pytest.raises(ValueError, match="global_offset .* differ in dimensions"):
+        kernel.launch(queue, (128, 1), None, *args, global_offset=0)
+    with pytest.raises(ValueError, match="global_offset -1 must be 1 to 3 non-negative"):
+        kernel.launch(queue, 128, None, *args, global_offset=-1)

@@ -1,0 +1,203 @@
+"""Queues (in-order, out-of-order, profiling) and events on the CPU device: finish, flush,
+barriers, wait lists on every enqueue, and asynchronous work ordered only by events."""
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import ur_cffi
+from ur_cffi import errors, info
+from ur_cffi.enums import (
+    ur_event_status_t,
+    ur_profiling_info_t,
+    ur_queue_flag_t,
+    ur_queue_info_t,
+)
+
+COMPLETE = ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+BLOCK = 256
+
+
+def ur_flags(queue):
+    return info.query("urQueueGetInfo", queue.handle, ur_queue_info_t.UR_QUEUE_INFO_FLAGS)
+
+
+def test_queue_kinds(context, device):
+    with ur_cffi.Queue(context) as queue:
+        assert queue.device is device and queue.context is context
+        assert not queue.out_of_order and not queue.profiling
+        assert ur_queue_flag_t.UR_QUEUE_FLAG_OUT_OF_ORDER_EXEC_MODE_ENABLE not in ur_flags(queue)
+        assert "in-order" in repr(queue)
+    with ur_cffi.Queue(context, device, out_of_order=True) as queue:
+        assert queue.out_of_order and not queue.profiling
+        assert ur_queue_flag_t.UR_QUEUE_FLAG_OUT_OF_ORDER_EXEC_MODE_ENABLE in ur_flags(queue)
+        assert "out-of-order" in repr(queue)
+    with ur_cffi.Queue(context, device, profiling=True) as queue:
+        assert queue.profiling and not queue.out_of_order
+        assert ur_queue_flag_t.UR_QUEUE_FLAG_PROFILING_ENABLE in ur_flags(queue)
+    assert queue.closed and "closed" in repr(queue)
+    with pytest.raises(ValueError, match="is not a device of"):
+        ur_cffi.Queue(context, object())
+
+
+def test_finish_and_flush(queue, rng):
+    n = 200_001
+    x = rng.standard_normal(n).astype(np.float32)
+    array = ur_cffi.empty(n, queue=queue)
+    written = array.copy_from(x, blocking=False)
+    out = np.full(n, np.nan, np.float32)
+    read = array.copy_to(out, blocking=False)
+    queue.flush()
+    queue.finish()
+    assert written.status == read.status == COMPLETE
+    assert np.array_equal(out, x)
+    queue.finish()  # an empty queue finishes at once
+    queue.flush()
+
+
+def test_leaving_with_finishes_the_queue(context, device, rng):
+    n = 100_003
+    x = rng.standard_normal(n)
+    host = None
+    with ur_cffi.Queue(context, device) as queue:
+        host = ur_cffi.empty(n, np.float64, queue=queue, kind="host")
+        source = ur_cffi.asarray(x, queue=queue)
+        event = host.copy_from(source, blocking=False)
+    assert queue.closed
+    assert event.status == COMPLETE
+    result = np.ctypeslib.as_array((ctypes.c_double * n).from_address(host.data_ptr()))
+    assert np.array_equal(result, x)
+
+
+def test_event_wait_and_status(queue, rng):
+    x = rng.standard_normal(1000)
+    array = ur_cffi.empty(1000, np.float64, queue=queue)
+    event = array.copy_from(x, blocking=False)
+    assert isinstance(event.status, ur_event_status_t)
+    event.wait()
+    assert event.status == COMPLETE
+    event.wait()  # waiting again returns at once
+    assert event.queue is queue
+    assert np.array_equal(array.to_numpy(), x)
+
+
+def test_barrier(context, device, rng):
+    n = 50_001
+    x, y = rng.standard_normal(n), rng.standard_normal(n)
+    with ur_cffi.Queue(context, device, out_of_order=True) as queue:
+        a = ur_cffi.empty(n, np.float64, queue=queue)
+        b = ur_cffi.empty(n, np.float64, queue=queue)
+        first = a.copy_from(x, blocking=False)
+        second = b.copy_from(y, blocking=False)
+        barrier = queue.barrier()
+        assert isinstance(barrier, ur_cffi.Event)
+        barrier.wait()
+        assert first.status == second.status == COMPLETE
+        # Only after ``first``: the copy of ``a`` into ``b`` must see ``a`` written.
+        first = a.fill(3.0, blocking=False)
+        after = queue.barrier(wait_for=first)
+        copied = b.copy_from(a, blocking=False, wait_for=[after])
+        copied.wait()
+        assert first.status == COMPLETE
+        assert np.array_equal(b.to_numpy(), np.full(n, 3.0))
+        after = queue.barrier([copied, first])
+        after.wait()
+        with pytest.raises(TypeError, match="wait_for takes Event objects"):
+            queue.barrier(wait_for=[after, "not an event"])
+
+
+def test_profiling_timestamps_increase(context, device, build_triton, rng):
+    program, compiled = build_triton("lcg_steps", BLOCK=1024)
+    kernel = program.kernel(compiled.name, ("ptr", "ptr", "int32", "int32"))
+    n = 100_003
+    x = rng.integers(-(2**31), 2**31, n, dtype=np.int32)
+    grid = -(-n // 1024) * compiled.local_size
+    with ur_cffi.Queue(context, device, profiling=True) as queue:
+        source = ur_cffi.asarray(x, queue=queue)
+        out = ur_cffi.empty(n, np.int32, queue=queue)
+        copy = out.fill(0, blocking=False)
+        first = kernel.launch(queue, grid, compiled.local_size, source, out, n, 2000,
+                              wait_for=[copy])
+        second = kernel.launch(queue, grid, compiled.local_size, out, out, n, 2000,
+                               wait_for=[first])
+        second.wait()
+        stamps = [first.profiling(p) for p in (
+            ur_profiling_info_t.UR_PROFILING_INFO_COMMAND_QUEUED,
+            ur_profiling_info_t.UR_PROFILING_INFO_COMMAND_SUBMIT,
+            ur_profiling_info_t.UR_PROFILING_INFO_COMMAND_START,
+            ur_profiling_info_t.UR_PROFILING_INFO_COMMAND_END)]
+        assert all(type(s) is int for s in stamps)
+        assert stamps == sorted(stamps)
+        assert first.start_ns < first.end_ns  # the kernel does real work
+        assert first.elapsed_ns == first.end_ns - first.start_ns > 0
+        assert copy.end_ns <= first.start_ns  # ordered by the wait lists
+        assert first.end_ns <= second.start_ns < second.end_ns
+
+
+def test_profiling_needs_a_profiling_queue(queue):
+    event = ur_cffi.zeros(10, queue=queue).fill(1.0)
+    with pytest.raises(errors.ProfilingInfoNotAvailableError) as raised:
+        event.start_ns
+    assert isinstance(raised.value, NotImplementedError)
+    assert raised.value.function == "urEventGetProfilingInfo"
+
+
+@pytest.mark.parametrize("n", [1, 777, 100_003])
+def test_async_copies_on_an_out_of_order_queue_are_ordered_by_events(context, device, rng, n):
+    x = rng.standard_normal(n)
+    with ur_cffi.Queue(context, device, out_of_order=True) as queue:
+        a = ur_cffi.empty(n, np.float64, queue=queue, kind="device")
+        b = ur_cffi.empty(n, np.float64, queue=queue, kind="shared")
+        c = ur_cffi.empty(n + 5, np.float64, queue=queue, kind="device")
+        poison = c.fill(np.nan, blocking=False)
+        step1 = a.copy_from(x, blocking=False)
+        step2 = b.copy_from(a, blocking=False, wait_for=[step1])
+        step3 = c.copy_from(b, offset=5, blocking=False, wait_for=[step2, poison])
+        step4 = c.fill(-1.0, count=5, blocking=False, wait_for=step3)
+        out = np.full(n + 5, np.nan)
+        step5 = c.copy_to(out, blocking=False, wait_for=[step4])
+        events = [poison, step1, step2, step3, step4, step5]
+        assert all(isinstance(e, ur_cffi.Event) for e in events)
+        step5.wait()
+        assert all(e.status == COMPLETE for e in events)
+    assert np.array_equal(out[:5], np.full(5, -1.0))
+    assert np.array_equal(out[5:], x)
+
+
+def test_every_enqueue_takes_a_wait_list(context, device, build_triton, rng):
+    """One chain through every kind of enqueue on an out-of-order queue; exact results."""
+    program, compiled = build_triton("add", BLOCK=BLOCK)
+    add = program.kernel(compiled.name, ("ptr", "ptr", "ptr", "int32"))
+    n = 3 * BLOCK + 17
+    x = rng.standard_normal(n).astype(np.float32)
+    with ur_cffi.Queue(context, device, out_of_order=True) as queue:
+        buffer = ur_cffi.Buffer(context, x.nbytes)
+        a = ur_cffi.empty(n, queue=queue)
+        b = ur_cffi.empty(n, queue=queue)
+        out = ur_cffi.empty(n, queue=queue)
+        e1 = buffer.write(queue, x, blocking=False)
+        staged = np.full(n, np.nan, np.float32)
+        e2 = buffer.read(queue, staged, blocking=False, wait_for=[e1])
+        e3 = a.copy_from(staged, blocking=False, wait_for=[e2])
+        e4 = b.fill(0.5, blocking=False, wait_for=[e3])
+        e5 = queue.barrier(wait_for=[e4])
+        e6 = out.fill(np.nan, blocking=False, wait_for=[e5])
+        e7 = add.launch(queue, -(-n // BLOCK) * compiled.local_size, compiled.local_size,
+                        a, b, out, n, wait_for=[e6, e3])
+        e8 = out.copy_to(b, blocking=False, wait_for=[e7])
+        result = np.full(n, np.nan, np.float32)
+        e9 = b.copy_to(result, blocking=False, wait_for=[e8])
+        e9.wait()
+    assert np.array_equal(staged, x)
+    expected = (x.astype(np.float64) + 0.5).astype(np.float32)  # one rounding, as on device
+    assert np.array_equal(result, expected)
+
+
+def test_wait_lists_reject_non_events(queue):
+    array = ur_cffi.empty(4, queue=queue)
+    for call in (lambda: array.fill(0.0, wait_for=[1]),
+                 lambda: array.copy_from(np.zeros(4, np.float32), wait_for=["event"]),
+                 lambda: array.copy_to(np.zeros(4, np.float32), wait_for=[None])):
+        with pytest.raises(TypeError, match="wait_for takes Event objects"):
+            call()
