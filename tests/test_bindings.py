@@ -130,8 +130,8 @@ def test_exceptions_pickle():
     assert type(again) is errors.InvalidBinaryError and str(again) == str(error)
 
 
-def test_wrong_kernel_name_raises_from_the_device(triton_scale_spirv, context):
-    program = ur_cffi.Program.from_il(context, triton_scale_spirv)
+def test_wrong_kernel_name_raises_from_the_device(build_triton):
+    program, _ = build_triton("scale_addresses", BLOCK=128)
     with pytest.raises(errors.InvalidKernelNameError, match="urKernelCreate.*'no_such_kernel'"):
         program.kernel("no_such_kernel")
 
@@ -153,39 +153,3 @@ def test_impossible_allocation_raises(queue):
                                    ur_result_t.UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY,
                                    ur_result_t.UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)
 
-
-# Local fixtures: this module checks the raw layer and needs only the basics.
-@pytest.fixture(scope="module")
-def context():
-    device = ur_cffi.default_device()
-    with device.create_context() as context:
-        yield context
-
-
-@pytest.fixture(scope="module")
-def queue(context):
-    with ur_cffi.Queue(context) as queue:
-        yield queue
-
-
-@pytest.fixture
-def rng():
-    import numpy as np
-
-    return np.random.default_rng()
-
-
-@pytest.fixture(scope="module")
-def triton_scale_spirv(tmp_path_factory):
-    """A Triton scale kernel compiled to SPIR-V in a torch-free subprocess."""
-    import subprocess
-    import sys
-
-    out = tmp_path_factory.mktemp("spirv") / "scale.spv"
-    subprocess.run([sys.executable, str(Path(__file__).parent / "raw_flow.py"), "compile",
-                    str(out)], check=True, timeout=300,
-                   env={**__import__("os").environ,
-                        "TRITON_CACHE_DIR": str(out.parent / "triton-cache")})
-    from ur_cffi import spirv
-
-    return spirv.drop_capabilities(out.read_bytes())
