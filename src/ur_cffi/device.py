@@ -13,14 +13,22 @@ from .info import query
 
 
 def _device_info(prop_name: str, doc: str) -> property:
+    """A property read once per device: these never change while the device exists."""
     prop = ur_device_info_t[prop_name]
-    return property(lambda self: query("urDeviceGetInfo", self.handle, prop), doc=doc)
+
+    def read(self):
+        value = self._properties.get(prop_name)
+        if value is None:
+            value = self._properties[prop_name] = self.info(prop)
+        return value
+
+    return property(read, doc=doc)
 
 
 class Device(_handle.Resource):
     """A root UR device.  Owned by the loader: released at teardown, not by ``close()``."""
 
-    __slots__ = ("platform", "_queues", "_device_wait")
+    __slots__ = ("platform", "_queues", "_device_wait", "_properties")
     _release_function = "urDeviceRelease"
 
     def __init__(self, handle, platform: loader.Platform):
@@ -28,6 +36,7 @@ class Device(_handle.Resource):
         self.platform = platform
         self._queues = weakref.WeakSet()
         self._device_wait: bool | None = None  # is urDeviceWaitExp supported? (learnt on use)
+        self._properties: dict = {}
 
     def close(self) -> None:
         """Root devices live as long as the loader; they are released at ``loader.teardown()``."""

@@ -7,6 +7,7 @@ compiled module, and :func:`decode` turns the raw bytes into the matching Python
 
 from __future__ import annotations
 
+import functools
 import json
 
 from . import enums
@@ -72,14 +73,39 @@ def decode(prop_name: str, raw: bytes):
     return converted[0] if converted else None
 
 
+@functools.cache
+def _scalar_ctype(prop_name: str) -> str | None:
+    """The C type of a property that is one fixed-size value (no size query needed), or None."""
+    type_text = VALUE_TYPES.get(prop_name)
+    if type_text is None:
+        return None
+    element, is_array = _element_type(type_text)
+    try:
+        kind = ffi.typeof(element).kind
+    except (ffi.error, TypeError):
+        return None
+    return None if is_array or kind == "struct" else element
+
+
 def query(function: str, *args_and_prop):
-    """Run ``function(*args, prop, size, value, &size_ret)`` twice and decode the value.
+    """Read an info property with ``function(*args, prop, size, value, &size_ret)``, decoded.
 
     ``args_and_prop`` ends with the info enumerator, e.g.
     ``query("urDeviceGetInfo", device_handle, enums.ur_device_info_t.UR_DEVICE_INFO_NAME)``.
+    A single fixed-size value takes one call; anything else UR's two calls (size, then value).
     Raises the :mod:`ur_cffi.errors` class of whatever UR returns.
     """
-    return decode(args_and_prop[-1].name, query_bytes(function, *args_and_prop))
+    *args, prop = args_and_prop
+    prop_name = prop._name_
+    element = _scalar_ctype(prop_name)
+    if element is None:
+        return decode(prop_name, query_bytes(function, *args_and_prop))
+    value = ffi.new(element + " *")
+    # int(): cffi converts an IntEnum argument about ten times slower than a plain int.
+    result = getattr(lib, function)(*args, int(prop), ffi.sizeof(element), value, ffi.NULL)
+    if result:
+        check(result, function, prop_name)
+    return _convert(element, value[0])
 
 
 def query_bytes(function: str, *args_and_prop) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 
@@ -20,12 +21,19 @@ from .info import query
 from .memory import Buffer, USMArray
 from .queue import Event, Queue, wait_list
 
-_ARG_STYPE = ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES
-_VALUE = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_VALUE
-_POINTER = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_POINTER
-_MEM_OBJ = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_MEM_OBJ
-_LOCAL = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_LOCAL
+# Plain ints: cffi stores an IntEnum into a struct field about ten times slower.
+_ARG_STYPE = int(ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES)
+_VALUE = int(ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_VALUE)
+_POINTER = int(ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_POINTER)
+_MEM_OBJ = int(ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_MEM_OBJ)
+_LOCAL = int(ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_LOCAL)
 _POINTER_SIZE = ffi.sizeof("void *")
+
+# Declared dtypes a Python int or float converts to through cffi (which range-checks ints).
+_C_SCALARS = {np.dtype(name): f"{ctype} *" for name, ctype in (
+    ("int8", "int8_t"), ("int16", "int16_t"), ("int32", "int32_t"), ("int64", "int64_t"),
+    ("uint8", "uint8_t"), ("uint16", "uint16_t"), ("uint32", "uint32_t"),
+    ("uint64", "uint64_t"), ("float32", "float"), ("float64", "double"))}
 
 
 class Program(_handle.Resource):
@@ -120,6 +128,8 @@ class Local:
 
 
 def _sizes(name: str, value, smallest: int = 1) -> tuple[int, ...]:
+    if type(value) is int and value >= smallest:  # the common case, before the general checks
+        return (value,)
     sizes = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
     if not 1 <= len(sizes) <= 3 or not all(isinstance(s, (int, np.integer)) and s >= smallest
                                            for s in sizes):
@@ -186,7 +196,7 @@ class Kernel(_handle.Resource):
                 raise ValueError(f"local_size {local_sizes} does not divide global_size "
                                  f"{global_sizes}")
             limit = queue.device.max_work_group_size
-            if np.prod(local_sizes) > limit:
+            if math.prod(local_sizes) > limit:
                 raise ValueError(f"local_size {local_sizes} exceeds the device's maximum "
                                  f"work-group size {limit}")
             local_array = ffi.new("size_t[]", local_sizes)
@@ -239,12 +249,24 @@ class Kernel(_handle.Resource):
                 entry.type, entry.size = _POINTER, _POINTER_SIZE
                 entry.value.pointer = ffi.cast("void *", int(arg))
             else:
-                data = _value_bytes(self.name, index, arg, declared)
-                buffer = ffi.new("char[]", data)
+                buffer, size = _value_buffer(self.name, index, arg, declared)
                 keep.append(buffer)
-                entry.type, entry.size = _VALUE, len(data)
+                entry.type, entry.size = _VALUE, size
                 entry.value.value = buffer
         return properties, tuple(keep)
+
+
+def _value_buffer(kernel: str, index: int, arg, declared) -> tuple:
+    """``(cdata, size)`` holding a by-value argument in its declared or its own type."""
+    ctype = _C_SCALARS.get(declared) if type(arg) in (int, float) else None
+    if ctype is not None and not (type(arg) is float and declared.kind in "biu"):
+        try:
+            return ffi.new(ctype, arg), declared.itemsize
+        except OverflowError:
+            raise ValueError(f"argument {index} of {kernel!r}: {arg!r} does not fit in "
+                             f"{declared}") from None
+    data = _value_bytes(kernel, index, arg, declared)
+    return ffi.new("char[]", data), len(data)
 
 
 def _value_bytes(kernel: str, index: int, arg, declared) -> bytes:

@@ -12,8 +12,15 @@ from .enums import (
     ur_queue_info_t,
     ur_structure_type_t,
 )
-from .errors import UNSUPPORTED, URError, check
+from .errors import UNSUPPORTED, check
 from .info import query
+
+# Completion probes run in a polling loop: plain ints (cffi converts IntEnums slowly) and
+# direct calls instead of info.query.
+_EXECUTION_STATUS = int(ur_event_info_t.UR_EVENT_INFO_COMMAND_EXECUTION_STATUS)
+_COMPLETE = int(ur_event_status_t.UR_EVENT_STATUS_COMPLETE)
+_QUEUE_EMPTY = int(ur_queue_info_t.UR_QUEUE_INFO_EMPTY)
+_STATUS_SIZE = ffi.sizeof("ur_event_status_t")
 
 
 def wait_list(wait_for) -> tuple[int, object]:
@@ -48,7 +55,12 @@ class Event(_handle.Resource):
         self._keep_alive = ()
 
     def _is_done(self) -> bool:
-        return self.status == ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+        status = ffi.new("ur_event_status_t *")
+        result = lib.urEventGetInfo(self.handle, _EXECUTION_STATUS, _STATUS_SIZE,
+                                    status, ffi.NULL)
+        if result:
+            check(result, "urEventGetInfo")
+        return status[0] == _COMPLETE
 
     @property
     def status(self) -> ur_event_status_t:
@@ -130,17 +142,20 @@ class Queue(_handle.Resource):
                       is_done=self._is_empty if self._can_probe else None)
 
     def _is_empty(self) -> bool:
-        try:
-            return query("urQueueGetInfo", self.handle, ur_queue_info_t.UR_QUEUE_INFO_EMPTY)
-        except URError as error:
-            if error.result not in UNSUPPORTED:
-                raise
-            self._can_probe = False
+        empty = ffi.new("ur_bool_t *")
+        result = lib.urQueueGetInfo(self.handle, _QUEUE_EMPTY, 1, empty, ffi.NULL)
+        if result in UNSUPPORTED:
+            self._can_probe = False  # adapters without the query: wait without polling
             return False
+        if result:
+            check(result, "urQueueGetInfo")
+        return bool(empty[0])
 
     def flush(self) -> None:
         """Submit everything queued so far to the device without waiting."""
-        check(lib.urQueueFlush(self.handle), "urQueueFlush")
+        result = lib.urQueueFlush(self.handle)
+        if result:
+            check(result, "urQueueFlush")
 
     def barrier(self, wait_for=()) -> Event:
         """A barrier: later commands start after ``wait_for`` (default: everything before)."""
