@@ -28,7 +28,12 @@ examples: setup
 regen: setup
 	$(PY) build_ffi.py
 
-bench: setup
+# dpctl is only needed for its comparison rows: installed here, not for the tests.
+$(VENV)/.bench-installed: $(VENV)/.installed
+	$(PY) -m pip install -e ".[$(EXTRAS),bench]"
+	touch $@
+
+bench: $(VENV)/.bench-installed
 	$(PY) -m benchmarks
 
 clean:
