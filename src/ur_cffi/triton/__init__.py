@@ -1,0 +1,163 @@
+"""Triton kernels on UR devices, without PyTorch.
+
+One call switches Triton onto UR; after it, ``kernel[grid](...)`` compiles for the queue's
+device and launches on the queue::
+
+    import ur_cffi.triton
+    ur_cffi.triton.activate()            # a profiling queue on ur_cffi.default_device()
+    kernel[grid](x, y, 10.0, n, BLOCK_SIZE=1024)
+    ur_cffi.triton.current_queue().finish()
+
+    with ur_cffi.triton.using(queue):    # or: launches in this block go to `queue`
+        kernel[grid](...)
+        event = ur_cffi.triton.last_event()
+
+Arguments: ur_cffi ``USMArray`` pass as typed pointers (their dtype gives the kernel's pointer
+type); integers as integers (a raw address is an int64 the kernel may cast with
+``.to(tl.pointer_type(...))``); Python floats as fp32; constexprs as Triton expects.
+
+Ordering: every launch is enqueued on the current queue, so ``queue.finish()``,
+``device.synchronize()`` and the launch's event order it exactly.  The event of the latest
+launch (process-wide) is :func:`last_event`; ``using(queue, wait_for=[...])`` makes every
+launch in the block wait for those events (on an out-of-order queue, this is how launches are
+ordered).
+
+Checks before launch (``launcher.py``): argument count; a USMArray must belong to the queue's
+context and hold the element type the kernel was compiled for; host memory (a numpy array, or
+any address ``urUSMGetMemAllocInfo`` does not know in a pointer argument) is refused.
+
+Caching (``programs.py``): Triton's own compile cache; one UR program per context and binary;
+native binaries in Triton's cache directory, so a second process skips the SPIR-V build.
+
+``activate`` replaces, at run time, the few places where triton-xpu imports torch
+(``_no_torch.py``); :func:`deactivate` restores them and Triton's previous driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+from . import abi
+from .abi import TESTED_VERSIONS
+
+__all__ = ["activate", "deactivate", "using", "last_event", "current_queue", "is_active",
+           "active_driver", "TESTED_VERSIONS"]
+
+_lock = threading.RLock()
+_state: dict = {"driver": None, "previous": None, "patches": None}
+
+
+def activate(queue=None):
+    """Make Triton compile for and launch on ``queue`` (a ur_cffi Queue); returns the queue.
+
+    ``queue=None`` creates an in-order queue with profiling (so ``do_bench`` times on the
+    device) on ``ur_cffi.default_device()``, owned and closed by ur_cffi.triton.  Calling it
+    again changes the queue.  Call it before ``@triton.autotune`` decorates a kernel: the
+    autotuner takes its benchmarker from the active driver at decoration time.
+
+    Raises ``NotImplementedError`` if the installed Triton's launch ABI is unknown (see
+    ``ur_cffi.triton.abi``).
+    """
+    with _lock:
+        if _state["driver"] is None:
+            _install()
+        return _state["driver"].set_default_queue(queue)
+
+
+def _install() -> None:
+    import triton
+
+    from . import _no_torch, launcher
+    from .driver import URDriver
+
+    abi.current()  # refuse an unknown Triton before changing anything
+    patches = _no_torch.Patches()
+    try:
+        _no_torch.install(patches)
+        launcher.install_argument_check(patches, _no_torch.intel_backend())
+        driver = URDriver()
+    except BaseException:
+        patches.restore()
+        raise
+    config = triton.runtime.driver
+    _state.update(driver=driver, patches=patches,
+                  previous=None if config.active is config.default else config.active)
+    config.set_active(driver)
+
+
+def deactivate() -> None:
+    """Give Triton back its previous driver and undo the run-time replacements.
+
+    Closes the queue ``activate()`` made (after finishing it); queues you passed stay open.
+    """
+    import triton
+
+    with _lock:
+        driver = _state["driver"]
+        if driver is None:
+            return
+        config = triton.runtime.driver
+        if _state["previous"] is None:
+            config.reset_active()
+        else:
+            config.set_active(_state["previous"])
+        _state["patches"].restore()
+        _state.update(driver=None, previous=None, patches=None)
+        driver.close()
+        from . import programs
+
+        programs.clear()
+
+
+@contextlib.contextmanager
+def using(queue, wait_for=()):
+    """Launches in this block (on this thread) go to ``queue`` and wait for ``wait_for``.
+
+    ``queue=None`` keeps the current queue (to add ``wait_for`` only).  Activates
+    ur_cffi.triton for the block if it is not active.
+    """
+    from .driver import Scope
+
+    with _lock:
+        activated = _state["driver"] is None
+        if activated:
+            activate(queue)
+        driver = _state["driver"]
+    try:
+        scope = Scope(driver.scope().queue if queue is None else queue, wait_for)
+        driver.push(scope)
+        try:
+            yield scope.queue
+        finally:
+            driver.pop(scope)
+    finally:
+        if activated:
+            deactivate()
+
+
+def last_event():
+    """The :class:`~ur_cffi.Event` of the latest launch through ur_cffi.triton, or None.
+
+    Process-wide: with launches from several threads, the latest of them.
+    """
+    driver = _state["driver"]
+    return None if driver is None else driver.last_event()
+
+
+def current_queue():
+    """The queue launches from this thread go to; ``RuntimeError`` if not active."""
+    driver = _state["driver"]
+    if driver is None:
+        raise RuntimeError("ur_cffi.triton is not active: call ur_cffi.triton.activate()")
+    return driver.scope().queue
+
+
+def is_active() -> bool:
+    """Whether ur_cffi.triton is Triton's driver now."""
+    return _state["driver"] is not None
+
+
+def active_driver():
+    """The active :class:`~ur_cffi.triton.driver.URDriver`, or None."""
+    return _state["driver"]

@@ -1,0 +1,111 @@
+"""Every place where triton-xpu 3.3 would import torch, replaced at run time (no file changes).
+
+With ``ur_cffi.triton`` active, these module attributes of the installed Triton are replaced;
+``deactivate()`` puts the originals back:
+
+- ``compile_module_from_src`` as ``XPUBackend`` sees it (Triton loads each backend's
+  ``compiler.py`` as its own module object, so the name is replaced in the globals of
+  ``triton.backends.backends["intel"].compiler``, not in ``triton.backends.intel.compiler``).
+  ``XPUBackend.__init__`` builds ``arch_parser.c`` (C++ against SYCL headers, linked with
+  ``ze_loader``; the build calls ``is_xpu()``, which imports torch) only to name a GPU
+  architecture for ``ocloc`` queries.
+  The target's properties come from the UR device here (``target.py``), so the name is left
+  empty: :class:`NoArchParser` answers instead of the compiled helper.
+- ``triton.runtime.build.is_xpu``: imports torch to pick the C++ compiler for Intel's helper
+  sources; any such build in this process is for the Intel backend, so the answer is True.
+- ``triton.testing._support_elapsed_time`` and ``triton.testing.Event``: torch XPU events;
+  replaced by UR profiling events (``bench.py``).
+
+The stock driver's torch uses (``XPUDriver.get_current_stream``, ``get_current_target``,
+``get_device_interface``, ``get_empty_cache_for_benchmark``...) are not patched: the UR driver
+(``driver.py``) answers them, and ``XPUDriver.is_active()`` is never asked once it is set.
+"""
+
+from __future__ import annotations
+
+_MISSING = object()
+
+
+class Patches:
+    """Module attributes replaced together and restored together."""
+
+    def __init__(self):
+        self._saved: list = []
+
+    def replace(self, owner, name: str, value) -> None:
+        """Set ``owner.name = value``, remembering the original for :meth:`restore`."""
+        self._saved.append((owner, name, owner.__dict__.get(name, _MISSING)))
+        setattr(owner, name, value)
+
+    def replace_item(self, namespace: dict, name: str, value) -> None:
+        """Set ``namespace[name] = value`` (a module's globals), remembering the original."""
+        self._saved.append((namespace, name, namespace.get(name, _MISSING)))
+        namespace[name] = value
+
+    def restore(self) -> None:
+        """Put every original back, newest first."""
+        while self._saved:
+            owner, name, original = self._saved.pop()
+            if isinstance(owner, dict):
+                if original is _MISSING:
+                    owner.pop(name, None)
+                else:
+                    owner[name] = original
+            elif original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+    @property
+    def active(self) -> bool:
+        """Whether replacements are in place."""
+        return bool(self._saved)
+
+
+class NoArchParser:
+    """Stands in for the ``arch_utils`` module compiled from ``arch_parser.c``."""
+
+    @staticmethod
+    def parse_device_arch(arch) -> str:
+        # An empty name makes XPUBackend.parse_target skip its `ocloc query` of extensions;
+        # the UR device's own extension list is in the target already.
+        return ""
+
+
+def _without_arch_parser(compile_module_from_src):
+    def compile_module(src, name):
+        if name == "arch_utils":
+            return NoArchParser()
+        return compile_module_from_src(src, name)
+
+    compile_module.__wrapped__ = compile_module_from_src
+    return compile_module
+
+
+def _is_xpu() -> bool:
+    """``triton.runtime.build.is_xpu`` without torch: builds here are the Intel backend's."""
+    return True
+
+
+def intel_backend():
+    """The ``XPUBackend`` class Triton compiles with (``triton.backends.backends["intel"]``)."""
+    from triton.backends import backends
+
+    if "intel" not in backends:
+        raise NotImplementedError("this Triton has no Intel backend: install triton-xpu")
+    return backends["intel"].compiler
+
+
+def install(patches: Patches) -> None:
+    """Replace the torch paths (see the module docstring) through ``patches``."""
+    import triton.runtime.build as build
+    import triton.testing as testing
+
+    from . import bench
+
+    namespace = intel_backend().__init__.__globals__
+    patches.replace_item(namespace, "compile_module_from_src",
+                         _without_arch_parser(namespace["compile_module_from_src"]))
+    patches.replace(build, "is_xpu", _is_xpu)
+    patches.replace(testing, "_support_elapsed_time", bench.supports_elapsed_time)
+    patches.replace(testing, "Event", bench.make_event)

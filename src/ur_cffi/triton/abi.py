@@ -1,0 +1,149 @@
+"""Every detail of Triton's kernel-launch ABI that changes between Triton versions, in one place.
+
+The launcher (``launcher.py``) asks :func:`current` for the rules of the installed Triton and
+never looks at ``triton.__version__`` itself.  What a rule set says, for one release series:
+
+- how the launcher's ``*args`` line up with the kernel's parameters (``parameters``): which
+  entries of ``src.signature`` are dropped (constexprs), how tuples flatten;
+- the byte layout of each scalar type (``Rules.scalar_formats``): what the compiled
+  SPIR-V's ``OpFunctionParameter`` takes, not what Intel's own launcher happens to pass;
+- the hidden arguments after the user's (scratch pointers, then work-group local memory).
+
+Tested: triton-xpu 3.3.0b1 (PyPI).  Mirrors ``triton/backends/intel/driver.py`` of that wheel
+(``make_launcher``, ``sycl_kernel_launch``).  Another series raises ``NotImplementedError`` at
+``activate()`` until its rules are added here and checked with ``tests/test_triton_abi.py``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+TESTED_VERSIONS = ("3.3.0b1",)
+"""The ``triton.__version__`` values the test-suite ran against."""
+
+CONSTEXPR = "constexpr"
+
+# struct formats ('<' byte order, no padding) of the scalar parameter types, 3.3 series.
+# Measured against the SPIR-V the 3.3.0b1 compiler emits (tests/test_triton_abi.py reads the
+# kernel's OpFunctionParameter types):
+# - i1 is an OpTypeBool parameter, which the CPU runtime takes as one byte (driver.py's
+#   `ty_to_cpp("i1") == "int8_t"` agrees; the 3.3.0b1 git tag and 3.8 use int32);
+# - fp16 is an IEEE half and bf16 its raw 16-bit pattern.  driver.py declares both "float",
+#   which SYCL passes as 4 bytes; UR's OpenCL adapter rejects that size with
+#   UR_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE, so the kernel's own width is used.
+_SCALARS_3_3 = {
+    "i1": "b", "i8": "b", "i16": "h", "i32": "i", "i64": "q",
+    "u1": "B", "u8": "B", "u16": "H", "u32": "I", "u64": "Q",
+    "fp16": "e", "bf16": "H", "fp32": "f", "f32": "f", "fp64": "d",
+}
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The launch ABI of one Triton release series."""
+
+    series: str
+    """``"major.minor"`` of the Triton versions these rules describe."""
+    scalar_formats: dict
+    """Triton scalar type (``"i32"``, ``"fp16"``...) to ``struct`` format character."""
+    scratch_pointers: int
+    """Null pointers passed after the user's arguments (global/profile scratch, 3.5+)."""
+    shared_memory_argument: bool
+    """Whether a local-memory argument of ``metadata.shared`` bytes follows when it is > 0."""
+
+    def parameters(self, signature: dict) -> list[tuple[int, str, str]]:
+        """``[(position, name, type)]`` of the kernel parameters Triton passes at launch.
+
+        ``signature`` is ``src.signature`` (name to type, tuples nested).  ``position`` indexes
+        the launcher's flattened ``*args``; constexprs are dropped (they are in ``*args`` but
+        not in the kernel), as ``make_launcher`` does.  Tuple members are named ``t[0]``...
+        """
+        entries = list(_named(signature.items()))
+        return [(position, name, ty) for position, (name, ty) in enumerate(entries)
+                if ty != CONSTEXPR]
+
+    def argument_count(self, signature: dict) -> int:
+        """How many entries the launcher's flattened ``*args`` has (constexprs included)."""
+        return sum(1 for _ in _flatten(signature.values()))
+
+    def scalar_format(self, ty: str) -> str:
+        """The ``struct`` format of scalar type ``ty``; ``NotImplementedError`` if unknown."""
+        try:
+            return self.scalar_formats[ty]
+        except KeyError:
+            raise NotImplementedError(f"ur_cffi.triton cannot pass a {ty!r} scalar argument "
+                                      f"(Triton {self.series} rules)") from None
+
+    @staticmethod
+    def is_pointer(ty: str) -> bool:
+        """Whether ``ty`` is a pointer type (``"*fp32"``, ``"*ki8"`` for const pointers)."""
+        return ty.startswith("*")
+
+    @staticmethod
+    def pointer_element(ty: str) -> str:
+        """The element type of pointer type ``ty``: ``"*kfp32"`` gives ``"fp32"``."""
+        return ty[2:] if ty.startswith("*k") else ty[1:]
+
+
+def _named(items):
+    for name, ty in items:
+        if isinstance(ty, tuple):
+            yield from _named((f"{name}[{i}]", member) for i, member in enumerate(ty))
+        else:
+            yield name, ty
+
+
+def has_tuples(signature: dict) -> bool:
+    """Whether any argument is a tuple (the launcher then flattens ``*args`` first)."""
+    return any(isinstance(ty, tuple) for ty in signature.values())
+
+
+def _flatten(values):
+    for value in values:
+        if isinstance(value, tuple):
+            yield from _flatten(value)
+        else:
+            yield value
+
+
+def flatten_arguments(args) -> list:
+    """The launcher's ``*args`` with tuple arguments flattened, as the signature is."""
+    return list(_flatten(args))
+
+
+_RULES = {
+    "3.3": Rules("3.3", _SCALARS_3_3, scratch_pointers=0, shared_memory_argument=True),
+}
+
+
+def series(version: str) -> str:
+    """``"3.3"`` for ``"3.3.0b1"`` (the key of :data:`_RULES`)."""
+    return ".".join(version.split(".")[:2])
+
+
+def rules_for(version: str) -> Rules:
+    """The rules for Triton ``version``; ``NotImplementedError`` for an unknown series."""
+    try:
+        return _RULES[series(version)]
+    except KeyError:
+        known = ", ".join(sorted(_RULES))
+        raise NotImplementedError(
+            f"ur_cffi.triton knows the launch ABI of Triton {known} (tested: "
+            f"{', '.join(TESTED_VERSIONS)}); the installed Triton is {version}. Add its rules "
+            "to ur_cffi/triton/abi.py") from None
+
+
+def current() -> Rules:
+    """The rules for the installed Triton."""
+    import triton
+
+    return rules_for(triton.__version__)
+
+
+def bfloat16_bits(value: float) -> int:
+    """``value`` rounded to bfloat16 (nearest, ties to even), as its 16-bit pattern."""
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x007FFFFF:
+        return (bits >> 16) | 0x0040  # keep NaN a (quiet) NaN
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF

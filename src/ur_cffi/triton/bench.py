@@ -1,0 +1,94 @@
+"""Benchmarking without torch: ``triton.testing.do_bench`` and ``@triton.autotune`` on UR events.
+
+``do_bench`` times with ``triton.testing.Event(enable_timing=True)``: ``record()`` then
+``start.elapsed_time(end)`` in ms.  While ur_cffi.triton is active that name makes a
+:class:`ProfilingEvent`: ``record()`` enqueues a barrier on the current queue, and the elapsed
+time is the difference of the two barriers' ``UR_PROFILING_INFO_COMMAND_END`` (when everything
+before each had finished on the device).  This needs a queue created with ``profiling=True``
+(``activate()`` makes its default queue so); on a queue without profiling ``do_bench`` gets
+Triton's ``WallEvent`` and synchronizes around each call instead, as it does on devices whose
+events cannot time.
+
+The rest of what ``do_bench`` asks of the driver is here too: :class:`DeviceInterface`
+(``synchronize``), the buffer it clears between runs to flush the device's cache, and the
+benchmarker ``@triton.autotune`` takes from ``driver.get_benchmarker()`` at decoration time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MIN_CACHE_BYTES = 1 << 20
+
+
+def _current_queue():
+    from . import current_queue
+
+    return current_queue()
+
+
+def supports_elapsed_time() -> bool:
+    """Whether launches go to a profiling queue (``triton.testing._support_elapsed_time``)."""
+    from . import is_active
+
+    return is_active() and _current_queue().profiling
+
+
+class ProfilingEvent:
+    """A point in the current queue, timed by UR's profiling counters."""
+
+    __slots__ = ("_barrier",)
+
+    def __init__(self, enable_timing: bool = True, **kwargs):
+        self._barrier = None
+
+    def record(self) -> None:
+        """Mark the current end of the queue (a barrier: nothing later starts before it)."""
+        self._barrier = _current_queue().barrier()
+
+    def elapsed_time(self, end: ProfilingEvent) -> float:
+        """Milliseconds from this event to ``end``, waiting for ``end`` to complete."""
+        if self._barrier is None or end._barrier is None:
+            raise RuntimeError("elapsed_time needs both events recorded")
+        end._barrier.wait()
+        return (end._barrier.end_ns - self._barrier.end_ns) / 1e6
+
+
+def make_event(**kwargs):
+    """``triton.testing.Event``: a :class:`ProfilingEvent`, or ``WallEvent`` without profiling."""
+    if supports_elapsed_time():
+        return ProfilingEvent(**kwargs)
+    from triton.testing import WallEvent
+
+    return WallEvent(**kwargs)
+
+
+def benchmark(kernel_call, quantiles=None, **kwargs):
+    """The autotuner's benchmarker: ``triton.testing.do_bench`` (on UR events when active)."""
+    import triton.testing
+
+    return triton.testing.do_bench(kernel_call, quantiles=quantiles, **kwargs)
+
+
+class DeviceInterface:
+    """What ``do_bench`` uses of ``driver.get_device_interface()``: ``synchronize``."""
+
+    @staticmethod
+    def synchronize(device=None) -> None:
+        """Finish the current queue."""
+        _current_queue().finish()
+
+
+def empty_cache(queue):
+    """A device buffer twice the device's global-memory cache (``do_bench`` clears it)."""
+    from ..enums import ur_device_info_t
+    from ..memory import USMArray
+
+    cache_bytes = queue.device.info(ur_device_info_t.UR_DEVICE_INFO_GLOBAL_MEM_CACHE_SIZE)
+    nbytes = max(2 * int(cache_bytes), MIN_CACHE_BYTES)
+    return USMArray(queue, nbytes // 4, np.int32)
+
+
+def clear_cache(cache) -> None:
+    """Overwrite ``cache`` on the current queue, without waiting."""
+    cache.fill(0, queue=_current_queue(), blocking=False)

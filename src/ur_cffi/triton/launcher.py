@@ -1,0 +1,318 @@
+"""Kernel launches for Triton's JIT through ``urEnqueueKernelLaunchWithArgsExp``.
+
+Triton calls ``driver.launcher_cls(src, metadata)`` once per compiled kernel, then the
+launcher for every launch, as in ``XPULauncher`` (``triton/backends/intel/driver.py``)::
+
+    launcher(gX, gY, gZ, stream, function, kernel_metadata, launch_metadata,
+             enter_hook, exit_hook, *args)
+
+``args`` are the kernel's arguments in signature order, constexprs included; which of them the
+kernel takes and in what layout comes from ``abi.py``.  Everything that does not change
+between launches is prepared at construction: the ``ur_exp_kernel_arg_properties_t`` array
+(types, indices, sizes, the local-memory argument), one buffer for the scalar values and the
+work sizes, and a ``struct`` format that writes them in one call.  A launch then writes the
+pointer addresses and packs the scalars and work sizes, and makes one UR call.
+
+Arguments are checked before anything is enqueued: the count; pointers must be ur_cffi
+``USMArray`` of the queue's context and of the element type the kernel was compiled for, None
+(a null pointer), or, for other objects with ``data_ptr()`` and plain integers in pointer
+slots, an address UR knows as USM memory of the queue's context (``urUSMGetMemAllocInfo``
+answers ``UR_USM_TYPE_UNKNOWN`` for host memory such as a numpy array's).  Integers passed to
+an integer parameter (the original demo's raw addresses, which the kernel casts with
+``.to(tl.pointer_type(...))``) are values and are not checked.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .._ur import ffi, lib
+from ..enums import (
+    ur_exp_kernel_arg_type_t,
+    ur_structure_type_t,
+    ur_usm_alloc_info_t,
+    ur_usm_type_t,
+)
+from ..errors import check
+from ..memory import USMArray
+from ..program import Kernel
+from ..queue import Queue
+from . import abi
+
+_ARG = "ur_exp_kernel_arg_properties_t"
+_ARG_SIZE = ffi.sizeof(_ARG)
+_VALUE_OFFSET = ffi.offsetof(_ARG, "value")
+_POINTER_SIZE = ffi.sizeof("void *")
+_SIZE_T = {4: "I", 8: "Q"}[ffi.sizeof("size_t")]
+_STYPE = ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES
+_VALUE = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_VALUE
+_POINTER = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_POINTER
+_LOCAL = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_LOCAL
+_USM_TYPE = ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_TYPE
+_USM_UNKNOWN = ur_usm_type_t.UR_USM_TYPE_UNKNOWN
+_enqueue = lib.urEnqueueKernelLaunchWithArgsExp
+_NULL = ffi.NULL
+
+_elements: dict = {}  # dtype -> Triton element type ("fp32"), as Triton's JIT names it
+
+
+def element_type(dtype) -> str | None:
+    """Triton's name for the elements of an array of ``dtype`` (``"fp32"``), None if none."""
+    try:
+        return _elements[dtype]
+    except KeyError:
+        from triton.runtime.jit import type_canonicalisation_dict
+
+        element = type_canonicalisation_dict.get(str(dtype).split(".")[-1])
+        _elements[dtype] = element
+        return element
+    except TypeError:  # an unhashable dtype-like object
+        return None
+
+
+def usm_type(context, address: int) -> ur_usm_type_t:
+    """What UR knows of ``address`` in ``context``: ``UR_USM_TYPE_UNKNOWN`` if not USM."""
+    out = ffi.new("ur_usm_type_t *")
+    result = lib.urUSMGetMemAllocInfo(context.handle, ffi.cast("void *", address), _USM_TYPE,
+                                      ffi.sizeof("ur_usm_type_t"), out, _NULL)
+    return ur_usm_type_t(out[0]) if result == 0 else _USM_UNKNOWN
+
+
+class Launcher:
+    """Launches one compiled Triton kernel on the queue Triton passes as ``stream``."""
+
+    def __init__(self, src, metadata, driver):
+        rules = abi.current()
+        signature = src.signature
+        self.driver = driver
+        self.name = metadata.name
+        self.rules = rules
+        self.arg_count = rules.argument_count(signature)
+        self.flatten = abi.has_tuples(signature)
+        self.local_size = metadata.num_warps * metadata.threads_per_warp
+        driver.check_work_group(metadata.num_warps, metadata.threads_per_warp)
+
+        # The kernel's arguments in order: (kind, position in *args, name, type).
+        entries = [("pointer" if rules.is_pointer(ty) else "value", position, name, ty)
+                   for position, name, ty in rules.parameters(signature)]
+        entries += [("scratch", None, "scratch", None)] * rules.scratch_pointers
+        if rules.shared_memory_argument and metadata.shared > 0:
+            entries.append(("local", None, "shared memory", None))
+        self.entries = entries
+        self.kernel_arg_count = len(entries)
+
+        # One block: the argument array, then the scalar values, then the work sizes.
+        value_formats = [rules.scalar_format(ty) for kind, _, _, ty in entries
+                         if kind == "value"]
+        values_start = len(entries) * _ARG_SIZE
+        values_format, value_offsets = _layout(value_formats)
+        sizes_offset = _align(values_start + struct.calcsize("<" + values_format),
+                              ffi.sizeof("size_t"))
+        packed = "<" + values_format + "x" * (sizes_offset - values_start
+                                              - struct.calcsize("<" + values_format))
+        packed += _SIZE_T * 3
+        block_size = _align(sizes_offset + 6 * ffi.sizeof("size_t"), 8)
+        self._block = ffi.new("char[]", block_size)
+        self._args = ffi.cast(_ARG + " *", self._block)
+        self._buffer = ffi.buffer(self._block)
+        self._words = memoryview(self._buffer).cast("B").cast("Q")
+        self._values_start = values_start
+        self._packer = struct.Struct(packed)
+        self._global_size = ffi.cast("size_t *", self._block + sizes_offset)
+        self._local_size = ffi.cast("size_t *", self._block + sizes_offset
+                                    + 3 * ffi.sizeof("size_t"))
+        self._local_size[0], self._local_size[1], self._local_size[2] = self.local_size, 1, 1
+        self._out = ffi.new("ur_event_handle_t *")
+
+        self.pointers = []  # (word index of value.pointer, position, name, element type)
+        self.scalars = []  # positions of the scalar arguments, in block order
+        self.bfloat16 = []  # indices into the scalars that are bf16
+        value_index = 0
+        for index, (kind, position, name, ty) in enumerate(entries):
+            arg = self._args[index]
+            arg.stype, arg.index = _STYPE, index
+            if kind in ("pointer", "scratch"):
+                arg.type, arg.size = _POINTER, _POINTER_SIZE
+                if kind == "pointer":
+                    word = (index * _ARG_SIZE + _VALUE_OFFSET) // 8
+                    self.pointers.append((word, position, name, rules.pointer_element(ty)))
+            elif kind == "local":
+                arg.type, arg.size = _LOCAL, metadata.shared
+            else:
+                fmt = value_formats[value_index]
+                arg.type, arg.size = _VALUE, struct.calcsize("<" + fmt)
+                arg.value.value = self._block + values_start + value_offsets[value_index]
+                if ty == "bf16":
+                    self.bfloat16.append(value_index)
+                self.scalars.append(position)
+                value_index += 1
+        self.value_types = [ty for kind, _, _, ty in entries if kind == "value"]
+        self.value_names = [name for kind, _, name, _ in entries if kind == "value"]
+        self._checked_function = self._checked_context = None
+
+    def __call__(self, grid_x, grid_y, grid_z, stream, function, kernel_metadata,
+                 launch_metadata, enter_hook, exit_hook, *args):
+        if enter_hook is not None:
+            enter_hook(launch_metadata)
+        if self.flatten:
+            args = abi.flatten_arguments(args)
+        if len(args) != self.arg_count:
+            raise TypeError(f"kernel {self.name!r} takes {self.arg_count} arguments "
+                            f"(constexprs included), {len(args)} given")
+        if type(stream) is not Queue:
+            raise TypeError(f"kernel {self.name!r}: the stream must be a ur_cffi Queue, not "
+                            f"{type(stream).__name__}")
+        context = stream.context
+        if function is not self._checked_function or context is not self._checked_context:
+            self._check_function(function, context)
+        words = self._words
+        addresses = []
+        for word, position, name, element in self.pointers:
+            arg = args[position]
+            if type(arg) is USMArray and arg.queue.context is context and \
+                    _elements.get(arg.dtype) == element:
+                addresses.append((word, arg.data_ptr()))
+            else:
+                addresses.append((word, self._address(arg, name, element, stream)))
+        values = [args[position] for position in self.scalars]
+        if self.bfloat16:
+            values = self._bfloat16(values)
+        driver = self.driver
+        scope = driver.scope()
+        if not (grid_x and grid_y and grid_z):
+            driver.mark_empty_launch(stream, scope)
+        else:
+            with driver.launch_lock:
+                for word, address in addresses:
+                    words[word] = address
+                try:
+                    self._packer.pack_into(self._buffer, self._values_start, *values,
+                                           grid_x * self.local_size, grid_y, grid_z)
+                except (struct.error, OverflowError, TypeError):
+                    self._explain([args[position] for position in self.scalars],
+                                  (grid_x, grid_y, grid_z))
+                result = _enqueue(stream.handle, function.handle, 3, _NULL, self._global_size,
+                                  self._local_size, self.kernel_arg_count, self._args, _NULL,
+                                  scope.wait_count, scope.wait_events, self._out)
+                if result:
+                    check(result, "urEnqueueKernelLaunchWithArgsExp", f"kernel {self.name!r}")
+                driver.record(self._out[0], stream)
+        if exit_hook is not None:
+            exit_hook(launch_metadata)
+
+    def _bfloat16(self, values: list) -> list:
+        """``values`` with the bf16 scalars replaced by their 16-bit patterns."""
+        converted = list(values)
+        try:
+            for index in self.bfloat16:
+                converted[index] = abi.bfloat16_bits(values[index])
+        except (struct.error, OverflowError, TypeError):
+            self._explain(values, None)
+        return converted
+
+    def _check_function(self, function, context) -> None:
+        """Once per loaded kernel and queue context: is it a UR kernel of that context, and
+        does it take the arguments these rules pass?"""
+        if not isinstance(function, Kernel):
+            raise TypeError(f"kernel {self.name!r}: expected a ur_cffi Kernel, not "
+                            f"{type(function).__name__}")
+        if function.program.context is not context:
+            raise ValueError(f"kernel {self.name!r} was loaded in another context than the "
+                             "launch queue's")
+        if function.num_args != self.kernel_arg_count:
+            raise RuntimeError(
+                f"kernel {self.name!r} takes {function.num_args} arguments but the Triton "
+                f"{self.rules.series} launch rules (ur_cffi/triton/abi.py) pass "
+                f"{self.kernel_arg_count}: {[e[2] for e in self.entries]}")
+        self._checked_function, self._checked_context = function, context
+
+    def _address(self, arg, name: str, element: str, queue) -> int:
+        """The address of a pointer argument that is not a USMArray of the queue's context
+        with the right dtype; raises ``TypeError``/``ValueError`` saying what is wrong."""
+        where = f"argument {name!r} of kernel {self.name!r}"
+        if arg is None:
+            return 0
+        if isinstance(arg, USMArray):
+            if arg.queue.context is not queue.context:
+                raise ValueError(f"{where}: the USMArray belongs to another context than the "
+                                 "launch queue")
+            if element_type(arg.dtype) != element:
+                raise TypeError(f"{where}: the kernel was compiled for *{element} but the "
+                                f"USMArray holds {arg.dtype}")
+            return arg.data_ptr()
+        if isinstance(arg, bool) or not isinstance(arg, int):
+            data_ptr = getattr(arg, "data_ptr", None)
+            if data_ptr is None:
+                raise TypeError(f"{where} is a pointer (*{element}); got "
+                                f"{type(arg).__name__}, which has no data_ptr(). Pass UR "
+                                "memory: ur_cffi.asarray(x, queue=queue)")
+            dtype = getattr(arg, "dtype", None)
+            if dtype is not None and element_type(dtype) not in (element, None):
+                raise TypeError(f"{where}: the kernel was compiled for *{element} but the "
+                                f"argument holds {dtype}")
+            address = data_ptr()
+        else:
+            address = arg
+        if address and usm_type(queue.context, address) == _USM_UNKNOWN:
+            raise ValueError(f"{where}: address 0x{address:x} is not USM memory of the launch "
+                             "queue's context (host memory such as a numpy array's cannot be "
+                             "passed; copy it with ur_cffi.asarray(x, queue=queue))")
+        return address
+
+    def _explain(self, values, grid) -> None:
+        """Raise naming the scalar (as passed) or the grid size that cannot be packed."""
+        for value, ty, name in zip(values, self.value_types, self.value_names):
+            try:
+                if ty == "bf16":
+                    value = abi.bfloat16_bits(value)
+                struct.pack("<" + self.rules.scalar_format(ty), value)
+            except (struct.error, OverflowError, TypeError):
+                raise TypeError(f"argument {name!r} of kernel {self.name!r} is {ty}: "
+                                f"{type(value).__name__} {value!r} cannot be passed as "
+                                f"{ty}") from None
+        raise ValueError(f"kernel {self.name!r}: grid {grid} must be non-negative integers and "
+                         f"grid[0] * {self.local_size} must fit in size_t")
+
+
+def _align(offset: int, alignment: int) -> int:
+    return (offset + alignment - 1) // alignment * alignment
+
+
+def _layout(formats: list[str]) -> tuple[str, list[int]]:
+    """A padded struct format for ``formats`` (each naturally aligned) and their offsets."""
+    layout, offsets, offset = "", [], 0
+    for fmt in formats:
+        size = struct.calcsize("<" + fmt)
+        padding = _align(offset, size) - offset
+        layout += "x" * padding + fmt
+        offset += padding
+        offsets.append(offset)
+        offset += size
+    return layout, offsets
+
+
+def install_argument_check(patches, backend_class) -> None:
+    """Make Triton's argument binding reject host arrays clearly.
+
+    Triton's JIT treats any argument with a ``dtype`` as a tensor and asks the backend for its
+    alignment (``get_arg_specialization(arg, "tensor")`` calls ``arg.data_ptr()``): a numpy
+    array or numpy scalar fails there with an ``AttributeError``.  This check, placed on
+    ``backend_class`` for as long as ur_cffi.triton is active, raises a ``TypeError`` that
+    says what to pass instead, still before anything is compiled or launched.
+    """
+    original = backend_class.get_arg_specialization
+
+    def get_arg_specialization(arg, ty, **kwargs):
+        try:
+            return original(arg, ty, **kwargs)
+        except AttributeError:
+            if ty != "tensor" or hasattr(arg, "data_ptr"):
+                raise
+        raise TypeError(
+            f"a {type(arg).__module__}.{type(arg).__name__} was passed to a Triton kernel: it "
+            "has a dtype, so Triton takes it for device memory, but it has no data_ptr(). "
+            "Pass UR memory (ur_cffi.asarray(x, queue=queue)) for arrays, and Python "
+            "int/float for scalars")
+
+    patches.replace(backend_class, "get_arg_specialization",
+                    staticmethod(get_arg_specialization))

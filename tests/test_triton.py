@@ -1,0 +1,837 @@
+"""ur_cffi.triton: Triton's JIT compiling for and launching on a ur_cffi queue, without torch.
+
+In this process ``torch`` is blocked (``sys.modules["torch"] = None``: any import raises
+ImportError) for the whole module, and Triton's cache is a per-session directory, so CI starts
+cold and later tests reuse earlier compiles.  ``test_end_to_end_in_fresh_processes`` runs the
+whole path in subprocesses that also block torch, and checks the second process reuses the
+compiled kernels.  Every launch check uses fresh random inputs, NaN-poisoned outputs, float64
+numpy references and sizes that are not multiples of the block.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import ur_cffi
+
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+ur_triton = pytest.importorskip("ur_cffi.triton")
+
+from ur_cffi.triton import programs  # noqa: E402
+
+
+def triton_cache_dir(tmp_path_factory):
+    """One Triton cache directory per test session, shared by the Triton test files."""
+    path = tmp_path_factory.getbasetemp() / "triton_cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def without_torch(tmp_path_factory):
+    """Block torch and point Triton at the session cache for this module."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "torch", None)
+        patch.setenv("TRITON_CACHE_DIR", str(triton_cache_dir(tmp_path_factory)))
+        yield
+        assert sys.modules.get("torch") is None, "something imported torch"
+
+
+@pytest.fixture(scope="module")
+def tq(context, device):
+    """The in-order profiling queue ur_cffi.triton launches on in this module."""
+    with ur_cffi.Queue(context, device, profiling=True) as queue:
+        ur_triton.activate(queue)
+        yield queue
+        ur_triton.deactivate()
+
+
+def poisoned(shape, queue, dtype=np.float32):
+    out = ur_cffi.empty(shape, dtype, queue=queue)
+    out.fill(np.nan)
+    return out
+
+
+def random32(rng, shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# --- kernels (Triton reads their source, so they live at module level) ----------------------
+
+
+@triton.jit
+def scale_addresses(x_addr, y_addr, a, n, BLOCK_SIZE: tl.constexpr):
+    # The original demo: raw int64 device addresses, cast to typed pointers in the kernel.
+    x_ptr = x_addr.to(tl.pointer_type(tl.float32))
+    y_ptr = y_addr.to(tl.pointer_type(tl.float32))
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * a, mask=mask)
+
+
+@triton.jit
+def scale(x_ptr, y_ptr, a, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * a, mask=mask)
+
+
+@triton.jit
+def add(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def softmax(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(in_ptr + row * in_stride + cols, mask=cols < n_cols, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    numerator = tl.exp(x)
+    tl.store(out_ptr + row * out_stride + cols, numerator / tl.sum(numerator, axis=0),
+             mask=cols < n_cols)
+
+
+@triton.jit
+def matmul(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+           stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + rk
+        a = tl.load(a_ptr + rm[:, None] * stride_am + kk[None, :] * stride_ak,
+                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + kk[:, None] * stride_bk + rn[None, :] * stride_bn,
+                    mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b, input_precision="ieee")
+    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc,
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def layer_norm(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, stride, n, eps,
+               BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
+    mean = tl.sum(x, axis=0) / n
+    diff = tl.where(mask, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(diff * diff, axis=0) / n + eps)
+    w = tl.load(w_ptr + cols, mask=mask)
+    b = tl.load(b_ptr + cols, mask=mask)
+    tl.store(y_ptr + row * stride + cols, diff * rstd * w + b, mask=mask)
+    tl.store(mean_ptr + row, mean)
+    tl.store(rstd_ptr + row, rstd)
+
+
+@triton.jit
+def add_2d(x_ptr, y_ptr, out_ptr, rows, cols, BR: tl.constexpr, BC: tl.constexpr):
+    r = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
+    c = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
+    mask = (r < rows) & (c < cols)
+    offsets = r * cols + c
+    tl.store(out_ptr + offsets,
+             tl.load(x_ptr + offsets, mask=mask) + 2 * tl.load(y_ptr + offsets, mask=mask),
+             mask=mask)
+
+
+@triton.jit
+def program_ids(out_ptr, nx, ny):
+    x = tl.program_id(0)
+    y = tl.program_id(1)
+    z = tl.program_id(2)
+    tl.store(out_ptr + (z * ny + y) * nx + x, x + 1000 * y + 1000000 * z)
+
+
+@triton.jit
+def mixed_scalars(out_ptr, i, j, h, d, flag, small, wide, half, bf, f, big):
+    # One store per argument, each widened to float64 so the host can compare exactly.
+    tl.store(out_ptr + 0, i.to(tl.float64))
+    tl.store(out_ptr + 1, j.to(tl.float64))
+    tl.store(out_ptr + 2, h.to(tl.float64))
+    tl.store(out_ptr + 3, d)
+    tl.store(out_ptr + 4, flag.to(tl.float64))
+    tl.store(out_ptr + 5, small.to(tl.float64))
+    tl.store(out_ptr + 6, wide.to(tl.float64))
+    tl.store(out_ptr + 7, half.to(tl.float64))
+    tl.store(out_ptr + 8, bf.to(tl.float64))
+    tl.store(out_ptr + 9, f.to(tl.float64))
+    tl.store(out_ptr + 10, big.to(tl.float64))
+
+
+@triton.jit
+def axpy_int64(x_ptr, y_ptr, a, offset: tl.int64, n, BLOCK: tl.constexpr):
+    # `offset` is annotated int64, so a small Python int still arrives as 8 bytes.
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(y_ptr + offsets, a * x + offset.to(tl.float32), mask=mask)
+
+
+@triton.jit
+def twelve_args(a_ptr, b_ptr, c_ptr, d_ptr, out_ptr, ka, kb, kc, kd, bias, n, shift,
+                BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    total = ka * tl.load(a_ptr + offsets, mask=mask) + kb * tl.load(b_ptr + offsets, mask=mask)
+    total += kc * tl.load(c_ptr + offsets, mask=mask) + kd * tl.load(d_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets + shift, total + bias, mask=mask)
+
+
+@triton.jit
+def tuple_add(pointers, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(pointers[0] + offsets, mask=mask)
+    tl.store(pointers[2] + offsets, x + tl.load(pointers[1] + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def lcg_steps(x_ptr, y_ptr, n, steps, BLOCK: tl.constexpr):
+    # `steps` rounds of a 32-bit linear congruential generator: runs as long as asked.
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    value = tl.load(x_ptr + offsets, mask=mask)
+    for _ in range(steps):
+        value = value * 1664525 + 1013904223
+    tl.store(y_ptr + offsets, value, mask=mask)
+
+
+def lcg_reference(x, steps):
+    value = x.astype(np.uint32)
+    for _ in range(steps):
+        value = value * np.uint32(1664525) + np.uint32(1013904223)
+    return value.astype(np.int32)
+
+
+# --- end to end, in fresh processes ---------------------------------------------------------
+
+END_TO_END = textwrap.dedent("""
+    import importlib.abc, json, sys
+
+    class BlockTorch(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "torch" or name.startswith("torch."):
+                raise ImportError(f"{name} is blocked in this test")
+
+    sys.meta_path.insert(0, BlockTorch())
+    import numpy as np
+    import triton
+    import triton.language as tl
+    import ur_cffi
+    import ur_cffi.triton
+    from ur_cffi.triton import programs
+
+    @triton.jit
+    def scale(x_ptr, y_ptr, a, n, BLOCK_SIZE: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offsets < n
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * a, mask=mask)
+
+    from triton.backends import backends
+    import triton.runtime.build
+
+    intel_globals = backends["intel"].compiler.__init__.__globals__
+    originals = (triton.runtime.driver.active, intel_globals["compile_module_from_src"],
+                 triton.runtime.build.is_xpu, triton.testing.Event)
+    queue = ur_cffi.triton.activate()
+    rng = np.random.default_rng()
+    n = int(rng.integers(1000, 3000))
+    host = rng.standard_normal(n).astype(np.float32)
+    x = ur_cffi.asarray(host, queue=queue)
+    y = ur_cffi.empty(n, np.float32, queue=queue)
+    y.fill(np.nan)
+    scale[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, y, 2.5, n, BLOCK_SIZE=256)
+    event = ur_cffi.triton.last_event()
+    queue.finish()
+    error = float(np.max(np.abs(y.to_numpy() - 2.5 * host.astype(np.float64))))
+    deactivate = sys.argv[1:] != ["--exit-active"]
+    if deactivate:  # else leave it active: interpreter exit must release everything cleanly
+        ur_cffi.triton.deactivate()
+    now = (triton.runtime.driver.active, intel_globals["compile_module_from_src"],
+           triton.runtime.build.is_xpu, triton.testing.Event)
+    print(json.dumps({
+        "error": error,
+        "event_complete": event.status.name,
+        "stats": programs.stats,
+        "restored": all(a is b for a, b in zip(now, originals)) if deactivate else None,
+        "torch": "torch" in sys.modules,
+    }))
+""")
+
+
+def run_end_to_end(script, cache_dir, *args, validation=False):
+    # A file, not `python -c`: Triton reads the kernel's source from it.  With validation, UR
+    # reports leaks at exit and ur_cffi then exits with a non-zero status.
+    env = dict(os.environ, TRITON_CACHE_DIR=str(cache_dir),
+               UR_CFFI_VALIDATION="1" if validation else "0")
+    done = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_end_to_end_in_fresh_processes(tmp_path):
+    """Compile and launch with torch unimportable; the second process reuses both Triton's
+    compiled SPIR-V and ur_cffi's native binary (no SPIR-V build), and exits with
+    ur_cffi.triton still active under UR's leak checker."""
+    script = tmp_path / "end_to_end.py"
+    script.write_text(END_TO_END)
+    cache = tmp_path / "cache"
+    first = run_end_to_end(script, cache)
+    assert first["error"] < 1e-5
+    assert first["event_complete"] == "UR_EVENT_STATUS_COMPLETE"
+    assert first["restored"] and not first["torch"]
+    assert first["stats"]["from_il"] == 1 and first["stats"]["from_binary"] == 0
+    second = run_end_to_end(script, cache, "--exit-active", validation=True)
+    assert second["error"] < 1e-5 and not second["torch"]
+    assert second["stats"]["from_il"] == 0 and second["stats"]["from_binary"] == 1
+
+
+# --- launches --------------------------------------------------------------------------------
+
+
+def test_scale_with_raw_addresses(tq, rng):
+    """The original demo: device addresses as int64, cast to pointers inside the kernel."""
+    n = int(rng.integers(2000, 5000))
+    host = random32(rng, n)
+    x, y = ur_cffi.asarray(host, queue=tq), poisoned(n, tq)
+    scale_addresses[(triton.cdiv(n, 1024),)](x.data_ptr(), y.data_ptr(), 10.0, n,
+                                             BLOCK_SIZE=1024)
+    tq.finish()
+    np.testing.assert_allclose(y.to_numpy(), 10.0 * host.astype(np.float64), rtol=1e-6)
+
+
+def test_scale_with_typed_arrays(tq, rng):
+    n = int(rng.integers(2000, 5000))
+    host = random32(rng, n)
+    a = float(rng.uniform(-4, 4))
+    x, y = ur_cffi.asarray(host, queue=tq), poisoned(n, tq)
+    scale[(triton.cdiv(n, 512),)](x, y, a, n, BLOCK_SIZE=512)
+    tq.finish()
+    np.testing.assert_allclose(y.to_numpy(), np.float32(a) * host.astype(np.float64),
+                               rtol=1e-6)
+
+
+def test_vector_add_event_and_device_synchronize(tq, device, rng):
+    """The launch's Event and Device.synchronize() both order it."""
+    n = int(rng.integers(3000, 9000))
+    xh, yh = random32(rng, n), random32(rng, n)
+    x, y = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq)
+    out = poisoned(n, tq)
+    add[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK_SIZE=1024)
+    event = ur_triton.last_event()
+    assert isinstance(event, ur_cffi.Event) and event is ur_triton.last_event()
+    event.wait()
+    assert event.status == ur_cffi.enums.ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+    assert event.elapsed_ns >= 0  # a profiling queue: the launch has device timestamps
+    np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
+
+    out.fill(np.nan)
+    add[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK_SIZE=256)
+    device.synchronize()
+    assert ur_triton.last_event().status == \
+        ur_cffi.enums.ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+    np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
+
+
+def test_fused_softmax(tq, rng):
+    rows, cols = int(rng.integers(20, 60)), int(rng.integers(300, 1000))
+    host = random32(rng, (rows, cols)) * 4
+    x, y = ur_cffi.asarray(host, queue=tq), poisoned((rows, cols), tq)
+    softmax[(rows,)](y, x, cols, cols, cols, BLOCK=triton.next_power_of_2(cols))
+    tq.finish()
+    reference = np.exp(host.astype(np.float64) - host.max(axis=1, keepdims=True))
+    reference /= reference.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(y.to_numpy(), reference, rtol=1e-5, atol=1e-7)
+
+
+def test_matmul_with_dot_uses_shared_memory(tq, rng):
+    """tl.dot needs work-group local memory: the launch appends it as a local argument."""
+    m, n, k = (int(v) for v in rng.integers(33, 90, size=3))
+    ah, bh = random32(rng, (m, k)), random32(rng, (k, n))
+    a, b, c = ur_cffi.asarray(ah, queue=tq), ur_cffi.asarray(bh, queue=tq), poisoned((m, n), tq)
+    grid = lambda meta: (triton.cdiv(m, meta["BM"]), triton.cdiv(n, meta["BN"]))  # noqa: E731
+    compiled = matmul[grid](a, b, c, m, n, k, k, 1, n, 1, n, 1, BM=32, BN=32, BK=32)
+    tq.finish()
+    assert compiled.metadata.shared > 0
+    passed = [t for t in compiled.src.signature.values() if t != "constexpr"]
+    assert compiled.function.num_args == len(passed) + 1  # then the local memory
+    np.testing.assert_allclose(c.to_numpy(), ah.astype(np.float64) @ bh, rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_layer_norm_forward(tq, rng):
+    rows, cols = int(rng.integers(10, 40)), int(rng.integers(200, 700))
+    xh = random32(rng, (rows, cols)) * 3 + 1
+    wh, bh = random32(rng, cols), random32(rng, cols)
+    x, w, b = (ur_cffi.asarray(v, queue=tq) for v in (xh, wh, bh))
+    y, mean, rstd = poisoned((rows, cols), tq), poisoned(rows, tq), poisoned(rows, tq)
+    eps = 1e-5
+    layer_norm[(rows,)](x, y, w, b, mean, rstd, cols, cols, eps,
+                        BLOCK=triton.next_power_of_2(cols))
+    tq.finish()
+    x64 = xh.astype(np.float64)
+    mean_ref = x64.mean(axis=1)
+    rstd_ref = 1 / np.sqrt(x64.var(axis=1) + eps)
+    y_ref = (x64 - mean_ref[:, None]) * rstd_ref[:, None] * wh + bh
+    np.testing.assert_allclose(mean.to_numpy(), mean_ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rstd.to_numpy(), rstd_ref, rtol=1e-4)
+    np.testing.assert_allclose(y.to_numpy(), y_ref, rtol=1e-4, atol=1e-4)
+
+
+def test_two_dimensional_grid(tq, rng):
+    rows, cols = int(rng.integers(40, 100)), int(rng.integers(40, 100))
+    xh, yh = random32(rng, (rows, cols)), random32(rng, (rows, cols))
+    x, y = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq)
+    out = poisoned((rows, cols), tq)
+    add_2d[(triton.cdiv(rows, 16), triton.cdiv(cols, 32))](x, y, out, rows, cols, BR=16, BC=32)
+    tq.finish()
+    np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + 2 * yh.astype(np.float64),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("style", ["tuple", "callable"])
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_grid_as_tuple_or_callable(tq, rng, style, dims):
+    shape = tuple(int(v) for v in rng.integers(2, 7, size=dims)) + (1,) * (3 - dims)
+    nx, ny, nz = shape
+    out = ur_cffi.empty(nx * ny * nz, np.int32, queue=tq)
+    out.fill(-1)
+    grid = shape[:dims]
+    if style == "callable":
+        grid = lambda meta, grid=grid: grid  # noqa: E731
+    program_ids[grid](out, nx, ny)
+    tq.finish()
+    z, y, x = np.meshgrid(range(nz), range(ny), range(nx), indexing="ij")
+    np.testing.assert_array_equal(out.to_numpy().reshape(nz, ny, nx), x + 1000 * y + 1000000 * z)
+
+
+def test_int32_int64_fp16_fp64_and_every_scalar_type(tq, rng):
+    """Scalars of every width the ABI knows, through triton.compile with an explicit
+    signature (the JIT itself only makes i32/i64/u64/i1/fp32 from Python values)."""
+    from triton.compiler import ASTSource
+
+    signature = {"out_ptr": "*fp64", "i": "i32", "j": "i64", "h": "fp16", "d": "fp64",
+                 "flag": "i1", "small": "i8", "wide": "i16", "half": "u16", "bf": "bf16",
+                 "f": "fp32", "big": "u64"}
+    compiled = triton.compile(ASTSource(mixed_scalars, signature, {}, {}),
+                              target=ur_triton.active_driver().get_current_target())
+    values = [int(rng.integers(-2**31, 2**31)), int(rng.integers(-2**62, 2**62)),
+              float(np.float16(rng.uniform(-100, 100))), float(rng.standard_normal()) * 1e200,
+              bool(rng.integers(2)), int(rng.integers(-128, 128)),
+              int(rng.integers(-2**15, 2**15)), int(rng.integers(0, 2**16)),
+              1.5 + int(rng.integers(0, 64)) / 64, float(np.float32(rng.standard_normal())),
+              int(rng.integers(2**63, 2**64 - 1, dtype=np.uint64))]
+    out = poisoned(11, tq, np.float64)
+    compiled[(1, 1, 1)](out, *values)
+    tq.finish()
+    expected = np.array([float(v) for v in values])
+    np.testing.assert_array_equal(out.to_numpy(), expected)
+
+
+def test_int64_annotation_and_large_ints(tq, rng):
+    n = int(rng.integers(1000, 3000))
+    xh = random32(rng, n)
+    x, y = ur_cffi.asarray(xh, queue=tq), poisoned(n, tq)
+    offset = int(rng.integers(2, 50))
+    axpy_int64[(triton.cdiv(n, 256),)](x, y, 0.5, offset, n, BLOCK=256)
+    tq.finish()
+    np.testing.assert_allclose(y.to_numpy(), 0.5 * xh.astype(np.float64) + offset, rtol=1e-6)
+    kernels = axpy_int64.device_caches[ur_triton.active_driver().get_current_device()][0]
+    assert any(k.src.signature["offset"] == "i64" for k in kernels.values())
+
+
+def test_a_dozen_arguments(tq, rng):
+    n = int(rng.integers(1000, 3000))
+    hosts = [random32(rng, n) for _ in range(4)]
+    arrays = [ur_cffi.asarray(h, queue=tq) for h in hosts]
+    shift = int(rng.integers(2, 9))
+    out = poisoned(n + shift, tq)
+    ka, kb, kc, kd, bias = (float(np.float32(v)) for v in rng.standard_normal(5))
+    twelve_args[(triton.cdiv(n, 128),)](*arrays, out, ka, kb, kc, kd, bias, n, shift, BLOCK=128)
+    tq.finish()
+    expected = sum(k * h.astype(np.float64) for k, h in zip((ka, kb, kc, kd), hosts)) + bias
+    result = out.to_numpy()
+    assert np.isnan(result[:shift]).all()
+    np.testing.assert_allclose(result[shift:], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_tuple_argument(tq, rng):
+    n = int(rng.integers(1000, 3000))
+    xh, yh = random32(rng, n), random32(rng, n)
+    x, y, out = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq), poisoned(n, tq)
+    tuple_add[(triton.cdiv(n, 256),)]((x, y, out), n, BLOCK=256)
+    tq.finish()
+    np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
+
+
+def test_out_of_order_queue_ordered_by_events(context, device, rng):
+    """On an out-of-order queue, using(queue, wait_for=...) chains copy -> kernel -> kernel
+    -> copy through events only."""
+    n, steps = int(rng.integers(5000, 20000)), int(rng.integers(50, 200))
+    host = rng.integers(-2**31, 2**31, size=n, dtype=np.int64).astype(np.int32)
+    with ur_cffi.Queue(context, device, out_of_order=True) as queue:
+        assert queue.out_of_order
+        x = ur_cffi.empty(n, np.int32, queue=queue)
+        y = ur_cffi.empty(n, np.int32, queue=queue)
+        z = ur_cffi.empty(n, np.int32, queue=queue)
+        result = np.full(n, -1, np.int32)
+        copied = x.copy_from(host, blocking=False)
+        grid = (triton.cdiv(n, 1024),)
+        with ur_triton.using(queue, wait_for=[copied]):
+            lcg_steps[grid](x, y, n, steps, BLOCK=1024)
+            first = ur_triton.last_event()
+        with ur_triton.using(queue, wait_for=first):
+            lcg_steps[grid](y, z, n, steps, BLOCK=1024)
+            second = ur_triton.last_event()
+        z.copy_to(result, wait_for=[second])  # blocking: waits for its own event
+        np.testing.assert_array_equal(result, lcg_reference(host, 2 * steps))
+
+
+def test_empty_grid_launches_nothing(tq, rng):
+    n = int(rng.integers(10, 100))
+    x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
+    add[(0,)](x, x, y, n, BLOCK_SIZE=128)
+    event = ur_triton.last_event()
+    event.wait()
+    assert np.isnan(y.to_numpy()).all()
+
+
+def test_threads_per_warp_and_num_warps(tq, rng):
+    """num_warps and threads_per_warp (a device sub-group size) as Triton options."""
+    n = int(rng.integers(3000, 6000))
+    xh, yh = random32(rng, n), random32(rng, n)
+    x, y = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq)
+    for tpw, warps in ((16, 8), (32, 2)):
+        assert tpw in tq.device.sub_group_sizes
+        out = poisoned(n, tq)
+        compiled = add[(triton.cdiv(n, 512),)](x, y, out, n, BLOCK_SIZE=512, num_warps=warps,
+                                               threads_per_warp=tpw, num_stages=1)
+        tq.finish()
+        assert (compiled.metadata.threads_per_warp, compiled.metadata.num_warps) == (tpw, warps)
+        np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
+    with pytest.raises(ValueError, match="sub-group size"):
+        ur_triton.active_driver().check_work_group(4, 3)
+    with pytest.raises(ValueError, match="largest work-group"):
+        ur_triton.active_driver().check_work_group(1024, 32)
+
+
+def test_grf_mode_is_dropped_on_the_cpu(tq, rng):
+    """grf_mode='large' makes Triton ask for a GPU-only build option; the CPU refuses it, so
+    ur_cffi leaves it out there."""
+    n = int(rng.integers(500, 1500))
+    host = random32(rng, n)
+    x, y = ur_cffi.asarray(host, queue=tq), poisoned(n, tq)
+    compiled = scale[(triton.cdiv(n, 128),)](x, y, 3.0, n, BLOCK_SIZE=128, grf_mode="large")
+    tq.finish()
+    assert "GRF" in compiled.metadata.build_flags
+    assert programs.build_options(compiled.metadata.build_flags, tq.device) == ""
+    np.testing.assert_allclose(y.to_numpy(), 3.0 * host.astype(np.float64), rtol=1e-6)
+
+
+def test_spirv_is_adapted_only_because_the_device_refuses_it(tq, rng):
+    n = int(rng.integers(100, 1000))
+    x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
+    compiled = scale[(triton.cdiv(n, 128),)](x, y, 1.0, n, BLOCK_SIZE=128)
+    tq.finish()
+    assert ur_cffi.spirv.CAPABILITY_KERNEL_ATTRIBUTES_INTEL in \
+        ur_cffi.spirv.capabilities(compiled.asm["spv"])
+    # The CPU OpenCL runtime refuses capability 5892: the first build told us so.
+    assert programs.needs_adaptation(tq.device) is True
+
+
+def test_target_comes_from_the_device(tq, device):
+    target = ur_triton.active_driver().get_current_target()
+    assert target.backend == "xpu"
+    arch = target.arch
+    assert arch["sub_group_sizes"] == sorted(device.sub_group_sizes)
+    assert arch["max_work_group_size"] == device.max_work_group_size
+    assert arch["has_fp64"] == device.has_fp64
+    extensions = device.extensions
+    assert arch["has_subgroup_2d_block_io"] == ("cl_intel_subgroup_2d_block_io" in extensions)
+    assert arch["has_subgroup_matrix_multiply_accumulate"] == \
+        ("cl_intel_subgroup_matrix_multiply_accumulate" in extensions)
+    assert arch["has_bfloat16_conversions"] is (
+        "cl_intel_bfloat16_conversions" in extensions
+        or bool(device.info(ur_cffi.enums.ur_device_info_t
+                            .UR_DEVICE_INFO_BFLOAT16_CONVERSIONS_NATIVE)))
+    props = ur_triton.active_driver().utils.get_device_properties(
+        ur_triton.active_driver().get_current_device())
+    assert props["max_shared_mem"] == device.local_mem_size
+
+
+# --- errors before launch --------------------------------------------------------------------
+
+
+def assert_nothing_launched(out, before):
+    assert ur_triton.last_event() is before
+    assert np.isnan(out.to_numpy()).all()
+
+
+def test_wrong_argument_count(tq, rng):
+    n = int(rng.integers(100, 1000))
+    x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
+    scale[(1,)](x, y, 1.0, n, BLOCK_SIZE=1024)  # compiled and loaded
+    tq.finish()
+    y.fill(np.nan)
+    before = ur_triton.last_event()
+    with pytest.raises(TypeError):  # Triton's own binding
+        scale[(1,)](x, y, 1.0, BLOCK_SIZE=1024)
+    compiled = next(iter(scale.device_caches[
+        ur_triton.active_driver().get_current_device()][0].values()))
+    with pytest.raises(TypeError, match="takes 5 arguments"):  # the launcher's check
+        compiled[(1, 1, 1)](x, y, 1.0, n)
+    assert_nothing_launched(y, before)
+
+
+def test_wrong_pointer_dtype(tq, rng):
+    from triton.compiler import ASTSource
+
+    n = int(rng.integers(100, 1000))
+    signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp32", "n": "i32",
+                 "BLOCK_SIZE": "constexpr"}
+    compiled = triton.compile(ASTSource(scale, signature, {"BLOCK_SIZE": 1024}, {}),
+                              target=ur_triton.active_driver().get_current_target())
+    x64 = ur_cffi.asarray(rng.standard_normal(n), queue=tq)
+    y = poisoned(n, tq)
+    before = ur_triton.last_event()
+    with pytest.raises(TypeError, match=r"\*fp32 but the USMArray holds float64"):
+        compiled[(1, 1, 1)](x64, y, 1.0, n, 1024)
+    assert_nothing_launched(y, before)
+
+
+class HostMemory:
+    """Looks like device memory to Triton (dtype, data_ptr) but is a numpy array's."""
+
+    def __init__(self, array):
+        self.array, self.dtype = array, array.dtype
+
+    def data_ptr(self):
+        return self.array.ctypes.data
+
+
+def test_non_ur_pointers(tq, context, device, rng):
+    n = int(rng.integers(100, 1000))
+    host = random32(rng, n)
+    y = poisoned(n, tq)
+    before = ur_triton.last_event()
+    with pytest.raises(TypeError, match="no data_ptr"):  # a numpy array
+        scale[(1,)](host, y, 1.0, n, BLOCK_SIZE=1024)
+    with pytest.raises(ValueError, match="not USM memory"):  # host memory behind data_ptr()
+        scale[(1,)](HostMemory(host), y, 1.0, n, BLOCK_SIZE=1024)
+    with ur_cffi.Context([device]) as other, ur_cffi.Queue(other, device) as other_queue:
+        foreign = ur_cffi.asarray(host, queue=other_queue)
+        with pytest.raises(ValueError, match="another context"):
+            scale[(1,)](foreign, y, 1.0, n, BLOCK_SIZE=1024)
+        foreign.close()
+    assert_nothing_launched(y, before)
+
+    from triton.compiler import ASTSource
+
+    signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp32", "n": "i32",
+                 "BLOCK_SIZE": "constexpr"}
+    compiled = triton.compile(ASTSource(scale, signature, {"BLOCK_SIZE": 1024}, {}),
+                              target=ur_triton.active_driver().get_current_target())
+    with pytest.raises(ValueError, match="not USM memory"):  # an int in a pointer slot
+        compiled[(1, 1, 1)](host.ctypes.data, y, 1.0, n, 1024)
+    assert_nothing_launched(y, before)
+    x = ur_cffi.asarray(host, queue=tq)  # a raw USM address is fine in a pointer slot
+    compiled[(triton.cdiv(n, 1024), 1, 1)](x.data_ptr(), y, 1.0, n, 1024)
+    tq.finish()
+    np.testing.assert_array_equal(y.to_numpy(), host)
+
+
+def test_scalar_that_does_not_fit(tq, rng):
+    n = int(rng.integers(100, 1000))
+    x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
+    from triton.compiler import ASTSource
+
+    signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp16", "n": "i32",
+                 "BLOCK_SIZE": "constexpr"}
+    compiled = triton.compile(ASTSource(scale, signature, {"BLOCK_SIZE": 1024}, {}),
+                              target=ur_triton.active_driver().get_current_target())
+    before = ur_triton.last_event()
+    with pytest.raises(TypeError, match="'a' of kernel 'scale' is fp16"):
+        compiled[(1, 1, 1)](x, y, 1e10, n, 1024)
+    assert_nothing_launched(y, before)
+
+
+# --- benchmarking ----------------------------------------------------------------------------
+
+
+def test_do_bench_times_on_ur_events(tq, rng):
+    n = int(rng.integers(10000, 50000))
+    x = ur_cffi.asarray(rng.integers(0, 1000, size=n, dtype=np.int32), queue=tq)
+    y = ur_cffi.empty(n, np.int32, queue=tq)
+    run = lambda: lcg_steps[(triton.cdiv(n, 1024),)](x, y, n, 20, BLOCK=1024)  # noqa: E731
+    assert triton.testing._support_elapsed_time()  # the module's queue profiles
+    assert isinstance(triton.testing.Event(enable_timing=True), ur_triton.bench.ProfilingEvent)
+    mean = triton.testing.do_bench(run, warmup=2, rep=10)
+    quantiles = triton.testing.do_bench(run, warmup=2, rep=10, quantiles=[0.5, 0.2, 0.8])
+    assert mean > 0 and all(q > 0 for q in quantiles) and len(quantiles) == 3
+    np.testing.assert_array_equal(y.to_numpy(), lcg_reference(x.to_numpy(), 20))
+
+
+def test_do_bench_on_a_queue_without_profiling(context, device, rng):
+    with ur_cffi.Queue(context, device) as queue, ur_triton.using(queue):
+        n = int(rng.integers(1000, 5000))
+        x, y = ur_cffi.asarray(random32(rng, n), queue=queue), poisoned(n, queue)
+        assert not triton.testing._support_elapsed_time()
+        ms = triton.testing.do_bench(
+            lambda: scale[(triton.cdiv(n, 512),)](x, y, 2.0, n, BLOCK_SIZE=512), warmup=1, rep=5)
+        assert ms > 0
+        np.testing.assert_allclose(y.to_numpy(), 2.0 * x.to_numpy().astype(np.float64))
+
+
+def test_autotune_picks_a_config(tq, rng):
+    configs = [triton.Config({"BLOCK_SIZE": 128}, num_warps=1),
+               triton.Config({"BLOCK_SIZE": 1024}, num_warps=4)]
+
+    # Decorated after activate(): the autotuner takes its benchmarker from the active driver.
+    @triton.autotune(configs=configs, key=["n"])
+    @triton.jit
+    def tuned_add(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+    n = int(rng.integers(5000, 20000))
+    xh, yh = random32(rng, n), random32(rng, n)
+    x, y = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq)
+    out = poisoned(n, tq)
+    tuned_add[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, y, out, n)
+    tq.finish()
+    assert tuned_add.best_config in configs
+    assert len(tuned_add.configs_timings) == 2
+    assert all(t[0] > 0 for t in tuned_add.configs_timings.values())
+    np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
+
+
+# --- activation ------------------------------------------------------------------------------
+
+
+def test_using_switches_queues_and_contexts(tq, device, rng):
+    """A queue of another context gets its own compiled kernel; leaving the block returns
+    launches to the module's queue."""
+    n = int(rng.integers(1000, 3000))
+    host = random32(rng, n)
+    with device.create_context() as other, ur_cffi.Queue(other, device) as queue:
+        x, y = ur_cffi.asarray(host, queue=queue), poisoned(n, queue)
+        with ur_triton.using(queue) as current:
+            assert current is queue and ur_triton.current_queue() is queue
+            scale[(triton.cdiv(n, 256),)](x, y, -1.5, n, BLOCK_SIZE=256)
+            assert ur_triton.last_event().queue is queue
+        queue.finish()
+        np.testing.assert_allclose(y.to_numpy(), -1.5 * host.astype(np.float64), rtol=1e-6)
+    assert ur_triton.current_queue() is tq
+
+
+def test_torch_paths_are_neutralized(tq):
+    """What triton-xpu would import torch for answers without it while active."""
+    from triton.backends import backends
+    from triton.compiler import make_backend
+
+    import triton.runtime.build
+
+    driver = ur_triton.active_driver()
+    assert triton.runtime.driver.active is driver
+    assert triton.runtime.build.is_xpu() is True
+    backend = make_backend(driver.get_current_target())  # would build arch_parser.c
+    assert isinstance(backend, backends["intel"].compiler) and backend.device_arch == ""
+    driver.get_device_interface().synchronize()
+    cache = driver.get_empty_cache_for_benchmark()
+    assert cache.nbytes >= ur_triton.bench.MIN_CACHE_BYTES
+    driver.clear_cache(cache)
+    tq.finish()
+    assert not cache.to_numpy().any()
+    with pytest.raises(RuntimeError, match="without PyTorch"):
+        driver.get_active_torch_device()
+    assert driver.get_benchmarker() is ur_triton.bench.benchmark
+
+
+def test_launch_hooks_see_the_queue(tq, rng):
+    from triton.compiler import CompiledKernel
+
+    seen = []
+    n = int(rng.integers(100, 1000))
+    host = random32(rng, n)
+    x, y = ur_cffi.asarray(host, queue=tq), poisoned(n, tq)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CompiledKernel, "launch_enter_hook", lambda m: seen.append(("enter", m)))
+        patch.setattr(CompiledKernel, "launch_exit_hook", lambda m: seen.append(("exit", m)))
+        scale[(triton.cdiv(n, 256),)](x, y, 4.0, n, BLOCK_SIZE=256)
+    tq.finish()
+    assert [what for what, _ in seen] == ["enter", "exit"]
+    metadata = seen[0][1].get()
+    assert metadata["stream"] is tq and metadata["name"] == "scale"
+    np.testing.assert_allclose(y.to_numpy(), 4.0 * host.astype(np.float64), rtol=1e-6)
+
+
+def test_one_program_per_context_and_binary(tq, rng):
+    """Two compiled kernels with the same SPIR-V share one UR program (each has its own
+    UR kernel); the program is the one the cache hands out."""
+    from triton.compiler import ASTSource
+
+    signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp32", "n": "i32",
+                 "BLOCK_SIZE": "constexpr"}
+    target = ur_triton.active_driver().get_current_target()
+    first, second = (triton.compile(ASTSource(scale, signature, {"BLOCK_SIZE": 256}, {}),
+                                    target=target) for _ in range(2))
+    assert first is not second and first.asm["spv"] == second.asm["spv"]
+    n = int(rng.integers(300, 1000))
+    host = random32(rng, n)
+    x, y = ur_cffi.asarray(host, queue=tq), poisoned(n, tq)
+    first[(triton.cdiv(n, 256), 1, 1)](x, y, 2.0, n, 256)
+    second[(triton.cdiv(n, 256), 1, 1)](y, y, 2.0, n, 256)
+    tq.finish()
+    assert first.module is second.module and first.function is not second.function
+    assert first.module is programs.load(tq.context, tq.device, first.asm["spv"],
+                                         first.metadata.build_flags)
+    np.testing.assert_allclose(y.to_numpy(), 4.0 * host.astype(np.float64), rtol=1e-6)
+
+
+def test_threads_launch_on_their_own_queues(context, device, tq, rng):
+    """using() is per thread: two threads launch concurrently, each on its own queue."""
+    import threading
+
+    n = int(rng.integers(2000, 5000))
+    hosts = [random32(rng, n) for _ in range(2)]
+    results, errors = {}, []
+
+    def work(index):
+        try:
+            with ur_cffi.Queue(context, device) as queue, ur_triton.using(queue):
+                x, y = ur_cffi.asarray(hosts[index], queue=queue), poisoned(n, queue)
+                for _ in range(20):
+                    scale[(triton.cdiv(n, 512),)](x, y, float(index + 2), n, BLOCK_SIZE=512)
+                    assert ur_triton.current_queue() is queue
+                queue.finish()
+                results[index] = y.to_numpy()
+        except BaseException as error:  # reported by the main thread
+            errors.append(error)
+
+    scale[(1,)](ur_cffi.zeros(1, queue=tq), poisoned(1, tq), 1.0, 1, BLOCK_SIZE=512)  # compile
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert ur_triton.current_queue() is tq
+    for index, host in enumerate(hosts):
+        np.testing.assert_allclose(results[index], (index + 2) * host.astype(np.float64),
+                                   rtol=1e-6)

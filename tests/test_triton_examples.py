@@ -1,0 +1,74 @@
+"""Run the Triton examples as a user would: each in a fresh process, on the CPU device, with
+torch unimportable (a meta-path finder raises ImportError for it), and check what they print."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+WITHOUT_TORCH = """
+import importlib.abc, runpy, sys
+
+class BlockTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(f"{name} is blocked in this test")
+
+sys.meta_path.insert(0, BlockTorch())
+sys.argv = [sys.argv[1]]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+finally:
+    assert not [m for m in sys.modules if m == "torch" or m.startswith("torch.")]
+"""
+
+
+def run(name, tmp_path_factory):
+    """Run ``examples/name``; return its stdout.  Triton's cache is the session's."""
+    cache = tmp_path_factory.getbasetemp() / "triton_cache"  # as in test_triton.py
+    cache.mkdir(exist_ok=True)
+    runner = tmp_path_factory.getbasetemp() / "run_without_torch.py"
+    runner.write_text(WITHOUT_TORCH)
+    env = dict(os.environ, TRITON_CACHE_DIR=str(cache))
+    done = subprocess.run([sys.executable, str(runner), str(EXAMPLES / name)], env=env,
+                          capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path_factory.getbasetemp())
+    assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_triton_scale(tmp_path_factory):
+    stdout = run("triton_scale.py", tmp_path_factory)
+    assert re.match(r"device: .+ \(UR_DEVICE_TYPE_CPU, UR_BACKEND_OPENCL\)", stdout)
+    assert re.search(r"^scaled 100003 floats by 10\.0: max error \S+, kernel "
+                     r"UR_EVENT_STATUS_COMPLETE$", stdout, re.MULTILINE)
+
+
+def test_softmax(tmp_path_factory):
+    stdout = run("softmax.py", tmp_path_factory)
+    error = float(re.search(r"softmax of 823x781 on .+: max error (\S+),", stdout).group(1))
+    assert error < 1e-5
+
+
+def test_matmul(tmp_path_factory):
+    stdout = run("matmul.py", tmp_path_factory)
+    error = float(re.search(r"max relative error (\S+)$", stdout, re.MULTILINE).group(1))
+    assert error < 1e-5
+
+
+def test_autotune(tmp_path_factory):
+    stdout = run("autotune.py", tmp_path_factory)
+    timings = re.findall(r"^BLOCK_SIZE: (\d+), num_warps: \d+.*: (\S+) ms$", stdout, re.MULTILINE)
+    assert sorted(int(block) for block, _ in timings) == [256, 1024, 4096]
+    assert all(float(ms) > 0 for _, ms in timings)
+    chosen = re.search(r"^chosen: BLOCK_SIZE: (\d+),", stdout, re.MULTILINE).group(1)
+    assert int(chosen) in (256, 1024, 4096)
+    assert float(re.search(r"^do_bench: (\S+) ms per call$", stdout, re.MULTILINE).group(1)) > 0
+    assert stdout.splitlines()[-1] == "max error 0"
