@@ -1,0 +1,449 @@
+"""The ways of driving UR that are compared, each as a set of timed operations.
+
+Every method gets the same :class:`Setup` (one device, context and in-order queue; one built
+kernel; one USM array for the kernel to write; host and device buffers for the copies) and
+returns ``{workload: run(count)}``.  ``run(count)`` performs ``count`` units of the workload:
+urQueueFlush calls, launch+finish pairs, launches followed by one finish, copies, or USM
+alloc+free pairs.  A method that cannot run here raises :class:`Unavailable` with the reason.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+import ur_cffi
+from ur_cffi import ffi, lib, spirv
+
+from . import kernel
+
+WORKLOADS = ("flush", "launch_finish", "back_to_back", "copy_h2d", "copy_d2h", "usm_alloc_free")
+
+
+class Unavailable(Exception):
+    """The method cannot run in this environment; the message says why."""
+
+
+def address(handle) -> int:
+    """A UR handle or pointer (cdata) as an integer."""
+    return int(ffi.cast("uintptr_t", handle))
+
+
+@dataclass
+class Method:
+    name: str
+    label: str
+    ops: dict[str, Callable[[int], None]]
+    verify: Callable[[], list[int]]
+    """Poison the kernel's output, launch once, wait, return the output."""
+    notes: dict[str, str] = field(default_factory=dict)
+    """Why a workload is missing, by workload."""
+    keep_alive: tuple = ()
+    """Memory that the timed calls reach only through raw addresses."""
+
+
+class Setup:
+    """What every method shares: device, queue, the kernel and the copy buffers."""
+
+    def __init__(self, copy_bytes: int, small_bytes: int):
+        self.device = ur_cffi.default_device()
+        self.context = self.device.create_context()
+        self.queue = ur_cffi.Queue(self.context, self.device)
+        il, self.shared = kernel.compile_spirv(self.device)
+        self.spirv = spirv.drop_capabilities(il)
+        self.program = ur_cffi.Program.from_il(self.context, self.spirv)
+        signature = ("ptr", "int32") + (("local",) if self.shared else ())
+        self.kernel = self.program.kernel(kernel.NAME, signature=signature)
+        self.x = ur_cffi.zeros(kernel.BLOCK, np.int32, queue=self.queue)
+        self.copy_bytes, self.small_bytes = copy_bytes, small_bytes
+        # Both host arrays written once, so no copy pays for first-touch page faults.
+        self.host_src = np.full(copy_bytes, 7, np.uint8)
+        self.host_dst = np.full(copy_bytes, 1, np.uint8)
+        self.device_buffer = ur_cffi.empty(copy_bytes, np.uint8, queue=self.queue)
+        self.device_buffer.copy_from(self.host_src)
+
+    def kernel_args(self) -> tuple:
+        """The Kernel.launch arguments after the sizes."""
+        return (self.x, kernel.N) + ((ur_cffi.Local(self.shared),) if self.shared else ())
+
+    def poison(self) -> None:
+        self.x.fill(-1)
+
+    def close(self) -> None:
+        for resource in (self.device_buffer, self.x, self.kernel, self.program, self.queue,
+                         self.context):
+            resource.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Raw launch arguments shared by the C floor and the raw cffi method
+
+
+class RawLaunch:
+    """``urEnqueueKernelLaunchWithArgsExp``'s size and argument arrays, built once."""
+
+    def __init__(self, setup: Setup):
+        enums = ur_cffi.enums
+        self.num_args = 3 if setup.shared else 2
+        self.args = ffi.new("ur_exp_kernel_arg_properties_t[]", self.num_args)
+        self.n = ffi.new("int32_t *", kernel.N)
+        stype = enums.ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES
+        kinds = enums.ur_exp_kernel_arg_type_t
+        for index, entry in enumerate(self.args):
+            entry.stype, entry.index = stype, index
+        self.args[0].type = kinds.UR_EXP_KERNEL_ARG_TYPE_POINTER
+        self.args[0].size = ffi.sizeof("void *")
+        self.args[0].value.pointer = setup.x.handle
+        self.args[1].type, self.args[1].size = kinds.UR_EXP_KERNEL_ARG_TYPE_VALUE, 4  # int32
+        self.args[1].value.value = self.n
+        if setup.shared:
+            self.args[2].type = kinds.UR_EXP_KERNEL_ARG_TYPE_LOCAL
+            self.args[2].size = setup.shared
+        self.global_size = ffi.new("size_t[1]", [kernel.BLOCK])
+        self.local_size = ffi.new("size_t[1]", [kernel.BLOCK])
+
+
+def _read_x(setup: Setup) -> list[int]:
+    return setup.x.to_numpy().tolist()
+
+
+# ---------------------------------------------------------------------------------------------
+# The methods
+
+
+def c_floor(setup: Setup, floor_lib) -> Method:
+    """C loops calling UR directly: the floor every other method is measured against."""
+    raw = RawLaunch(setup)
+    queue, kern = address(setup.queue.handle), address(setup.kernel.handle)
+    sizes = (address(raw.global_size), address(raw.local_size))
+    args = (raw.num_args, address(raw.args))
+    context, device = address(setup.context.handle), address(setup.device.handle)
+    src, dst = setup.host_src.ctypes.data, setup.host_dst.ctypes.data
+    buffer, nbytes = setup.device_buffer.data_ptr(), setup.copy_bytes
+
+    def ok(result):
+        ur_cffi.check(result, "C floor")
+
+    def launch_finish(count):
+        ok(floor_lib.floor_launch_finish(queue, kern, 1, *sizes, *args, count))
+
+    def verify():
+        setup.poison()
+        launch_finish(1)
+        return _read_x(setup)
+
+    ops = {
+        "flush": lambda count: ok(floor_lib.floor_flush(queue, count)),
+        "launch_finish": launch_finish,
+        "back_to_back": lambda count: ok(
+            floor_lib.floor_launches_then_finish(queue, kern, 1, *sizes, *args, count)),
+        "copy_h2d": lambda count: ok(floor_lib.floor_memcpy(queue, buffer, src, nbytes)),
+        "copy_d2h": lambda count: ok(floor_lib.floor_memcpy(queue, dst, buffer, nbytes)),
+        "usm_alloc_free": lambda count: ok(
+            floor_lib.floor_usm_alloc_free(context, device, setup.small_bytes, count)),
+    }
+    return Method("c", "C calling UR directly", ops, verify, keep_alive=(raw,))
+
+
+def raw_cffi(setup: Setup) -> Method:
+    """``ur_cffi.lib`` called from Python with prebuilt arguments: the bare cffi call."""
+    raw = RawLaunch(setup)
+    queue, kern = setup.queue.handle, setup.kernel.handle
+    context, device = setup.context.handle, setup.device.handle
+    global_size, local_size, num_args, args = raw.global_size, raw.local_size, raw.num_args, raw.args
+    src = ffi.cast("void *", setup.host_src.ctypes.data)
+    dst = ffi.cast("void *", setup.host_dst.ctypes.data)
+    buffer, nbytes = ffi.cast("void *", setup.device_buffer.data_ptr()), setup.copy_bytes
+    out = ffi.new("void **")
+    NULL = ffi.NULL
+    flush, finish = lib.urQueueFlush, lib.urQueueFinish
+    launch = lib.urEnqueueKernelLaunchWithArgsExp
+
+    def fail(function):
+        raise RuntimeError(f"{function} failed")
+
+    def flush_n(count):
+        for _ in range(count):
+            if flush(queue):
+                fail("urQueueFlush")
+
+    def launch_finish(count):
+        for _ in range(count):
+            if launch(queue, kern, 1, NULL, global_size, local_size, num_args, args, NULL, 0,
+                      NULL, NULL):
+                fail("urEnqueueKernelLaunchWithArgsExp")
+            if finish(queue):
+                fail("urQueueFinish")
+
+    def back_to_back(count):
+        for _ in range(count):
+            if launch(queue, kern, 1, NULL, global_size, local_size, num_args, args, NULL, 0,
+                      NULL, NULL):
+                fail("urEnqueueKernelLaunchWithArgsExp")
+        if finish(queue):
+            fail("urQueueFinish")
+
+    def copy(dst_ptr, src_ptr):
+        if lib.urEnqueueUSMMemcpy(queue, True, dst_ptr, src_ptr, nbytes, 0, NULL, NULL):
+            fail("urEnqueueUSMMemcpy")
+
+    def alloc_free(count):
+        for _ in range(count):
+            if lib.urUSMDeviceAlloc(context, device, NULL, NULL, setup.small_bytes, out):
+                fail("urUSMDeviceAlloc")
+            if lib.urUSMFree(context, out[0]):
+                fail("urUSMFree")
+
+    def verify():
+        setup.poison()
+        launch_finish(1)
+        return _read_x(setup)
+
+    ops = {
+        "flush": flush_n,
+        "launch_finish": launch_finish,
+        "back_to_back": back_to_back,
+        "copy_h2d": lambda count: copy(buffer, src),
+        "copy_d2h": lambda count: copy(dst, buffer),
+        "usm_alloc_free": alloc_free,
+    }
+    return Method("raw", "ur_cffi raw layer (lib.* from Python)", ops, verify, keep_alive=(raw,))
+
+
+def wrapper(setup: Setup) -> Method:
+    """The hand-written layer as a user calls it: Kernel.launch, Queue.finish/flush, USMArray."""
+    queue, kern, block = setup.queue, setup.kernel, kernel.BLOCK
+    args = setup.kernel_args()
+
+    def flush_n(count):
+        for _ in range(count):
+            queue.flush()
+
+    def launch_finish(count):
+        for _ in range(count):
+            kern.launch(queue, block, block, *args)
+            queue.finish()
+
+    def back_to_back(count):
+        for _ in range(count):
+            kern.launch(queue, block, block, *args)
+        queue.finish()
+
+    def alloc_free(count):
+        for _ in range(count):
+            ur_cffi.empty(setup.small_bytes, np.uint8, queue=queue).close()
+
+    def verify():
+        setup.poison()
+        launch_finish(1)
+        return _read_x(setup)
+
+    ops = {
+        "flush": flush_n,
+        "launch_finish": launch_finish,
+        "back_to_back": back_to_back,
+        "copy_h2d": lambda count: setup.device_buffer.copy_from(setup.host_src),
+        "copy_d2h": lambda count: setup.device_buffer.copy_to(setup.host_dst),
+        "usm_alloc_free": alloc_free,
+    }
+    return Method("wrapper", "ur_cffi high level (Kernel.launch, Queue.finish)", ops, verify)
+
+
+def triton_jit(setup: Setup) -> Method:
+    """``kernel[grid](...)`` through ``ur_cffi.triton`` on the same queue."""
+    try:
+        import ur_cffi.triton as ur_triton
+    except ImportError as error:
+        raise Unavailable(f"ur_cffi.triton is not importable ({error})") from None
+    activate = getattr(ur_triton, "activate", None)
+    if activate is None:
+        raise Unavailable("ur_cffi.triton has no activate(queue)")
+    activate(setup.queue)
+    queue, x, n, grid = setup.queue, setup.x, kernel.N, (1,)
+    jit = kernel.tiny[grid]
+    block, warps = kernel.BLOCK, kernel.NUM_WARPS
+
+    def launch_finish(count):
+        for _ in range(count):
+            jit(x, n, BLOCK=block, num_warps=warps)
+            queue.finish()
+
+    def back_to_back(count):
+        for _ in range(count):
+            jit(x, n, BLOCK=block, num_warps=warps)
+        queue.finish()
+
+    def verify():
+        setup.poison()
+        launch_finish(1)
+        return _read_x(setup)
+
+    missing = "Triton launches kernels only"
+    return Method("triton", "Triton kernel[grid] via ur_cffi.triton",
+                  {"launch_finish": launch_finish, "back_to_back": back_to_back}, verify,
+                  {w: missing for w in ("flush", "copy_h2d", "copy_d2h", "usm_alloc_free")})
+
+
+class _ArgProperties(ctypes.Structure):
+    """``ur_exp_kernel_arg_properties_t`` by hand, as the original ctypes demo declared it."""
+
+    _fields_ = [("stype", ctypes.c_int), ("pNext", ctypes.c_void_p), ("type", ctypes.c_int),
+                ("index", ctypes.c_uint32), ("size", ctypes.c_size_t),
+                ("value", ctypes.c_void_p), ("value_rest", ctypes.c_void_p)]
+
+
+def ctypes_argtypes(setup: Setup) -> Method:
+    """``ctypes.CDLL`` of the loader with hand-declared argtypes (the original demo's way)."""
+    from ur_cffi import _libraries
+
+    path = _libraries._first(_libraries.LOADER_SONAME)
+    loader = ctypes.CDLL(str(path) if path else _libraries.LOADER_SONAME)
+    P, U32, SIZE = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t
+    sizes = ctypes.POINTER(SIZE)
+    declared = {
+        "urQueueFlush": [P],
+        "urQueueFinish": [P],
+        "urEnqueueKernelLaunchWithArgsExp": [P, P, U32, sizes, sizes, sizes, U32,
+                                             ctypes.POINTER(_ArgProperties), P, U32, P, P],
+        "urEnqueueUSMMemcpy": [P, ctypes.c_bool, P, P, SIZE, U32, P, P],
+        "urUSMDeviceAlloc": [P, P, P, P, SIZE, ctypes.POINTER(P)],
+        "urUSMFree": [P, P],
+    }
+    for name, argtypes in declared.items():
+        function = getattr(loader, name)
+        function.argtypes, function.restype = argtypes, ctypes.c_int
+
+    if ctypes.sizeof(_ArgProperties) != ffi.sizeof("ur_exp_kernel_arg_properties_t"):
+        raise Unavailable("ur_exp_kernel_arg_properties_t changed layout")
+    enums = ur_cffi.enums
+    stype = enums.ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES
+    kinds = enums.ur_exp_kernel_arg_type_t
+    n = ctypes.c_int32(kernel.N)
+    entries = [_ArgProperties(stype, None, kinds.UR_EXP_KERNEL_ARG_TYPE_POINTER, 0,
+                              ctypes.sizeof(ctypes.c_void_p),
+                              setup.x.data_ptr(), None),
+               _ArgProperties(stype, None, kinds.UR_EXP_KERNEL_ARG_TYPE_VALUE, 1, 4,
+                              ctypes.addressof(n), None)]
+    if setup.shared:
+        entries.append(_ArgProperties(stype, None, kinds.UR_EXP_KERNEL_ARG_TYPE_LOCAL, 2,
+                                      setup.shared, None, None))
+    args = (_ArgProperties * len(entries))(*entries)
+    num_args = len(entries)
+    global_size, local_size = (SIZE * 1)(kernel.BLOCK), (SIZE * 1)(kernel.BLOCK)
+    queue = P(address(setup.queue.handle))
+    kern = P(address(setup.kernel.handle))
+    context, device = P(address(setup.context.handle)), P(address(setup.device.handle))
+    src, dst = P(setup.host_src.ctypes.data), P(setup.host_dst.ctypes.data)
+    buffer, nbytes = P(setup.device_buffer.data_ptr()), setup.copy_bytes
+    out = P()
+    flush, finish = loader.urQueueFlush, loader.urQueueFinish
+    launch = loader.urEnqueueKernelLaunchWithArgsExp
+
+    def fail(function):
+        raise RuntimeError(f"{function} failed")
+
+    def flush_n(count):
+        for _ in range(count):
+            if flush(queue):
+                fail("urQueueFlush")
+
+    def launch_finish(count):
+        for _ in range(count):
+            if launch(queue, kern, 1, None, global_size, local_size, num_args, args, None, 0,
+                      None, None):
+                fail("urEnqueueKernelLaunchWithArgsExp")
+            if finish(queue):
+                fail("urQueueFinish")
+
+    def back_to_back(count):
+        for _ in range(count):
+            if launch(queue, kern, 1, None, global_size, local_size, num_args, args, None, 0,
+                      None, None):
+                fail("urEnqueueKernelLaunchWithArgsExp")
+        if finish(queue):
+            fail("urQueueFinish")
+
+    def copy(dst_ptr, src_ptr):
+        if loader.urEnqueueUSMMemcpy(queue, True, dst_ptr, src_ptr, nbytes, 0, None, None):
+            fail("urEnqueueUSMMemcpy")
+
+    def alloc_free(count):
+        for _ in range(count):
+            if loader.urUSMDeviceAlloc(context, device, None, None, setup.small_bytes,
+                                       ctypes.byref(out)):
+                fail("urUSMDeviceAlloc")
+            if loader.urUSMFree(context, out):
+                fail("urUSMFree")
+
+    def verify():
+        setup.poison()
+        launch_finish(1)
+        return _read_x(setup)
+
+    ops = {
+        "flush": flush_n,
+        "launch_finish": launch_finish,
+        "back_to_back": back_to_back,
+        "copy_h2d": lambda count: copy(buffer, src),
+        "copy_d2h": lambda count: copy(dst, buffer),
+        "usm_alloc_free": alloc_free,
+    }
+    return Method("ctypes", "ctypes with argtypes", ops, verify, keep_alive=(n, args))
+
+
+def dpctl_sycl(setup: Setup) -> Method:
+    """dpctl (SYCL) on the same CPU OpenCL device, running the same SPIR-V."""
+    try:
+        import dpctl
+        import dpctl.memory
+        import dpctl.program
+    except ImportError as error:
+        raise Unavailable(f"dpctl is not installed ({error}); pip install -e '.[bench]'") \
+            from None
+    try:
+        queue = dpctl.SyclQueue("opencl:cpu", property="in_order")
+        program = dpctl.program.create_program_from_spirv(queue, setup.spirv)
+        sycl_kernel = program.get_sycl_kernel(kernel.NAME)
+    except Exception as error:  # dpctl raises its own SyclQueueCreationError and others
+        raise Unavailable(f"dpctl cannot run the kernel here: {error}") from None
+    if setup.shared:
+        raise Unavailable("the kernel needs local memory, which dpctl's submit cannot pass")
+    x = dpctl.memory.MemoryUSMDevice(kernel.BLOCK * 4, queue=queue)
+    args = [x, ctypes.c_int32(kernel.N)]
+    size = [kernel.BLOCK]
+    buffer = dpctl.memory.MemoryUSMDevice(setup.copy_bytes, queue=queue)
+    queue.memcpy(buffer, setup.host_src, setup.copy_bytes)
+    submit, nbytes = queue.submit_async, setup.copy_bytes
+
+    def launch_finish(count):
+        for _ in range(count):
+            submit(sycl_kernel, args, size, size).wait()
+
+    def back_to_back(count):
+        for _ in range(count):
+            submit(sycl_kernel, args, size, size)
+        queue.wait()
+
+    def alloc_free(count):
+        for _ in range(count):
+            dpctl.memory.MemoryUSMDevice(setup.small_bytes, queue=queue)  # freed at once
+
+    def verify():
+        host = np.full(kernel.BLOCK, -1, np.int32)
+        queue.memcpy(x, host, host.nbytes)
+        launch_finish(1)
+        queue.memcpy(host, x, host.nbytes)
+        return host.tolist()
+
+    ops = {
+        "launch_finish": launch_finish,
+        "back_to_back": back_to_back,
+        "copy_h2d": lambda count: queue.memcpy(buffer, setup.host_src, nbytes),
+        "copy_d2h": lambda count: queue.memcpy(setup.host_dst, buffer, nbytes),
+        "usm_alloc_free": alloc_free,
+    }
+    return Method("dpctl", f"dpctl {dpctl.__version__} submit_async(...).wait()", ops, verify,
+                  {"flush": "SYCL has no queue flush"})

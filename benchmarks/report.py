@@ -1,0 +1,194 @@
+"""Figures, targets and the environment, as a markdown table and as JSON."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import sys
+
+from . import harness
+
+# (workload, method, reference, limit, description): the method's time must be at most
+# ``limit`` times the reference's, as a median of per-round ratios.
+RATIO_TARGETS = (
+    ("launch_finish", "wrapper", "c", 1.3, "Kernel.launch + Queue.finish within 1.3x of C"),
+    ("back_to_back", "wrapper", "c", 1.3, "Kernel.launch back-to-back within 1.3x of C"),
+    ("launch_finish", "triton", "c", 2.0, "Triton kernel[grid] + finish within 2x of C"),
+    ("back_to_back", "triton", "c", 2.0, "Triton kernel[grid] back-to-back within 2x of C"),
+    ("launch_finish", "wrapper", "dpctl", 1.0, "Kernel.launch + finish ahead of dpctl"),
+    ("back_to_back", "wrapper", "dpctl", 1.0, "Kernel.launch back-to-back ahead of dpctl"),
+    ("launch_finish", "triton", "dpctl", 1.0, "Triton + finish ahead of dpctl"),
+    ("back_to_back", "triton", "dpctl", 1.0, "Triton back-to-back ahead of dpctl"),
+    ("flush", "wrapper", "raw", 1.3, "Queue.flush within 1.3x of a bare cffi urQueueFlush"),
+    ("copy_h2d", "wrapper", "c", 1.05, "USMArray.copy_from (256 MiB) within 5% of C"),
+    ("copy_d2h", "wrapper", "c", 1.05, "USMArray.copy_to (256 MiB) within 5% of C"),
+)
+WARM_START_LIMIT_S = 1.0
+
+
+def _stats(values):
+    every, first, second = harness.halves(values)
+    return harness.median_of(every), harness.median_of(first), harness.median_of(second)
+
+
+def figures(times, workloads, methods, skipped) -> dict:
+    """``{workload: {method: {...}}}`` for every workload and every method, run or not."""
+    out = {}
+    for workload in workloads:
+        per_method = times[workload.name]
+        row = {}
+        for name in methods:
+            if name not in per_method:
+                row[name] = {"value": None, "value_a": None, "value_b": None,
+                             "ratio_to_c": None, "ratio_to_c_a": None, "ratio_to_c_b": None,
+                             "unit": workload.unit, "rounds_s": [],
+                             "skipped": skipped.get((name, workload.name), "not run")}
+                continue
+            value, value_a, value_b = (None if v is None else workload.figure(v)
+                                       for v in _stats(per_method[name]))
+            ratio = harness.ratios(per_method, name, "c")
+            ratio, ratio_a, ratio_b = _stats(ratio) if ratio else (None, None, None)
+            row[name] = {"value": value, "value_a": value_a, "value_b": value_b,
+                         "ratio_to_c": ratio, "ratio_to_c_a": ratio_a, "ratio_to_c_b": ratio_b,
+                         "unit": workload.unit, "rounds_s": per_method[name], "skipped": None}
+        out[workload.name] = row
+    return out
+
+
+def targets(times, start) -> list[dict]:
+    """Each target's measured ratio (or seconds), its limit and PASS / MISS / n/a."""
+    results = []
+    for workload, method, reference, limit, description in RATIO_TARGETS:
+        per_round = harness.ratios(times.get(workload, {}), method, reference)
+        entry = {"target": description, "workload": workload, "method": method,
+                 "reference": reference, "limit": limit}
+        if not per_round:
+            entry.update(value=None, value_a=None, value_b=None, verdict="n/a")
+        else:
+            value, value_a, value_b = _stats(per_round)
+            entry.update(value=value, value_a=value_a, value_b=value_b,
+                         verdict="PASS" if value <= limit else "MISS",
+                         noisy=(value_a <= limit) != (value_b <= limit))
+        results.append(entry)
+    warm = start.get("demo_warm_s")
+    results.append({"target": f"warm start to first result under {WARM_START_LIMIT_S:g} s",
+                    "workload": "startup", "method": "demo", "reference": None,
+                    "limit": WARM_START_LIMIT_S, "value": warm, "value_a": None, "value_b": None,
+                    "verdict": "n/a" if warm is None else
+                    ("PASS" if warm < WARM_START_LIMIT_S else "MISS")})
+    return results
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def environment(setup, pinned_cpu) -> dict:
+    """Date, machine, versions and device: what a figure is only valid for."""
+    from ur_cffi.info import HEADER_FACTS
+
+    device = setup.device
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": {"cpu_model": _cpu_model(), "logical_cpus": os.cpu_count(),
+                    "pinned_cpu": pinned_cpu, "kernel": platform.release()},
+        "python": sys.version.split()[0],
+        "versions": {name: _version(name) for name in (
+            "ur_cffi", "cffi", "numpy", "triton-xpu", "dpctl", "intel-cmplr-lib-ur",
+            "intel-opencl-rt", "intel-sycl-rt")},
+        "ur_api": HEADER_FACTS.get("version"),
+        "device": {"name": device.name, "backend": device.backend.name,
+                   "driver_version": device.driver_version,
+                   "max_compute_units": device.max_compute_units},
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Printing
+
+COLUMNS = ("launch_finish", "back_to_back", "flush", "copy_h2d", "copy_d2h", "usm_alloc_free")
+
+
+def _cell(entry, digits) -> str:
+    if entry["value"] is None:
+        return "-"
+    text = f"{entry['value']:.{digits}f}"
+    if entry["ratio_to_c"] is not None:
+        text += f" ({entry['ratio_to_c']:.2f}x)"
+    return text
+
+
+def _digits(unit: str) -> int:
+    return {"ns": 0, "us": 2, "GB/s": 2}[unit]
+
+
+def table(figs, workloads, labels) -> str:
+    """The main markdown table: median of round medians, with the time ratio to C."""
+    by_name = {w.name: w for w in workloads}
+    header = "| method | " + " | ".join(f"{by_name[c].title} ({by_name[c].unit})"
+                                       for c in COLUMNS) + " |"
+    lines = [header, "|" + " --- |" * (len(COLUMNS) + 1)]
+    for method, label in labels.items():
+        cells = [_cell(figs[c][method], _digits(by_name[c].unit)) for c in COLUMNS]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def noise_table(figs, workloads, labels) -> str:
+    """The same figures over the first and the second half of the rounds."""
+    by_name = {w.name: w for w in workloads}
+    lines = ["| method | " + " | ".join(f"{by_name[c].title} A / B" for c in COLUMNS) + " |",
+             "|" + " --- |" * (len(COLUMNS) + 1)]
+    for method, label in labels.items():
+        cells = []
+        for column in COLUMNS:
+            entry, digits = figs[column][method], _digits(by_name[column].unit)
+            cells.append("-" if entry["value"] is None else
+                         f"{entry['value_a']:.{digits}f} / {entry['value_b']:.{digits}f}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def targets_table(results) -> str:
+    lines = ["| target | measured | halves A / B | limit | verdict |",
+             "| --- | --- | --- | --- | --- |"]
+    for entry in results:
+        unit = " s" if entry["workload"] == "startup" else "x"
+        value = "-" if entry["value"] is None else f"{entry['value']:.2f}{unit}"
+        halves = ("-" if entry["value_a"] is None else
+                  f"{entry['value_a']:.2f} / {entry['value_b']:.2f}")
+        verdict = entry["verdict"] + (" (halves disagree)" if entry.get("noisy") else "")
+        lines.append(f"| {entry['target']} | {value} | {halves} | {entry['limit']:g}{unit} | "
+                     f"{verdict} |")
+    return "\n".join(lines)
+
+
+def startup_table(start) -> str:
+    def seconds(key):
+        value = start.get(key)
+        return "-" if value is None else f"{value * 1000:.0f} ms"
+
+    lines = ["| start-up | time |", "| --- | --- |",
+             f"| `import ur_cffi` (in process) | {seconds('import_s')} |",
+             f"| `python -c 'import ur_cffi'` (whole process) | {seconds('import_process_s')} |",
+             f"| demo, cold Triton cache: start to first result | {seconds('demo_cold_s')} |",
+             f"| demo, cold Triton cache: start to exit | {seconds('demo_cold_exit_s')} |",
+             f"| demo, warm Triton cache: start to first result | {seconds('demo_warm_s')} |",
+             f"| demo, warm Triton cache: start to exit | {seconds('demo_warm_exit_s')} |"]
+    return "\n".join(lines)

@@ -1,0 +1,82 @@
+"""``python -m benchmarks --quick`` runs end to end and writes JSON with every expected key.
+
+No timing is asserted: the quick figures come from a handful of iterations.  It runs in a
+subprocess because the benchmark pins its process to one core.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import report
+
+REPO = Path(__file__).resolve().parent.parent
+WORKLOADS = ("flush", "launch_finish", "back_to_back", "copy_h2d", "copy_d2h", "usm_alloc_free")
+METHODS = ("c", "raw", "wrapper", "triton", "ctypes", "dpctl")
+ALWAYS_RUN = ("c", "raw", "wrapper", "ctypes")  # need nothing beyond ur_cffi and a C compiler
+FIGURE_KEYS = {"value", "value_a", "value_b", "ratio_to_c", "ratio_to_c_a", "ratio_to_c_b",
+               "unit", "rounds_s", "skipped"}
+STARTUP_KEYS = {"import_s", "import_process_s", "demo", "demo_cold_s", "demo_cold_exit_s",
+                "demo_warm_s", "demo_warm_exit_s"}
+TARGET_KEYS = {"target", "workload", "method", "reference", "limit", "value", "value_a",
+               "value_b", "verdict"}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "quick.json"
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json", str(path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout, json.loads(path.read_text())
+
+
+def test_prints_the_tables(quick_run):
+    stdout, _ = quick_run
+    assert "| method |" in stdout
+    assert "| target |" in stdout
+    assert "| start-up |" in stdout
+
+
+def test_json_has_every_top_level_key(quick_run):
+    _, results = quick_run
+    assert set(results) >= {"environment", "quick", "rounds", "workloads", "methods",
+                            "unavailable", "figures", "startup", "targets", "elapsed_s"}
+    assert results["quick"] is True
+    assert set(results["workloads"]) == set(WORKLOADS)
+    assert set(results["methods"]) == set(METHODS)
+    environment = results["environment"]
+    assert set(environment) >= {"date", "machine", "python", "versions", "ur_api", "device"}
+    assert environment["machine"]["cpu_model"]
+
+
+def test_every_method_has_every_figure(quick_run):
+    _, results = quick_run
+    figures = results["figures"]
+    assert set(figures) == set(WORKLOADS)
+    for workload in WORKLOADS:
+        assert set(figures[workload]) == set(METHODS)
+        for method in METHODS:
+            entry = figures[workload][method]
+            assert set(entry) >= FIGURE_KEYS, (workload, method)
+            if entry["value"] is None:
+                assert entry["skipped"], (workload, method)  # a missing figure says why
+    for method in ALWAYS_RUN:
+        for workload in WORKLOADS:
+            entry = figures[workload][method]
+            assert entry["value"] > 0 and entry["ratio_to_c"] > 0, (workload, method)
+            assert len(entry["rounds_s"]) == results["rounds"]
+
+
+def test_startup_and_targets_are_reported(quick_run):
+    _, results = quick_run
+    assert set(results["startup"]) >= STARTUP_KEYS
+    assert results["startup"]["import_s"] > 0
+    targets = results["targets"]
+    assert len(targets) == len(report.RATIO_TARGETS) + 1  # + the warm start
+    for entry in targets:
+        assert set(entry) >= TARGET_KEYS
+        assert entry["verdict"] in ("PASS", "MISS", "n/a")
