@@ -109,51 +109,25 @@ def rng():
     return np.random.default_rng(seed)
 
 
-def _triton_target(device):
-    from triton.backends.compiler import GPUTarget
-
-    props = {
-        "max_work_group_size": device.max_work_group_size,
-        "sub_group_sizes": device.sub_group_sizes,
-        "has_fp64": device.has_fp64,
-        "has_subgroup_2d_block_io": False,
-        "has_subgroup_matrix_multiply_accumulate": False,
-        "has_subgroup_matrix_multiply_accumulate_tensor_float32": False,
-        "has_bfloat16_conversions": "cl_intel_bfloat16_conversions" in device.extensions,
-    }
-    return GPUTarget("xpu", props, 32)
-
-
 @pytest.fixture(scope="session")
 def compile_triton(tmp_path_factory, device):
     """``compile_triton("add", BLOCK=128, num_warps=4)``: a :data:`TritonKernel` from this file.
 
-    Torch-free: ``torch`` is blocked from importing, and triton-xpu 3.3's arch-parser build
-    (it needs SYCL headers, ze_loader and torch) is replaced by a stub, as in /tmp/ttx/tx.py.
+    Torch-free (``torch`` is blocked from importing) through ``ur_cffi.triton.compile``;
     Triton's cache lives in a per-session directory; results are also kept in memory.
     """
     if triton is None:
         pytest.skip("Triton is not installed (the 'triton' extra)")
-    from triton.backends import backends
-    from triton.compiler import ASTSource
+    import ur_cffi.triton
 
-    class NoArch:
-        # Stands in for arch_parser.c: the name only selects `ocloc` queries, unused here.
-        @staticmethod
-        def parse_device_arch(arch):
-            return ""
-
-    namespace = backends["intel"].compiler.__init__.__globals__
-    build = namespace["compile_module_from_src"]
-    target = _triton_target(device)
     compiled = {}
 
     def compile_kernel(name, num_warps=4, **constants):
         key = (name, num_warps, tuple(sorted(constants.items())))
         if key not in compiled:
             signature = dict(SIGNATURES[name], **{c: "constexpr" for c in constants})
-            source = ASTSource(globals()[name], signature, constants)
-            kernel = triton.compile(source, target=target, options={"num_warps": num_warps})
+            kernel = ur_cffi.triton.compile(globals()[name], signature, constants,
+                                            device=device, num_warps=num_warps)
             metadata = kernel.metadata
             compiled[key] = TritonKernel(spirv.drop_capabilities(kernel.asm["spv"]),
                                          metadata.name, metadata.shared,
@@ -163,8 +137,6 @@ def compile_triton(tmp_path_factory, device):
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, "torch", None)
         patch.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("triton_cache")))
-        patch.setitem(namespace, "compile_module_from_src",
-                      lambda src, name: NoArch() if name == "arch_utils" else build(src, name))
         yield compile_kernel
 
 

@@ -13,28 +13,12 @@ sys.modules["torch"] = None  # any `import torch` now raises ImportError
 
 
 def compile_scale_kernel(out_path: str) -> None:
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
+    import ur_cffi.triton
     from demo_kernels import scale
 
-    # XPUBackend.__init__ would compile arch_parser.c (C++ against SYCL, and importing torch
-    # through is_xpu()); its only product is an architecture name, which SPIR-V does not need.
-    backend_globals = triton.backends.backends["intel"].compiler.__init__.__globals__
-    original = backend_globals["compile_module_from_src"]
-
-    class NoArch:
-        @staticmethod
-        def parse_device_arch(_):
-            return ""
-
-    backend_globals["compile_module_from_src"] = (
-        lambda src, name: NoArch() if name == "arch_utils" else original(src, name))
-    target = GPUTarget("xpu", {"sub_group_sizes": [16], "has_bfloat16_conversions": False}, 16)
     signature = {"x_addr": "i64", "y_addr": "i64", "a": "fp32", "n": "i32", "BLOCK": "constexpr"}
-    kernel = triton.compile(ASTSource(scale, signature, {"BLOCK": 128}),
-                            target=target, options={"num_warps": 1, "threads_per_warp": 16})
+    kernel = ur_cffi.triton.compile(scale, signature, {"BLOCK": 128}, num_warps=1,
+                                    threads_per_warp=16)
     assert kernel.metadata.name == "scale" and kernel.metadata.shared == 0
     with open(out_path, "wb") as f:
         f.write(kernel.asm["spv"])

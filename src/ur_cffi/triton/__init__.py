@@ -42,7 +42,7 @@ from . import abi
 from .abi import TESTED_VERSIONS
 
 __all__ = ["activate", "deactivate", "using", "last_event", "current_queue", "is_active",
-           "active_driver", "TESTED_VERSIONS"]
+           "active_driver", "compile", "TESTED_VERSIONS"]
 
 _lock = threading.RLock()
 _state: dict = {"driver": None, "previous": None, "patches": None}
@@ -134,6 +134,33 @@ def using(queue, wait_for=()):
     finally:
         if activated:
             deactivate()
+
+
+def compile(fn, signature: dict, constants: dict | None = None, *, device=None, **options):
+    """Compile a ``@triton.jit`` function ahead of time for a UR ``device``, without torch.
+
+    ``signature`` and ``constants`` are ``triton.compiler.ASTSource``'s (``{"x": "*fp32",
+    "BLOCK": "constexpr"}``, ``{"BLOCK": 128}``); ``options`` are Triton's (``num_warps``...).
+    Returns Triton's ``CompiledKernel``: SPIR-V in ``.asm["spv"]``, ``.metadata.name`` and
+    ``.metadata.shared``.  Load it with ``programs.load`` or, adapted for the device,
+    ``Program.from_il``.
+    """
+    import triton
+    from triton.compiler import ASTSource
+
+    from . import _no_torch, target
+    from ..device import default_device
+
+    device = device or default_device()
+    patches = _no_torch.Patches()
+    with _lock:
+        if _state["driver"] is None:  # otherwise the replacements are in place already
+            _no_torch.install(patches)
+        try:
+            return triton.compile(ASTSource(fn, signature, constants or {}),
+                                  target=target.gpu_target(device), options=options)
+        finally:
+            patches.restore()
 
 
 def last_event():
