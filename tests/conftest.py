@@ -1,7 +1,5 @@
-"""Shared fixtures: the CPU UR device, a context and queue on it, fresh random numbers, and small
-Triton kernels compiled to SPIR-V without PyTorch (cached per session).
-
-The kernels live here because Triton reads a kernel's source and globals from its module.
+"""Shared fixtures: the CPU UR device, a context and queue on it, fresh random numbers, and the
+small Triton kernels of ``kernels.py`` compiled to SPIR-V without PyTorch (cached per session).
 """
 
 import secrets
@@ -13,57 +11,6 @@ import pytest
 
 import ur_cffi
 from ur_cffi import spirv
-
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # without the "triton" extra the tests that need a kernel skip
-    triton = None
-else:
-
-    @triton.jit
-    def scale_addresses(x_addr, y_addr, a, n, BLOCK: tl.constexpr):
-        # The original demo's style: raw int64 device addresses cast to typed pointers.
-        x_ptr = x_addr.to(tl.pointer_type(tl.float32))
-        y_ptr = y_addr.to(tl.pointer_type(tl.float32))
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * a, mask=mask)
-
-    @triton.jit
-    def add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        x = tl.load(x_ptr + offsets, mask=mask)
-        tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
-
-    @triton.jit
-    def lcg_steps(x_ptr, y_ptr, n, steps, BLOCK: tl.constexpr):
-        # `steps` rounds of a 32-bit linear congruential generator: a loop the compiler cannot
-        # shorten, so the kernel runs as long as asked and the result is still exact.
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        value = tl.load(x_ptr + offsets, mask=mask)
-        for _ in range(steps):
-            value = value * 1664525 + 1013904223
-        tl.store(y_ptr + offsets, value, mask=mask)
-
-    @triton.jit
-    def block_sums(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        # A cross-warp reduction: Triton gives the kernel a work-group local memory argument.
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
-        tl.store(out_ptr + tl.program_id(0), tl.sum(x, axis=0))
-
-    @triton.jit
-    def store_scalars(out_ptr, a, b, c, d, e, f):
-        tl.store(out_ptr + 0, a.to(tl.float64))
-        tl.store(out_ptr + 1, b.to(tl.float64))
-        tl.store(out_ptr + 2, c.to(tl.float64))
-        tl.store(out_ptr + 3, d.to(tl.float64))
-        tl.store(out_ptr + 4, e.to(tl.float64))
-        tl.store(out_ptr + 5, f.to(tl.float64))
-
 
 TritonKernel = namedtuple("TritonKernel", "spirv name shared local_size")
 """A compiled kernel: SPIR-V the CPU runtime accepts, entry point, local-memory bytes, and the
@@ -111,13 +58,12 @@ def rng():
 
 @pytest.fixture(scope="session")
 def compile_triton(tmp_path_factory, device):
-    """``compile_triton("add", BLOCK=128, num_warps=4)``: a :data:`TritonKernel` from this file.
+    """``compile_triton("add", BLOCK=128, num_warps=4)``: a :data:`TritonKernel` of kernels.py.
 
     Torch-free (``torch`` is blocked from importing) through ``ur_cffi.triton.compile``;
     Triton's cache lives in a per-session directory; results are also kept in memory.
     """
-    if triton is None:
-        pytest.skip("Triton is not installed (the 'triton' extra)")
+    import kernels
     import ur_cffi.triton
 
     compiled = {}
@@ -126,7 +72,7 @@ def compile_triton(tmp_path_factory, device):
         key = (name, num_warps, tuple(sorted(constants.items())))
         if key not in compiled:
             signature = dict(SIGNATURES[name], **{c: "constexpr" for c in constants})
-            kernel = ur_cffi.triton.compile(globals()[name], signature, constants,
+            kernel = ur_cffi.triton.compile(getattr(kernels, name), signature, constants,
                                             device=device, num_warps=num_warps)
             metadata = kernel.metadata
             compiled[key] = TritonKernel(spirv.drop_capabilities(kernel.asm["spv"]),

@@ -14,12 +14,12 @@ sys.modules["torch"] = None  # any `import torch` now raises ImportError
 
 def compile_scale_kernel(out_path: str) -> None:
     import ur_cffi.triton
-    from demo_kernels import scale
+    from kernels import scale_addresses
 
     signature = {"x_addr": "i64", "y_addr": "i64", "a": "fp32", "n": "i32", "BLOCK": "constexpr"}
-    kernel = ur_cffi.triton.compile(scale, signature, {"BLOCK": 128}, num_warps=1,
+    kernel = ur_cffi.triton.compile(scale_addresses, signature, {"BLOCK": 128}, num_warps=1,
                                     threads_per_warp=16)
-    assert kernel.metadata.name == "scale" and kernel.metadata.shared == 0
+    assert kernel.metadata.name == "scale_addresses" and kernel.metadata.shared == 0
     with open(out_path, "wb") as f:
         f.write(kernel.asm["spv"])
 
@@ -86,7 +86,7 @@ def run(spv_path: str) -> dict:
        "urProgramCreateWithIL")
     ok(lib.urProgramBuild(context, program_out[0], b""), "urProgramBuild")
     kernel_out = ffi.new("ur_kernel_handle_t *")
-    ok(lib.urKernelCreate(program_out[0], b"scale", kernel_out), "urKernelCreate")
+    ok(lib.urKernelCreate(program_out[0], b"scale_addresses", kernel_out), "urKernelCreate")
 
     a = np.float32(2.5)
     values = [ffi.new("uint64_t *", int(ffi.cast("uintptr_t", x_dev))),

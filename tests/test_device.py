@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import ur_cffi
+from kernels import LCG_A, LCG_C, lcg_reference
 from ur_cffi.enums import (
     ur_backend_t,
     ur_device_info_t,
@@ -14,22 +15,6 @@ from ur_cffi.enums import (
     ur_device_usm_access_capability_flag_t as usm_flag,
     ur_event_status_t,
 )
-
-LCG_A, LCG_C = 1664525, 1013904223
-
-
-def lcg_reference(x, steps):
-    """``steps`` rounds of ``v * LCG_A + LCG_C`` on int32 (wrapping), composed by squaring."""
-    total, power = (1, 0), (LCG_A, LCG_C)  # affine maps v -> a*v + c modulo 2**32
-    while steps:
-        if steps & 1:
-            total = (total[0] * power[0] % 2**32, (total[1] * power[0] + power[1]) % 2**32)
-        power = (power[0] * power[0] % 2**32, (power[1] * power[0] + power[1]) % 2**32)
-        steps >>= 1
-    wide = x.view(np.uint32).astype(np.uint64)
-    return ((wide * np.uint64(total[0]) + np.uint64(total[1])) % np.uint64(2**32)).astype(
-        np.uint32).view(np.int32)
-
 
 def test_lcg_reference_matches_a_plain_loop():
     x = np.array([0, 1, -1, 2**31 - 1, -(2**31)], np.int32)

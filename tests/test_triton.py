@@ -24,6 +24,22 @@ tl = pytest.importorskip("triton.language")
 ur_triton = pytest.importorskip("ur_cffi.triton")
 
 from ur_cffi.triton import programs  # noqa: E402
+from kernels import (  # noqa: E402
+    add,
+    add_2d,
+    axpy_int64,
+    layer_norm,
+    lcg_reference,
+    lcg_steps,
+    matmul,
+    mixed_scalars,
+    program_ids,
+    scale,
+    scale_addresses,
+    softmax,
+    tuple_add,
+    twelve_args,
+)
 
 
 def triton_cache_dir(tmp_path_factory):
@@ -62,160 +78,6 @@ def random32(rng, shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-# --- kernels (Triton reads their source, so they live at module level) ----------------------
-
-
-@triton.jit
-def scale_addresses(x_addr, y_addr, a, n, BLOCK_SIZE: tl.constexpr):
-    # The original demo: raw int64 device addresses, cast to typed pointers in the kernel.
-    x_ptr = x_addr.to(tl.pointer_type(tl.float32))
-    y_ptr = y_addr.to(tl.pointer_type(tl.float32))
-    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n
-    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * a, mask=mask)
-
-
-@triton.jit
-def scale(x_ptr, y_ptr, a, n, BLOCK_SIZE: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n
-    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * a, mask=mask)
-
-
-@triton.jit
-def add(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
-
-
-@triton.jit
-def softmax(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    x = tl.load(in_ptr + row * in_stride + cols, mask=cols < n_cols, other=-float("inf"))
-    x = x - tl.max(x, axis=0)
-    numerator = tl.exp(x)
-    tl.store(out_ptr + row * out_stride + cols, numerator / tl.sum(numerator, axis=0),
-             mask=cols < n_cols)
-
-
-@triton.jit
-def matmul(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-           stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BK)):
-        kk = k * BK + rk
-        a = tl.load(a_ptr + rm[:, None] * stride_am + kk[None, :] * stride_ak,
-                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + kk[:, None] * stride_bk + rn[None, :] * stride_bn,
-                    mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc += tl.dot(a, b, input_precision="ieee")
-    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc,
-             mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-@triton.jit
-def layer_norm(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, stride, n, eps,
-               BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n
-    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
-    mean = tl.sum(x, axis=0) / n
-    diff = tl.where(mask, x - mean, 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(diff * diff, axis=0) / n + eps)
-    w = tl.load(w_ptr + cols, mask=mask)
-    b = tl.load(b_ptr + cols, mask=mask)
-    tl.store(y_ptr + row * stride + cols, diff * rstd * w + b, mask=mask)
-    tl.store(mean_ptr + row, mean)
-    tl.store(rstd_ptr + row, rstd)
-
-
-@triton.jit
-def add_2d(x_ptr, y_ptr, out_ptr, rows, cols, BR: tl.constexpr, BC: tl.constexpr):
-    r = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
-    c = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
-    mask = (r < rows) & (c < cols)
-    offsets = r * cols + c
-    tl.store(out_ptr + offsets,
-             tl.load(x_ptr + offsets, mask=mask) + 2 * tl.load(y_ptr + offsets, mask=mask),
-             mask=mask)
-
-
-@triton.jit
-def program_ids(out_ptr, nx, ny):
-    x = tl.program_id(0)
-    y = tl.program_id(1)
-    z = tl.program_id(2)
-    tl.store(out_ptr + (z * ny + y) * nx + x, x + 1000 * y + 1000000 * z)
-
-
-@triton.jit
-def mixed_scalars(out_ptr, i, j, h, d, flag, small, wide, half, bf, f, big):
-    # One store per argument, each widened to float64 so the host can compare exactly.
-    tl.store(out_ptr + 0, i.to(tl.float64))
-    tl.store(out_ptr + 1, j.to(tl.float64))
-    tl.store(out_ptr + 2, h.to(tl.float64))
-    tl.store(out_ptr + 3, d)
-    tl.store(out_ptr + 4, flag.to(tl.float64))
-    tl.store(out_ptr + 5, small.to(tl.float64))
-    tl.store(out_ptr + 6, wide.to(tl.float64))
-    tl.store(out_ptr + 7, half.to(tl.float64))
-    tl.store(out_ptr + 8, bf.to(tl.float64))
-    tl.store(out_ptr + 9, f.to(tl.float64))
-    tl.store(out_ptr + 10, big.to(tl.float64))
-
-
-@triton.jit
-def axpy_int64(x_ptr, y_ptr, a, offset: tl.int64, n, BLOCK: tl.constexpr):
-    # `offset` is annotated int64, so a small Python int still arrives as 8 bytes.
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    tl.store(y_ptr + offsets, a * x + offset.to(tl.float32), mask=mask)
-
-
-@triton.jit
-def twelve_args(a_ptr, b_ptr, c_ptr, d_ptr, out_ptr, ka, kb, kc, kd, bias, n, shift,
-                BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    total = ka * tl.load(a_ptr + offsets, mask=mask) + kb * tl.load(b_ptr + offsets, mask=mask)
-    total += kc * tl.load(c_ptr + offsets, mask=mask) + kd * tl.load(d_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets + shift, total + bias, mask=mask)
-
-
-@triton.jit
-def tuple_add(pointers, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(pointers[0] + offsets, mask=mask)
-    tl.store(pointers[2] + offsets, x + tl.load(pointers[1] + offsets, mask=mask), mask=mask)
-
-
-@triton.jit
-def lcg_steps(x_ptr, y_ptr, n, steps, BLOCK: tl.constexpr):
-    # `steps` rounds of a 32-bit linear congruential generator: runs as long as asked.
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    value = tl.load(x_ptr + offsets, mask=mask)
-    for _ in range(steps):
-        value = value * 1664525 + 1013904223
-    tl.store(y_ptr + offsets, value, mask=mask)
-
-
-def lcg_reference(x, steps):
-    value = x.astype(np.uint32)
-    for _ in range(steps):
-        value = value * np.uint32(1664525) + np.uint32(1013904223)
-    return value.astype(np.int32)
-
-
 # --- end to end, in fresh processes ---------------------------------------------------------
 
 END_TO_END = textwrap.dedent("""
@@ -235,8 +97,8 @@ END_TO_END = textwrap.dedent("""
     from ur_cffi.triton import programs
 
     @triton.jit
-    def scale(x_ptr, y_ptr, a, n, BLOCK_SIZE: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    def scale(x_ptr, y_ptr, a, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offsets < n
         tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * a, mask=mask)
 
@@ -253,7 +115,7 @@ END_TO_END = textwrap.dedent("""
     x = ur_cffi.asarray(host, queue=queue)
     y = ur_cffi.empty(n, np.float32, queue=queue)
     y.fill(np.nan)
-    scale[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, y, 2.5, n, BLOCK_SIZE=256)
+    scale[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, 2.5, n, BLOCK=256)
     event = ur_cffi.triton.last_event()
     queue.finish()
     error = float(np.max(np.abs(y.to_numpy() - 2.5 * host.astype(np.float64))))
@@ -309,7 +171,7 @@ def test_scale_with_raw_addresses(tq, rng):
     host = random32(rng, n)
     x, y = ur_cffi.asarray(host, queue=tq), poisoned(n, tq)
     scale_addresses[(triton.cdiv(n, 1024),)](x.data_ptr(), y.data_ptr(), 10.0, n,
-                                             BLOCK_SIZE=1024)
+                                             BLOCK=1024)
     tq.finish()
     np.testing.assert_allclose(y.to_numpy(), 10.0 * host.astype(np.float64), rtol=1e-6)
 
@@ -319,7 +181,7 @@ def test_scale_with_typed_arrays(tq, rng):
     host = random32(rng, n)
     a = float(rng.uniform(-4, 4))
     x, y = ur_cffi.asarray(host, queue=tq), poisoned(n, tq)
-    scale[(triton.cdiv(n, 512),)](x, y, a, n, BLOCK_SIZE=512)
+    scale[(triton.cdiv(n, 512),)](x, y, a, n, BLOCK=512)
     tq.finish()
     np.testing.assert_allclose(y.to_numpy(), np.float32(a) * host.astype(np.float64),
                                rtol=1e-6)
@@ -331,7 +193,7 @@ def test_vector_add_event_and_device_synchronize(tq, device, rng):
     xh, yh = random32(rng, n), random32(rng, n)
     x, y = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq)
     out = poisoned(n, tq)
-    add[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK_SIZE=1024)
+    add[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
     event = ur_triton.last_event()
     assert isinstance(event, ur_cffi.Event) and event is ur_triton.last_event()
     event.wait()
@@ -340,7 +202,7 @@ def test_vector_add_event_and_device_synchronize(tq, device, rng):
     np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
 
     out.fill(np.nan)
-    add[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK_SIZE=256)
+    add[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
     device.synchronize()
     assert ur_triton.last_event().status == \
         ur_cffi.enums.ur_event_status_t.UR_EVENT_STATUS_COMPLETE
@@ -504,7 +366,7 @@ def test_out_of_order_queue_ordered_by_events(context, device, rng):
 def test_empty_grid_launches_nothing(tq, rng):
     n = int(rng.integers(10, 100))
     x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
-    add[(0,)](x, x, y, n, BLOCK_SIZE=128)
+    add[(0,)](x, x, y, n, BLOCK=128)
     event = ur_triton.last_event()
     event.wait()
     assert np.isnan(y.to_numpy()).all()
@@ -518,7 +380,7 @@ def test_threads_per_warp_and_num_warps(tq, rng):
     for tpw, warps in ((16, 8), (32, 2)):
         assert tpw in tq.device.sub_group_sizes
         out = poisoned(n, tq)
-        compiled = add[(triton.cdiv(n, 512),)](x, y, out, n, BLOCK_SIZE=512, num_warps=warps,
+        compiled = add[(triton.cdiv(n, 512),)](x, y, out, n, BLOCK=512, num_warps=warps,
                                                threads_per_warp=tpw, num_stages=1)
         tq.finish()
         assert (compiled.metadata.threads_per_warp, compiled.metadata.num_warps) == (tpw, warps)
@@ -535,7 +397,7 @@ def test_grf_mode_is_dropped_on_the_cpu(tq, rng):
     n = int(rng.integers(500, 1500))
     host = random32(rng, n)
     x, y = ur_cffi.asarray(host, queue=tq), poisoned(n, tq)
-    compiled = scale[(triton.cdiv(n, 128),)](x, y, 3.0, n, BLOCK_SIZE=128, grf_mode="large")
+    compiled = scale[(triton.cdiv(n, 128),)](x, y, 3.0, n, BLOCK=128, grf_mode="large")
     tq.finish()
     assert "GRF" in compiled.metadata.build_flags
     assert programs.build_options(compiled.metadata.build_flags, tq.device) == ""
@@ -545,7 +407,7 @@ def test_grf_mode_is_dropped_on_the_cpu(tq, rng):
 def test_spirv_is_adapted_only_because_the_device_refuses_it(tq, rng):
     n = int(rng.integers(100, 1000))
     x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
-    compiled = scale[(triton.cdiv(n, 128),)](x, y, 1.0, n, BLOCK_SIZE=128)
+    compiled = scale[(triton.cdiv(n, 128),)](x, y, 1.0, n, BLOCK=128)
     tq.finish()
     assert ur_cffi.spirv.CAPABILITY_KERNEL_ATTRIBUTES_INTEL in \
         ur_cffi.spirv.capabilities(compiled.asm["spv"])
@@ -584,12 +446,12 @@ def assert_nothing_launched(out, before):
 def test_wrong_argument_count(tq, rng):
     n = int(rng.integers(100, 1000))
     x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
-    scale[(1,)](x, y, 1.0, n, BLOCK_SIZE=1024)  # compiled and loaded
+    scale[(1,)](x, y, 1.0, n, BLOCK=1024)  # compiled and loaded
     tq.finish()
     y.fill(np.nan)
     before = ur_triton.last_event()
     with pytest.raises(TypeError):  # Triton's own binding
-        scale[(1,)](x, y, 1.0, BLOCK_SIZE=1024)
+        scale[(1,)](x, y, 1.0, BLOCK=1024)
     compiled = next(iter(scale.device_caches[
         ur_triton.active_driver().get_current_device()][0].values()))
     with pytest.raises(TypeError, match="takes 5 arguments"):  # the launcher's check
@@ -602,8 +464,8 @@ def test_wrong_pointer_dtype(tq, rng):
 
     n = int(rng.integers(100, 1000))
     signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp32", "n": "i32",
-                 "BLOCK_SIZE": "constexpr"}
-    compiled = triton.compile(ASTSource(scale, signature, {"BLOCK_SIZE": 1024}, {}),
+                 "BLOCK": "constexpr"}
+    compiled = triton.compile(ASTSource(scale, signature, {"BLOCK": 1024}, {}),
                               target=ur_triton.active_driver().get_current_target())
     x64 = ur_cffi.asarray(rng.standard_normal(n), queue=tq)
     y = poisoned(n, tq)
@@ -629,21 +491,21 @@ def test_non_ur_pointers(tq, context, device, rng):
     y = poisoned(n, tq)
     before = ur_triton.last_event()
     with pytest.raises(TypeError, match="no data_ptr"):  # a numpy array
-        scale[(1,)](host, y, 1.0, n, BLOCK_SIZE=1024)
+        scale[(1,)](host, y, 1.0, n, BLOCK=1024)
     with pytest.raises(ValueError, match="not USM memory"):  # host memory behind data_ptr()
-        scale[(1,)](HostMemory(host), y, 1.0, n, BLOCK_SIZE=1024)
+        scale[(1,)](HostMemory(host), y, 1.0, n, BLOCK=1024)
     with ur_cffi.Context([device]) as other, ur_cffi.Queue(other, device) as other_queue:
         foreign = ur_cffi.asarray(host, queue=other_queue)
         with pytest.raises(ValueError, match="another context"):
-            scale[(1,)](foreign, y, 1.0, n, BLOCK_SIZE=1024)
+            scale[(1,)](foreign, y, 1.0, n, BLOCK=1024)
         foreign.close()
     assert_nothing_launched(y, before)
 
     from triton.compiler import ASTSource
 
     signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp32", "n": "i32",
-                 "BLOCK_SIZE": "constexpr"}
-    compiled = triton.compile(ASTSource(scale, signature, {"BLOCK_SIZE": 1024}, {}),
+                 "BLOCK": "constexpr"}
+    compiled = triton.compile(ASTSource(scale, signature, {"BLOCK": 1024}, {}),
                               target=ur_triton.active_driver().get_current_target())
     with pytest.raises(ValueError, match="not USM memory"):  # an int in a pointer slot
         compiled[(1, 1, 1)](host.ctypes.data, y, 1.0, n, 1024)
@@ -660,8 +522,8 @@ def test_scalar_that_does_not_fit(tq, rng):
     from triton.compiler import ASTSource
 
     signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp16", "n": "i32",
-                 "BLOCK_SIZE": "constexpr"}
-    compiled = triton.compile(ASTSource(scale, signature, {"BLOCK_SIZE": 1024}, {}),
+                 "BLOCK": "constexpr"}
+    compiled = triton.compile(ASTSource(scale, signature, {"BLOCK": 1024}, {}),
                               target=ur_triton.active_driver().get_current_target())
     before = ur_triton.last_event()
     with pytest.raises(TypeError, match="'a' of kernel 'scale' is fp16"):
@@ -691,20 +553,20 @@ def test_do_bench_on_a_queue_without_profiling(context, device, rng):
         x, y = ur_cffi.asarray(random32(rng, n), queue=queue), poisoned(n, queue)
         assert not triton.testing._support_elapsed_time()
         ms = triton.testing.do_bench(
-            lambda: scale[(triton.cdiv(n, 512),)](x, y, 2.0, n, BLOCK_SIZE=512), warmup=1, rep=5)
+            lambda: scale[(triton.cdiv(n, 512),)](x, y, 2.0, n, BLOCK=512), warmup=1, rep=5)
         assert ms > 0
         np.testing.assert_allclose(y.to_numpy(), 2.0 * x.to_numpy().astype(np.float64))
 
 
 def test_autotune_picks_a_config(tq, rng):
-    configs = [triton.Config({"BLOCK_SIZE": 128}, num_warps=1),
-               triton.Config({"BLOCK_SIZE": 1024}, num_warps=4)]
+    configs = [triton.Config({"BLOCK": 128}, num_warps=1),
+               triton.Config({"BLOCK": 1024}, num_warps=4)]
 
     # Decorated after activate(): the autotuner takes its benchmarker from the active driver.
     @triton.autotune(configs=configs, key=["n"])
     @triton.jit
-    def tuned_add(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    def tuned_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offsets < n
         x = tl.load(x_ptr + offsets, mask=mask)
         tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
@@ -713,7 +575,7 @@ def test_autotune_picks_a_config(tq, rng):
     xh, yh = random32(rng, n), random32(rng, n)
     x, y = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq)
     out = poisoned(n, tq)
-    tuned_add[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, y, out, n)
+    tuned_add[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
     tq.finish()
     assert tuned_add.best_config in configs
     assert len(tuned_add.configs_timings) == 2
@@ -733,7 +595,7 @@ def test_using_switches_queues_and_contexts(tq, device, rng):
         x, y = ur_cffi.asarray(host, queue=queue), poisoned(n, queue)
         with ur_triton.using(queue) as current:
             assert current is queue and ur_triton.current_queue() is queue
-            scale[(triton.cdiv(n, 256),)](x, y, -1.5, n, BLOCK_SIZE=256)
+            scale[(triton.cdiv(n, 256),)](x, y, -1.5, n, BLOCK=256)
             assert ur_triton.last_event().queue is queue
         queue.finish()
         np.testing.assert_allclose(y.to_numpy(), -1.5 * host.astype(np.float64), rtol=1e-6)
@@ -773,7 +635,7 @@ def test_launch_hooks_see_the_queue(tq, rng):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(CompiledKernel, "launch_enter_hook", lambda m: seen.append(("enter", m)))
         patch.setattr(CompiledKernel, "launch_exit_hook", lambda m: seen.append(("exit", m)))
-        scale[(triton.cdiv(n, 256),)](x, y, 4.0, n, BLOCK_SIZE=256)
+        scale[(triton.cdiv(n, 256),)](x, y, 4.0, n, BLOCK=256)
     tq.finish()
     assert [what for what, _ in seen] == ["enter", "exit"]
     metadata = seen[0][1].get()
@@ -787,9 +649,9 @@ def test_one_program_per_context_and_binary(tq, rng):
     from triton.compiler import ASTSource
 
     signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp32", "n": "i32",
-                 "BLOCK_SIZE": "constexpr"}
+                 "BLOCK": "constexpr"}
     target = ur_triton.active_driver().get_current_target()
-    first, second = (triton.compile(ASTSource(scale, signature, {"BLOCK_SIZE": 256}, {}),
+    first, second = (triton.compile(ASTSource(scale, signature, {"BLOCK": 256}, {}),
                                     target=target) for _ in range(2))
     assert first is not second and first.asm["spv"] == second.asm["spv"]
     n = int(rng.integers(300, 1000))
@@ -817,14 +679,14 @@ def test_threads_launch_on_their_own_queues(context, device, tq, rng):
             with ur_cffi.Queue(context, device) as queue, ur_triton.using(queue):
                 x, y = ur_cffi.asarray(hosts[index], queue=queue), poisoned(n, queue)
                 for _ in range(20):
-                    scale[(triton.cdiv(n, 512),)](x, y, float(index + 2), n, BLOCK_SIZE=512)
+                    scale[(triton.cdiv(n, 512),)](x, y, float(index + 2), n, BLOCK=512)
                     assert ur_triton.current_queue() is queue
                 queue.finish()
                 results[index] = y.to_numpy()
         except BaseException as error:  # reported by the main thread
             errors.append(error)
 
-    scale[(1,)](ur_cffi.zeros(1, queue=tq), poisoned(1, tq), 1.0, 1, BLOCK_SIZE=512)  # compile
+    scale[(1,)](ur_cffi.zeros(1, queue=tq), poisoned(1, tq), 1.0, 1, BLOCK=512)  # compile
     threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
     for thread in threads:
         thread.start()
