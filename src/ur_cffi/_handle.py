@@ -25,7 +25,8 @@ _forked = False
 
 def _after_fork_in_child() -> None:
     global _forked
-    _forked = True
+    # Only what the parent created is foreign here; a child forked before any use starts fresh.
+    _forked = _forked or bool(_live)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
