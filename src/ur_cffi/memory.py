@@ -76,10 +76,12 @@ def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: boo
     return event
 
 
-def _free(context, pointer) -> int:
-    result = lib.urUSMFree(context, pointer)
-    release = lib.urContextRelease(context)
-    return result or release
+def _free(queue, context, pointer) -> int:
+    # Commands on the array's queue may still use the memory (an asynchronous copy, a kernel):
+    # urUSMFree does not wait for them, and freeing under them crashes the runtime.
+    results = (lib.urQueueFinish(queue), lib.urUSMFree(context, pointer),
+               lib.urQueueRelease(queue), lib.urContextRelease(context))
+    return next((result for result in results if result), 0)
 
 
 class USMArray(_handle.Resource):
@@ -118,9 +120,12 @@ class USMArray(_handle.Resource):
                   "urUSMSharedAlloc", f"{nbytes} bytes")
         self._address = int(ffi.cast("uintptr_t", out[0]))
         # USM memory has no reference count, so the allocation holds one on its context for
-        # urUSMFree: closing the Context first must not free it (the CPU runtime segfaults).
+        # urUSMFree (closing the Context first must not free it: the CPU runtime segfaults),
+        # and one on its queue, which is finished before the memory is freed.
         check(lib.urContextRetain(context), "urContextRetain")
-        self._own(out[0], parents=(queue,), release_args=(context, out[0]), release=_free)
+        check(lib.urQueueRetain(queue.handle), "urQueueRetain")
+        self._own(out[0], parents=(queue,), release_args=(queue.handle, context, out[0]),
+                  release=_free)
 
     @property
     def context(self):

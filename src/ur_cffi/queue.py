@@ -39,23 +39,30 @@ def wait_list(wait_for) -> tuple[int, object]:
     return len(handles), ffi.new("ur_event_handle_t[]", handles)
 
 
-class Event(_handle.Resource):
-    """The completion of one enqueued command.  Keeps its queue and any host memory alive."""
+def _wait_then_release(handle) -> int:
+    waited = lib.urEventWait(1, ffi.new("ur_event_handle_t[1]", [handle]))
+    released = lib.urEventRelease(handle)
+    return waited or released
 
-    __slots__ = ("queue", "_keep_alive")
+
+class Event(_handle.Resource):
+    """The completion of one enqueued command.  Keeps its queue alive, and the memory the
+    command reads or writes (``keep_alive``) until the command has completed, even if this
+    object is dropped first: its release then waits for the command."""
+
+    __slots__ = ("queue",)
     _release_function = "urEventRelease"
 
     def __init__(self, handle, queue: Queue, keep_alive: tuple = ()):
-        self._own(handle, parents=(queue,))
+        self._own(handle, parents=(queue, *keep_alive),
+                  release=_wait_then_release if keep_alive else None)
         self.queue = queue
-        self._keep_alive = keep_alive  # host arrays an asynchronous copy still reads or writes
         queue._last_event = weakref.ref(self)
 
     def wait(self) -> None:
         """Block until the command completes; raises its error if it failed."""
         handle = ffi.new("ur_event_handle_t[1]", [self.handle])
         _waiting.wait(lib.urEventWait, "urEventWait", 1, handle, is_done=self._is_done)
-        self._keep_alive = ()
 
     def _is_done(self) -> bool:
         status = ffi.new("ur_event_status_t *")
