@@ -31,14 +31,16 @@ class URError(Exception):
 
 # Built-ins mixed in by the result name's words, checked in this order.
 _BUILTIN_BY_WORDS = (
-    ("OUT_OF_HOST_MEMORY", MemoryError),
-    ("OUT_OF_DEVICE_MEMORY", MemoryError),
-    ("OUT_OF_RESOURCES", MemoryError),
-    ("ALLOCATION_FAILURE", MemoryError),
-    ("UNSUPPORTED", NotImplementedError),
-    ("NOT_AVAILABLE", NotImplementedError),
-    ("INVALID", ValueError),
-    ("MISALIGNED", ValueError),
+    ("OUT_OF_HOST_MEMORY", (MemoryError,)),
+    ("OUT_OF_DEVICE_MEMORY", (MemoryError,)),
+    ("OUT_OF_RESOURCES", (MemoryError,)),
+    ("ALLOCATION_FAILURE", (MemoryError,)),
+    # What UR returns for an allocation beyond the device's largest: bad input, and no memory.
+    ("INVALID_USM_SIZE", (ValueError, MemoryError)),
+    ("UNSUPPORTED", (NotImplementedError,)),
+    ("NOT_AVAILABLE", (NotImplementedError,)),
+    ("INVALID", (ValueError,)),
+    ("MISALIGNED", (ValueError,)),
 )
 
 
@@ -48,9 +50,10 @@ def _class_name(result_name: str) -> str:
 
 
 def _make_class(member: ur_result_t) -> type[URError]:
-    builtin = next((b for words, b in _BUILTIN_BY_WORDS if words in member.name), None)
-    bases = (URError, builtin) if builtin else (URError,)
-    doc = f"``{member.name}``" + (f"; also a ``{builtin.__name__}``." if builtin else ".")
+    builtins = next((b for words, b in _BUILTIN_BY_WORDS if words in member.name), ())
+    also = " and ".join(f"``{b.__name__}``" for b in builtins)
+    doc = f"``{member.name}``" + (f"; also a {also}." if builtins else ".")
+    bases = (URError, *builtins)
     return type(_class_name(member.name), bases, {"__doc__": doc, "__module__": __name__})
 
 

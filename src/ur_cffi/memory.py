@@ -30,8 +30,14 @@ def _shape(shape) -> tuple[int, ...]:
     return tuple(int(e) for e in shape)
 
 
+SIZE_MAX = 2 ** (8 * ffi.sizeof("size_t")) - 1
+
+
 def _span(what: str, offset: int, count: int, size: int) -> None:
     """Raise unless ``[offset, offset + count)`` lies inside ``[0, size)``."""
+    for name, value in (("offset", offset), ("count", count)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise TypeError(f"{what}: {name} {value!r} is not an integer")
     if offset < 0 or count < 0 or offset + count > size:
         raise ValueError(f"{what}: {count} element(s) at offset {offset} do not fit in {size}")
 
@@ -52,7 +58,7 @@ def _host_view(array, dtype: np.dtype, what: str) -> np.ndarray:
 def _enqueue_nothing(queue: Queue, blocking: bool, wait_for) -> Event:
     """An Event for an empty copy or fill: UR rejects size 0 (the OpenCL adapter even returns
     success from an empty fill without making its event), so enqueue a plain wait instead."""
-    count, events = wait_list(wait_for)
+    count, events = wait_list(wait_for, queue.context)
     out = ffi.new("ur_event_handle_t *")
     check(lib.urEnqueueEventsWait(queue.handle, count, events, out), "urEnqueueEventsWait")
     event = Event(out[0], queue)
@@ -65,7 +71,7 @@ def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: boo
                     keep_alive: tuple) -> Event:
     if nbytes == 0:
         return _enqueue_nothing(queue, blocking, wait_for)
-    count, events = wait_list(wait_for)
+    count, events = wait_list(wait_for, queue.context)
     out = ffi.new("ur_event_handle_t *")
     check(lib.urEnqueueUSMMemcpy(queue.handle, False, ffi.cast("void *", dst),
                                  ffi.cast("void *", src), nbytes, count, events, out),
@@ -106,18 +112,24 @@ class USMArray(_handle.Resource):
         _no_objects(self.dtype, "USMArray")
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
+        if self.nbytes > SIZE_MAX:
+            raise ValueError(f"shape {self.shape} of {self.dtype} is {self.nbytes} bytes, more "
+                             f"than size_t holds ({SIZE_MAX})")
         context, device = queue.context.handle, queue.device.handle
         out = ffi.new("void **")
         nbytes = max(self.nbytes, 1)  # UR rejects empty allocations; an empty array still owns one
         if kind == "device":
-            check(lib.urUSMDeviceAlloc(context, device, ffi.NULL, ffi.NULL, nbytes, out),
-                  "urUSMDeviceAlloc", f"{nbytes} bytes")
+            function = "urUSMDeviceAlloc"
+            result = lib.urUSMDeviceAlloc(context, device, ffi.NULL, ffi.NULL, nbytes, out)
         elif kind == "host":
-            check(lib.urUSMHostAlloc(context, ffi.NULL, ffi.NULL, nbytes, out),
-                  "urUSMHostAlloc", f"{nbytes} bytes")
+            function = "urUSMHostAlloc"
+            result = lib.urUSMHostAlloc(context, ffi.NULL, ffi.NULL, nbytes, out)
         else:
-            check(lib.urUSMSharedAlloc(context, device, ffi.NULL, ffi.NULL, nbytes, out),
-                  "urUSMSharedAlloc", f"{nbytes} bytes")
+            function = "urUSMSharedAlloc"
+            result = lib.urUSMSharedAlloc(context, device, ffi.NULL, ffi.NULL, nbytes, out)
+        if result:
+            check(result, function, f"{nbytes} bytes; the device's largest allocation is "
+                                    f"{queue.device.max_mem_alloc_size}")
         self._address = int(ffi.cast("uintptr_t", out[0]))
         # USM memory has no reference count, so the allocation holds one on its context for
         # urUSMFree (closing the Context first must not free it: the CPU runtime segfaults),
@@ -208,7 +220,7 @@ class USMArray(_handle.Resource):
         if pattern.nbytes & (pattern.nbytes - 1):  # UR wants a power-of-two pattern size
             return self.copy_from(np.full(count, pattern), offset=offset, queue=queue,
                                   blocking=blocking, wait_for=wait_for)
-        n_waits, events = wait_list(wait_for)
+        n_waits, events = wait_list(wait_for, queue.context)
         out = ffi.new("ur_event_handle_t *")
         check(lib.urEnqueueUSMFill(queue.handle,
                                    ffi.cast("void *", self.data_ptr() + offset * pattern.nbytes),
@@ -289,7 +301,7 @@ class Buffer(_handle.Resource):
         """Copy a numpy array into the buffer at byte ``offset``."""
         host = np.ascontiguousarray(source)
         self._check("write", queue, offset, host)
-        count, events = wait_list(wait_for)
+        count, events = wait_list(wait_for, queue.context)
         out = ffi.new("ur_event_handle_t *")
         check(lib.urEnqueueMemBufferWrite(queue.handle, self.handle, False, offset, host.nbytes,
                                           ffi.from_buffer(host), count, events, out),
@@ -307,7 +319,7 @@ class Buffer(_handle.Resource):
         if not destination.flags.c_contiguous or not destination.flags.writeable:
             raise ValueError("read needs a writeable C-contiguous numpy array")
         self._check("read", queue, offset, destination)
-        count, events = wait_list(wait_for)
+        count, events = wait_list(wait_for, queue.context)
         out = ffi.new("ur_event_handle_t *")
         check(lib.urEnqueueMemBufferRead(queue.handle, self.handle, False, offset,
                                          destination.nbytes, ffi.from_buffer(destination),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import threading
 
 import numpy as np
 
@@ -127,12 +128,18 @@ class Local:
         self.nbytes = int(nbytes)
 
 
+_SIZE_MAX = 2 ** (8 * ffi.sizeof("size_t")) - 1
+
+
 def _sizes(name: str, value, smallest: int = 1) -> tuple[int, ...]:
-    if type(value) is int and value >= smallest:  # the common case, before the general checks
+    if type(value) is int and smallest <= value <= _SIZE_MAX:  # the common case, first
         return (value,)
-    sizes = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
-    if not 1 <= len(sizes) <= 3 or not all(isinstance(s, (int, np.integer)) and s >= smallest
-                                           for s in sizes):
+    try:
+        sizes = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    except TypeError:
+        raise TypeError(f"{name} {value!r} must be an integer or 1 to 3 integers") from None
+    if not 1 <= len(sizes) <= 3 or not all(isinstance(s, (int, np.integer))
+                                           and smallest <= s <= _SIZE_MAX for s in sizes):
         kind = "positive" if smallest > 0 else "non-negative"
         raise ValueError(f"{name} {value!r} must be 1 to 3 {kind} integers")
     return tuple(int(s) for s in sizes)
@@ -155,7 +162,7 @@ class Kernel(_handle.Resource):
     carry their own type: numpy scalars or ctypes values.
     """
 
-    __slots__ = ("program", "name", "num_args", "signature")
+    __slots__ = ("program", "name", "num_args", "signature", "_launch_lock")
     _release_function = "urKernelRelease"
 
     def __init__(self, program: Program, name: str, signature=None):
@@ -172,6 +179,9 @@ class Kernel(_handle.Resource):
                 raise ValueError(f"signature declares {len(signature)} arguments; kernel "
                                  f"{name!r} takes {self.num_args}")
         self.signature = signature
+        # The OpenCL adapter sets a kernel's arguments, then enqueues it: two launches of one
+        # kernel from two threads must not interleave.
+        self._launch_lock = threading.Lock()
 
     def launch(self, queue: Queue, global_size, local_size, *args, wait_for=(),
                global_offset=None) -> Event:
@@ -184,6 +194,8 @@ class Kernel(_handle.Resource):
         if len(args) != self.num_args:
             raise TypeError(f"kernel {self.name!r} takes {self.num_args} arguments, "
                             f"{len(args)} given")
+        if queue.context is not self.program.context:
+            raise ValueError(f"kernel {self.name!r} belongs to another context than {queue!r}")
         global_sizes = _sizes("global_size", global_size)
         dims = len(global_sizes)
         local_array = ffi.NULL
@@ -208,12 +220,15 @@ class Kernel(_handle.Resource):
                                  "differ in dimensions")
             offset_array = ffi.new("size_t[]", offsets)
         properties, keep = self._pack(queue, args)
-        count, events = wait_list(wait_for)
+        count, events = wait_list(wait_for, queue.context)
         out = ffi.new("ur_event_handle_t *")
-        check(lib.urEnqueueKernelLaunchWithArgsExp(
-            queue.handle, self.handle, dims, offset_array, ffi.new("size_t[]", global_sizes),
-            local_array, len(args), properties, ffi.NULL, count, events, out),
-            "urEnqueueKernelLaunchWithArgsExp", f"kernel {self.name!r}")
+        global_array = ffi.new("size_t[]", global_sizes)
+        with self._launch_lock:
+            result = lib.urEnqueueKernelLaunchWithArgsExp(
+                queue.handle, self.handle, dims, offset_array, global_array, local_array,
+                len(args), properties, ffi.NULL, count, events, out)
+        if result:
+            check(result, "urEnqueueKernelLaunchWithArgsExp", f"kernel {self.name!r}")
         return Event(out[0], queue, keep)
 
     def _pack(self, queue: Queue, args) -> tuple:
@@ -237,6 +252,10 @@ class Kernel(_handle.Resource):
                 if not _accepts(declared, "local"):
                     raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "
                                     "got Local")
+                if arg.nbytes > queue.device.local_mem_size:
+                    raise ValueError(f"argument {index} of {self.name!r}: Local({arg.nbytes}) "
+                                     "exceeds the device's local memory of "
+                                     f"{queue.device.local_mem_size} bytes")
                 entry.type, entry.size = _LOCAL, arg.nbytes
             elif isinstance(arg, Buffer):
                 if not _accepts(declared, "mem"):
@@ -258,6 +277,10 @@ class Kernel(_handle.Resource):
 
 def _value_buffer(kernel: str, index: int, arg, declared) -> tuple:
     """``(cdata, size)`` holding a by-value argument in its declared or its own type."""
+    if isinstance(declared, np.dtype) and not isinstance(arg, (int, float, np.generic,
+                                                                ctypes._SimpleCData)):
+        raise TypeError(f"argument {index} of {kernel!r} is declared {declared}, got "
+                        f"{type(arg).__name__} {arg!r}")
     ctype = _C_SCALARS.get(declared) if type(arg) in (int, float) else None
     if ctype is not None and not (type(arg) is float and declared.kind in "biu"):
         try:

@@ -11,22 +11,21 @@ from .enums import (
     ur_event_status_t,
     ur_profiling_info_t,
     ur_queue_flag_t,
-    ur_queue_info_t,
     ur_structure_type_t,
 )
-from .errors import UNSUPPORTED, check
+from .errors import check
 from .info import query
 
 # Completion probes run in a polling loop: plain ints (cffi converts IntEnums slowly) and
 # direct calls instead of info.query.
 _EXECUTION_STATUS = int(ur_event_info_t.UR_EVENT_INFO_COMMAND_EXECUTION_STATUS)
 _COMPLETE = int(ur_event_status_t.UR_EVENT_STATUS_COMPLETE)
-_QUEUE_EMPTY = int(ur_queue_info_t.UR_QUEUE_INFO_EMPTY)
 _STATUS_SIZE = ffi.sizeof("ur_event_status_t")
 
 
-def wait_list(wait_for) -> tuple[int, object]:
-    """``(count, ur_event_handle_t[])`` for UR's wait-list arguments; raises on a non-Event."""
+def wait_list(wait_for, context=None) -> tuple[int, object]:
+    """``(count, ur_event_handle_t[])`` for UR's wait-list arguments; raises on a non-Event or,
+    given ``context``, an event of another context."""
     if not wait_for:
         return 0, ffi.NULL
     if isinstance(wait_for, Event):
@@ -35,6 +34,8 @@ def wait_list(wait_for) -> tuple[int, object]:
     for event in wait_for:
         if not isinstance(event, Event):
             raise TypeError(f"wait_for takes Event objects, not {type(event).__name__}")
+        if context is not None and event.queue.context is not context:
+            raise ValueError(f"wait_for: {event!r} belongs to another context")
         handles.append(event.handle)
     return len(handles), ffi.new("ur_event_handle_t[]", handles)
 
@@ -112,7 +113,7 @@ class Queue(_handle.Resource):
     ``close()``, leaving its ``with`` block, or collection finishes it, then releases it.
     """
 
-    __slots__ = ("context", "device", "flags", "_can_probe", "_last_event")
+    __slots__ = ("context", "device", "flags", "_last_event")
     _release_function = "urQueueRelease"
 
     def __init__(self, context, device=None, *, out_of_order: bool = False,
@@ -132,7 +133,6 @@ class Queue(_handle.Resource):
         out = ffi.new("ur_queue_handle_t *")
         check(lib.urQueueCreate(context.handle, device.handle, properties, out), "urQueueCreate")
         self.context, self.device, self.flags = context, device, flags
-        self._can_probe = True  # does the adapter answer UR_QUEUE_INFO_EMPTY?
         self._last_event = None  # a weak reference to the Event of the latest command
         self._own(out[0], parents=(context, device), release=_finish_then_release)
         device._queues.add(self)
@@ -152,25 +152,16 @@ class Queue(_handle.Resource):
         _waiting.wait(lib.urQueueFinish, "urQueueFinish", self.handle, is_done=self._probe())
 
     def _probe(self):
-        """A cheap completion check for :meth:`finish`, or None to wait without polling.
+        """A cheap completion check for :meth:`finish`: the status of the latest command's
+        event on an in-order queue, else of a barrier enqueued now.
 
-        In order, the latest command's event completes last: its status is cheaper to poll,
-        and disturbs the runtime less, than ``UR_QUEUE_INFO_EMPTY``.
+        Not ``UR_QUEUE_INFO_EMPTY``: the OpenCL adapter answers it from state that another
+        thread's enqueue changes under it (invalid events, crashes).
         """
         event = self._last_event() if self._last_event is not None else None
-        if event is not None and event._handle is not None and not self.out_of_order:
-            return event._is_done
-        return self._is_empty if self._can_probe else None
-
-    def _is_empty(self) -> bool:
-        empty = ffi.new("ur_bool_t *")
-        result = lib.urQueueGetInfo(self.handle, _QUEUE_EMPTY, 1, empty, ffi.NULL)
-        if result in UNSUPPORTED:
-            self._can_probe = False  # adapters without the query: wait without polling
-            return False
-        if result:
-            check(result, "urQueueGetInfo")
-        return bool(empty[0])
+        if event is None or event._handle is None or self.out_of_order:
+            event = self.barrier()
+        return event._is_done
 
     def flush(self) -> None:
         """Submit everything queued so far to the device without waiting."""
@@ -180,7 +171,7 @@ class Queue(_handle.Resource):
 
     def barrier(self, wait_for=()) -> Event:
         """A barrier: later commands start after ``wait_for`` (default: everything before)."""
-        count, events = wait_list(wait_for)
+        count, events = wait_list(wait_for, self.context)
         out = ffi.new("ur_event_handle_t *")
         check(lib.urEnqueueEventsWaitWithBarrier(self.handle, count, events, out),
               "urEnqueueEventsWaitWithBarrier")
