@@ -1,29 +1,54 @@
 """Blocking UR waits that Ctrl-C can interrupt.
 
 A C call blocked in ``urQueueFinish`` or ``urEventWait`` holds the main thread until it returns,
-so a ``KeyboardInterrupt`` would wait for the device.  In the main thread a wait first polls a
-cheap completion probe for a few tens of microseconds (short waits, the common case, stay on
-this thread), then hands the blocking call to a helper thread and waits for it interruptibly.
+and Python runs signal handlers only between bytecodes, so a ``KeyboardInterrupt`` would wait
+for the device.  In the main thread a wait first polls a cheap completion probe for a few tens
+of microseconds (short waits, the common case, stay on this thread), then hands the blocking
+call to a helper thread and waits for that interruptibly.  A Ctrl-C then raises at once; the
+helper goes on waiting, holding its own UR reference to the queue or events, so closing them
+meanwhile cannot free them under the wait.  :func:`drain` waits for such helpers (the loader's
+teardown calls it).
+
 The GIL is released during every call into UR (cffi does so for each call), so other Python
-threads run meanwhile either way.
+threads run during a wait in any thread.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
+from ._ur import lib
 from .errors import check
 
-SPIN_SECONDS = 50e-6
+SPIN_SECONDS = 1e-3
 """How long the main thread polls before handing a wait to a helper thread."""
+
+LIVENESS_SECONDS = 1.0
+"""How often a wait for a helper checks that the helper thread is still alive."""
+
+_helpers: dict[threading.Thread, threading.Event] = {}  # helpers whose wait still runs
+_helpers_lock = threading.Lock()
+
+
+def _held(name: str, args: tuple) -> tuple[list, str, str]:
+    """The handles a helper running UR wait ``name`` on ``args`` keeps a reference to, and the
+    names of the UR functions that retain and release them."""
+    if name == "urQueueFinish":
+        return [args[0]], "urQueueRetain", "urQueueRelease"
+    if name == "urEventWait":
+        count, events = args
+        return [events[i] for i in range(count)], "urEventRetain", "urEventRelease"
+    return [], "", ""
 
 
 def wait(blocking_call, name: str, *args, is_done=None) -> None:
-    """Run ``blocking_call(*args)`` (a UR wait) and check its result; interruptible in main.
+    """Run ``blocking_call(*args)`` (UR's ``urQueueFinish`` or ``urEventWait``) and check its
+    result; in the main thread a Ctrl-C interrupts it with ``KeyboardInterrupt``.
 
-    ``is_done()``, if given, reports completion without blocking.  If Ctrl-C interrupts the
-    wait, the UR call goes on in its helper thread and the objects stay usable.
+    ``is_done()``, if given, reports completion without blocking.  After an interrupt the
+    objects stay usable: waiting again, or closing them, waits for the device as usual.
     """
     if threading.current_thread() is not threading.main_thread():
         check(blocking_call(*args), name)
@@ -33,16 +58,70 @@ def wait(blocking_call, name: str, *args, is_done=None) -> None:
         while not is_done():
             if time.perf_counter() > deadline:
                 break
+            # The device may be runtime threads on this very core (a CPU device, or a
+            # one-core affinity mask): a poll that never yields would starve them.
+            os.sched_yield()
         else:
             check(blocking_call(*args), name)
             return
-    outcome = []
-    finished = threading.Event()
+    handles, retain_name, release_name = _held(name, args)
+    outcome, held, finished = [], [], threading.Event()
+
+    def give_back():
+        while held:
+            getattr(lib, release_name)(held.pop())
+        with _helpers_lock:
+            _helpers.pop(helper, None)
 
     def run():
-        outcome.append(blocking_call(*args))
-        finished.set()
+        try:
+            outcome.append(blocking_call(*args))
+        finally:
+            give_back()
+            finished.set()
 
-    threading.Thread(target=run, name=f"ur_cffi {name}", daemon=True).start()
-    finished.wait()  # interruptible: a KeyboardInterrupt leaves the helper thread waiting
+    helper = threading.Thread(target=run, name=f"ur_cffi {name}", daemon=True)
+    try:
+        for handle in handles:
+            check(getattr(lib, retain_name)(handle), retain_name)
+            held.append(handle)
+        with _helpers_lock:
+            _helpers[helper] = finished
+        helper.start()
+    except (RuntimeError, MemoryError):  # no thread to be had (address space exhausted, say)
+        give_back()
+        check(blocking_call(*args), name)
+        return
+    except BaseException:
+        give_back()
+        raise
+    _wait_for(helper, finished)  # a signal interrupts this; the helper then keeps waiting
+    if not outcome:  # the helper died before it could wait (no memory for its stack, say)
+        give_back()
+        check(blocking_call(*args), name)
+        return
     check(outcome[0], name)
+
+
+def _wait_for(helper: threading.Thread, finished: threading.Event) -> None:
+    # Not helper.join(): a join that a KeyboardInterrupt cuts short marks the thread stopped
+    # although it runs on (CPython's bpo-45274 handling), so later joins would not wait.
+    while not finished.wait(LIVENESS_SECONDS):
+        if not helper.is_alive():
+            return
+
+
+def drain() -> None:
+    """Wait until every wait that a ``KeyboardInterrupt`` left running in a helper thread has
+    returned and dropped its references."""
+    with _helpers_lock:
+        helpers = list(_helpers.items())
+    for helper, finished in helpers:
+        _wait_for(helper, finished)
+
+
+def pending() -> int:
+    """How many interrupted waits are still running in helper threads."""
+    with _helpers_lock:
+        return len(_helpers)
+

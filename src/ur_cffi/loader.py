@@ -3,15 +3,27 @@
 ``init()`` calls ``urLoaderInit`` (optionally with UR's validation and leak-checking layers) and
 ``urAdapterGet``; ``teardown()`` releases everything ur_cffi still owns, newest first, then
 calls ``urLoaderTearDown``.  After a teardown the next use initialises again.
+
+Validation mode (``init(validation=True)`` or ``UR_CFFI_VALIDATION=1``) routes UR's validation
+log to a file of our own and reads it back at teardown, where UR reports leaks: any leak or
+validation error there raises :class:`ValidationError`, and at interpreter exit it is printed
+and the process exits with status :data:`VALIDATION_EXIT_STATUS`, so a test run fails.
+
+After ``fork()`` a child process cannot use what its parent initialised: every object raises
+``ClosedError``, and so does ``init()`` (and so ``devices()``).  Fork before the first use of
+ur_cffi, or use multiprocessing's ``"spawn"`` or ``"forkserver"`` start method.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import re
+import sys
+import tempfile
 import threading
 
-from . import _handle
+from . import _handle, _waiting
 from ._ur import ffi, lib
 from .enums import ur_adapter_info_t, ur_platform_info_t
 from .errors import check
@@ -22,8 +34,47 @@ VALIDATION_ENV = "UR_CFFI_VALIDATION"
 
 VALIDATION_LAYERS = ("UR_LAYER_FULL_VALIDATION", "UR_LAYER_LEAK_CHECKING")
 
+VALIDATION_LOG_DIR_ENV = "UR_CFFI_VALIDATION_LOG_DIR"
+"""A directory where validation mode keeps UR's validation logs, one per process and loader
+initialisation (default: temporary files, removed once read).  If you set UR's own
+``UR_LOG_VALIDATION``, UR logs where you said and ur_cffi reads nothing."""
+
+VALIDATION_EXIT_STATUS = 3
+"""The exit status of a process in validation mode whose teardown found leaks or errors."""
+
+# Lines UR's validation layer logs for correct programs.  Its lifetime check looks up every
+# handle argument, including the optional NULL pool each urUSM*Alloc takes, and logs this
+# for it (ur_cffi allocates with a NULL pool, as USM pools are unsupported on many adapters).
+SPURIOUS_VALIDATION_MESSAGES = frozenset({"There are no valid references to handle 0"})
+
+# UR's logger writes "<VALIDATION>[ERROR]: message"; a leak report goes on with lines
+# "Handle 0x... was recorded for first time here:" and "#3 frame", which belong to it.
+_LOG_LINE = re.compile(r"<VALIDATION>\[(\w+)\]: ?(.*?)\s*$")
+_CONTINUATION = re.compile(r"Handle \S+ was recorded for first time here:$|#\d+ ")
+
 _lock = threading.RLock()
-_state: dict = {"adapters": None, "validation": False, "atexit": False, "generation": 0}
+_state: dict = {"adapters": None, "validation": False, "atexit": False, "generation": 0,
+                "log": None, "own_log": False, "forked": False}
+
+
+class ValidationError(RuntimeError):
+    """UR's validation or leak-checking layer reported problems (``.problems``, one string
+    each, with UR's backtrace where it gave one)."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__(f"UR's validation layer reported {len(problems)} problem(s):\n"
+                         + "\n".join(problems))
+
+
+def _after_fork_in_child() -> None:
+    # The child shares the parent's UR state but not its runtime threads; it must not use it,
+    # release it or tear it down (the parent still owns it).
+    if _state["adapters"] is not None:
+        _state["forked"] = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Adapter(_handle.Resource):
@@ -97,6 +148,11 @@ def init(validation: bool | None = None) -> list[Adapter]:
     if validation is None:
         validation = os.environ.get(VALIDATION_ENV, "") not in ("", "0")
     with _lock:
+        if _state["forked"]:
+            raise _handle.ClosedError(
+                "ur_cffi was initialised before this process was forked; a child cannot use "
+                "its parent's UR state. Fork before using ur_cffi, or use multiprocessing's "
+                "'spawn' or 'forkserver' start method")
         if _state["adapters"] is not None:
             if validation and not _state["validation"]:
                 raise RuntimeError("the UR loader is already initialised without validation")
@@ -111,7 +167,7 @@ def init(validation: bool | None = None) -> list[Adapter]:
         _state["generation"] += 1
         if not _state["atexit"]:
             # Registered before any finalizer of ours, so it runs after them at exit.
-            atexit.register(teardown)
+            atexit.register(_teardown_at_exit)
             _state["atexit"] = True
         return _state["adapters"]
 
@@ -122,14 +178,78 @@ def _loader_init(validation: bool) -> None:
         config_ptr = ffi.new("ur_loader_config_handle_t *")
         check(lib.urLoaderConfigCreate(config_ptr), "urLoaderConfigCreate")
         config = config_ptr[0]
+    log_setting = _open_validation_log() if validation else None
     try:
         for layer in VALIDATION_LAYERS if validation else ():
             check(lib.urLoaderConfigEnableLayer(config, layer.encode()),
                   "urLoaderConfigEnableLayer", layer)
+        if log_setting is not None:
+            # UR's logger reads UR_LOG_VALIDATION when urLoaderInit creates the layer; it is
+            # unset again so that child processes open logs of their own.
+            os.environ["UR_LOG_VALIDATION"] = log_setting
         check(lib.urLoaderInit(0, config), "urLoaderInit")
+    except BaseException:
+        if _state["own_log"]:
+            os.unlink(_state["log"])
+        _state["log"] = None
+        raise
     finally:
+        if log_setting is not None:
+            os.environ.pop("UR_LOG_VALIDATION", None)
         if config != ffi.NULL:
             lib.urLoaderConfigRelease(config)
+
+
+def _open_validation_log() -> str | None:
+    """Make the validation log's file and return the UR_LOG_VALIDATION setting naming it;
+    None if the user set UR_LOG_VALIDATION (then UR logs where they said, unread by us)."""
+    _state["log"], _state["own_log"] = None, False
+    if "UR_LOG_VALIDATION" in os.environ:
+        return None
+    directory = os.environ.get(VALIDATION_LOG_DIR_ENV) or None
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    descriptor, path = tempfile.mkstemp(prefix=f"ur_cffi-validation-{os.getpid()}-",
+                                        suffix=".log", dir=directory)
+    os.close(descriptor)
+    if any(c in path for c in ",;"):  # UR's setting syntax separates with these
+        os.unlink(path)
+        raise ValueError(f"{VALIDATION_LOG_DIR_ENV}: the path {path!r} may not contain ',' "
+                         "or ';'")
+    _state["log"], _state["own_log"] = path, directory is None
+    # Every message at warning level and above, flushed as it is written.
+    return f"level:warning;flush:warning;output:file,{path}"
+
+
+def parse_validation_log(text: str) -> list[str]:
+    """The problems in UR validation-log ``text``, one string per message (a leak's backtrace
+    lines joined to it), without :data:`SPURIOUS_VALIDATION_MESSAGES`."""
+    problems: list[str] = []
+    for line in text.splitlines():
+        found = _LOG_LINE.match(line)
+        if found is None:  # not the logger's format: keep it, so nothing is lost
+            if line.strip():
+                problems.append(line.strip())
+            continue
+        level, message = found.groups()
+        if _CONTINUATION.match(message) and problems:
+            problems[-1] += "\n    " + message
+        elif message not in SPURIOUS_VALIDATION_MESSAGES:
+            problems.append(f"[{level}] {message}")
+    return problems
+
+
+def validation_problems() -> list[str] | None:
+    """What UR's validation layer has reported so far in this process (leaks appear only after
+    :func:`teardown`); None unless validation mode logs to a file ur_cffi reads."""
+    path = _state["log"]
+    if path is None:
+        return None
+    try:
+        with open(path, errors="replace") as log:
+            return parse_validation_log(log.read())
+    except FileNotFoundError:
+        return []
 
 
 def initialized() -> bool:
@@ -148,13 +268,43 @@ def validation_enabled() -> bool:
 
 
 def teardown() -> None:
-    """Release every object ur_cffi still owns (newest first) and call ``urLoaderTearDown``."""
+    """Release every object ur_cffi still owns (newest first) and call ``urLoaderTearDown``.
+
+    In validation mode, raises :class:`ValidationError` if UR reported any leak or validation
+    error (known spurious messages aside).
+    """
     with _lock:
-        if _state["adapters"] is None or _handle._forked:
+        if _state["adapters"] is None or _state["forked"] or _handle._forked:
             return
+        _waiting.drain()  # waits a Ctrl-C left running hold references of their own
         _handle.release_all()
         _state["adapters"] = None
         check(lib.urLoaderTearDown(), "urLoaderTearDown")
+        if not _state["validation"] or _state["log"] is None:
+            return
+        problems = validation_problems()
+        if _state["own_log"]:
+            os.unlink(_state["log"])
+        _state["log"] = None
+        if problems:
+            raise ValidationError(problems)
+
+
+def _teardown_at_exit() -> None:
+    """:func:`teardown` at interpreter exit.  In validation mode, a report of leaks or errors
+    is printed and the process exits with :data:`VALIDATION_EXIT_STATUS` at once (exit
+    functions registered before ur_cffi's first use do not run then)."""
+    try:
+        teardown()
+    except ValidationError as error:
+        # An exception in an atexit function does not change the exit status: force it.
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+        if sys.stderr is not None:
+            sys.stderr.write(f"ur_cffi: {error}\n")
+            sys.stderr.flush()
+        os._exit(VALIDATION_EXIT_STATUS)
 
 
 def adapters() -> list[Adapter]:

@@ -1,0 +1,270 @@
+"""Helpers for the reliability tests: small Triton kernels compiled without PyTorch, and a way to
+run risky code in a child process, so that a crash fails one test instead of killing pytest.
+
+As a script:
+  ``python crash_probe.py compile DIR``  writes ``DIR/<kernel>.spv`` and ``DIR/kernels.json``;
+  ``python crash_probe.py soak KERNELS_DIR USM_CYCLES PROGRAM_CYCLES``  runs allocate/copy/free
+  and program/kernel cycles, tears the loader down and prints resident-memory growth and what
+  UR's leak checker reported as JSON (see :func:`soak`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if __name__ == "__main__":
+    sys.modules["torch"] = None  # any `import torch` now fails: nothing here may need it
+
+HERE = Path(__file__).resolve().parent
+
+# Work-group size of every kernel here: num_warps * threads_per_warp, fixed at compile time.
+NUM_WARPS, THREADS_PER_WARP = 4, 16
+LOCAL_SIZE = NUM_WARPS * THREADS_PER_WARP
+BLOCK = 256  # elements per program (work-group)
+
+SIGNATURES = {
+    # Triton's signature, and ur_cffi's Kernel signature for the same arguments.
+    "axpy": ({"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "a": "fp32", "n": "i32"},
+             ("ptr", "ptr", "ptr", "float32", "int32")),
+    "lcg": ({"x_ptr": "*i32", "y_ptr": "*i32", "n": "i32", "steps": "i32"},
+            ("ptr", "ptr", "int32", "int32")),
+    "block_sums": ({"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+                   ("ptr", "ptr", "int32", "local")),
+    "spin": ({"flag_ptr": "*i32", "out_ptr": "*i32", "max_steps": "i32"},
+             ("ptr", "ptr", "int32", "local")),  # the atomic's result goes through local memory
+}
+
+LCG_A, LCG_C = 1664525, 1013904223
+
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # without the "triton" extra, the tests needing kernels skip
+    triton = None
+else:
+
+    @triton.jit
+    def axpy(x_ptr, y_ptr, out_ptr, a, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, a * x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+    @triton.jit
+    def lcg(x_ptr, y_ptr, n, steps, BLOCK: tl.constexpr):
+        # `steps` rounds of a 32-bit linear congruential generator: a loop the compiler cannot
+        # shorten, so the kernel runs as long as asked and its result is still exact.
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        value = tl.load(x_ptr + offsets, mask=mask)
+        for _ in range(steps):
+            value = value * 1664525 + 1013904223
+        tl.store(y_ptr + offsets, value, mask=mask)
+
+    @triton.jit
+    def spin(flag_ptr, out_ptr, max_steps, BLOCK: tl.constexpr):
+        # Runs until the host sets *flag_ptr (or max_steps rounds pass), then stores how many
+        # rounds it waited: a kernel exactly as long as a test wants, whatever the machine.
+        steps = 0
+        while (tl.atomic_add(flag_ptr, 0) == 0) & (steps < max_steps):  # an atomic: re-read
+            steps += 1
+        tl.store(out_ptr + tl.program_id(0), steps)
+
+    @triton.jit
+    def block_sums(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        # A cross-warp reduction, so Triton adds a work-group local memory argument.
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
+        tl.store(out_ptr + tl.program_id(0), tl.sum(x, axis=0))
+
+
+def compile_kernels(out_dir: Path) -> dict:
+    """Compile every kernel to SPIR-V the CPU runtime accepts; returns and writes the index."""
+    os.environ.setdefault("TRITON_CACHE_DIR", str(out_dir / "triton-cache"))
+    from triton.backends import backends
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from ur_cffi import spirv
+
+    class NoArch:
+        # Stands in for triton-xpu 3.3's arch_parser.c (SYCL headers, ze_loader and torch).
+        @staticmethod
+        def parse_device_arch(_):
+            return ""
+
+    namespace = backends["intel"].compiler.__init__.__globals__
+    build = namespace["compile_module_from_src"]
+    namespace["compile_module_from_src"] = (
+        lambda src, name: NoArch() if name == "arch_utils" else build(src, name))
+    target = GPUTarget("xpu", {"sub_group_sizes": [THREADS_PER_WARP],
+                               "has_bfloat16_conversions": False}, 32)
+    index = {}
+    for name in SIGNATURES:
+        function = globals()[name]
+        signature = dict(SIGNATURES[name][0], BLOCK="constexpr")
+        compiled = triton.compile(ASTSource(function, signature, {"BLOCK": BLOCK}), target=target,
+                                  options={"num_warps": NUM_WARPS,
+                                           "threads_per_warp": THREADS_PER_WARP})
+        (out_dir / f"{name}.spv").write_bytes(spirv.drop_capabilities(compiled.asm["spv"]))
+        index[name] = {"entry": compiled.metadata.name, "shared": compiled.metadata.shared,
+                       "local_size": compiled.metadata.num_warps
+                       * compiled.metadata.threads_per_warp}
+    (out_dir / "kernels.json").write_text(json.dumps(index))
+    return index
+
+
+def kernel_dir(base: Path) -> Path:
+    """``base/kernels`` with every kernel compiled (in a child process, once)."""
+    out = Path(base) / "kernels"
+    if not (out / "kernels.json").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        run_child(["compile", str(out)], timeout=600)
+    return out
+
+
+def load(context, directory: Path, name: str):
+    """``(Program, Kernel)`` for kernel ``name`` compiled into ``directory``, with its
+    ur_cffi signature."""
+    import ur_cffi
+
+    index = json.loads((Path(directory) / "kernels.json").read_text())[name]
+    assert index["local_size"] == LOCAL_SIZE
+    program = ur_cffi.Program.from_il(context, (Path(directory) / f"{name}.spv").read_bytes())
+    return program, program.kernel(index["entry"], signature=SIGNATURES[name][1])
+
+
+def lcg_reference(x, steps: int):
+    """``steps`` LCG rounds applied to int32 ``x``, in closed form (composition by squaring)."""
+    import numpy as np
+
+    a, c = 1, 0  # the composed map is v -> a * v + c (mod 2**32)
+    step_a, step_c = LCG_A, LCG_C
+    while steps:
+        if steps & 1:
+            a, c = (step_a * a) % 2**32, (step_a * c + step_c) % 2**32
+        step_a, step_c = (step_a * step_a) % 2**32, (step_a * step_c + step_c) % 2**32
+        steps >>= 1
+    v = x.astype(np.int64) % 2**32
+    return ((a * v + c) % 2**32).astype(np.uint32).view(np.int32)
+
+
+def child_env(**extra) -> dict:
+    """The environment for a child process: this one's, with ``tests/`` importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run_child(args=(), *, code: str | None = None, script: Path | None = None,
+              timeout: float = 300, check: bool = True, env: dict | None = None,
+              cwd: Path = HERE) -> subprocess.CompletedProcess:
+    """Run ``python -c code args``, ``python script args`` or this file with ``args`` in a
+    child process whose ``sys.path`` has ``tests/``.
+
+    With ``check``, a non-zero exit (a crash shows as a negative signal number) raises
+    ``AssertionError`` carrying the child's output.
+    """
+    if code is not None:
+        command = [sys.executable, "-c", code]
+    elif script is not None:
+        command = [sys.executable, str(script)]
+    else:
+        command = [sys.executable, str(Path(__file__))]
+    done = subprocess.run([*command, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env or child_env(), cwd=cwd)
+    if check and done.returncode != 0:
+        raise AssertionError(f"child exited with {done.returncode}\n--- stdout\n"
+                             f"{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-8000:]}")
+    return done
+
+
+def rounds(seconds: float = 15.0, at_least: int = 3):
+    """Round numbers for reproducing a race: at least ``at_least`` rounds, then more until
+    ``seconds`` have passed (on a loaded machine a race shows less often per round)."""
+    deadline = time.monotonic() + seconds
+    count = 0
+    while count < at_least or time.monotonic() < deadline:
+        yield count
+        count += 1
+
+
+def rss_bytes() -> int:
+    """This process's resident set size, from /proc/self/statm."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def soak(kernels: Path, usm_cycles: int, program_cycles: int) -> dict:
+    """Allocate/copy/free ``usm_cycles`` times and create/release a program and kernel
+    ``program_cycles`` times; resident memory is sampled after a warm-up of each."""
+    import numpy as np
+
+    import ur_cffi
+
+    rng = np.random.default_rng()
+    device = ur_cffi.default_device()
+    figures = {"usm_cycles": 0, "program_cycles": 0, "errors": 0}
+    with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
+        spv = (kernels / "axpy.spv").read_bytes()
+        entry = json.loads((kernels / "kernels.json").read_text())["axpy"]["entry"]
+        kinds = ("device", "host", "shared")
+        host = rng.standard_normal(64).astype(np.float32)
+        back = np.empty_like(host)
+
+        def usm_cycle(i):
+            kind = kinds[i % 3]
+            with ur_cffi.asarray(host, queue=queue, kind=kind) as a, \
+                    ur_cffi.empty(host.shape, np.float32, queue=queue, kind=kinds[(i + 1) % 3]) \
+                    as b:
+                b.copy_from(a)
+                back.fill(np.nan)
+                b.copy_to(back)
+            if not np.array_equal(back, host):
+                figures["errors"] += 1
+
+        def program_cycle(i):
+            with ur_cffi.Program.from_binary(context, binary) as program, \
+                    program.kernel(entry, signature=SIGNATURES["axpy"][1]) as kernel:
+                if kernel.num_args != 5:
+                    figures["errors"] += 1
+
+        with ur_cffi.Program.from_il(context, spv) as program:
+            binary = program.binaries[0]  # rebuilding from the binary keeps each cycle fast
+        for cycle, count, key in ((usm_cycle, usm_cycles, "usm"),
+                                  (program_cycle, program_cycles, "program")):
+            warm = max(count // 10, 1)
+            for i in range(warm):
+                cycle(i)
+            before = rss_bytes()
+            for i in range(warm, count):
+                cycle(i)
+            figures[f"{key}_cycles"] = count
+            figures[f"{key}_rss_growth"] = rss_bytes() - before
+        figures["live_objects"] = len(ur_cffi._handle._live)
+    return figures
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "compile":
+        print(json.dumps(compile_kernels(Path(sys.argv[2]))))
+    elif sys.argv[1] == "soak":
+        import ur_cffi
+
+        figures = soak(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+        figures["validation"] = ur_cffi.loader.validation_enabled()
+        try:  # in validation mode UR's leak checker reports here
+            ur_cffi.loader.teardown()
+            figures["validation_problems"] = []
+        except ur_cffi.loader.ValidationError as error:
+            figures["validation_problems"] = error.problems[:10]
+        print(json.dumps(figures))
+    else:
+        raise SystemExit(f"unknown command {sys.argv[1]!r}")

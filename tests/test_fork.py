@@ -1,0 +1,151 @@
+"""fork() after initialisation: the child gets ClosedError naming the cause on any use (there is
+no re-initialisation path: the child has the parent's UR state without its runtime threads),
+the parent carries on unharmed.  A process forked before UR was used, and a process started
+with multiprocessing's "spawn" method, use UR normally."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+import crash_probe
+
+AFTER_INIT = textwrap.dedent("""
+    import json, os, sys
+    import numpy as np
+    import ur_cffi, crash_probe
+
+    device = ur_cffi.devices("cpu")[0]
+    context = device.create_context()
+    queue = ur_cffi.Queue(context, device)
+    program, axpy = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "axpy")
+    n = 1000
+    x = np.random.default_rng().standard_normal(n).astype(np.float32)
+    a = ur_cffi.asarray(x, queue=queue)
+    out = ur_cffi.zeros(n, queue=queue)
+    event = out.fill(1.0)
+    grid = -(-n // crash_probe.BLOCK) * crash_probe.LOCAL_SIZE
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: every use must raise, nothing may crash
+        os.close(read)
+        uses = {
+            "array.to_numpy": lambda: a.to_numpy(),
+            "array.copy_from": lambda: a.copy_from(x),
+            "queue.finish": lambda: queue.finish(),
+            "event.wait": lambda: event.wait(),
+            "kernel.launch": lambda: axpy.launch(queue, grid, crash_probe.LOCAL_SIZE, a, a, out,
+                                                 2.0, n),
+            "device.name": lambda: device.name,
+            "context.create_queue": lambda: ur_cffi.Queue(context, device),
+            "devices()": lambda: ur_cffi.devices(),
+            "default_device()": lambda: ur_cffi.default_device(),
+            "init()": lambda: ur_cffi.init(),
+            "empty": lambda: ur_cffi.empty(3, queue=queue),
+        }
+        seen = {}
+        for name, use in uses.items():
+            try:
+                use()
+                seen[name] = "no error"
+            except Exception as error:
+                seen[name] = [type(error).__name__, str(error)]
+        for resource in (out, a, axpy, program, queue, context):  # releases nothing of the
+            resource.close()                                       # parent's
+        os.write(write, json.dumps(seen).encode())
+        os.close(write)
+        sys.exit(0)  # a normal exit: atexit runs, and must not tear the parent's UR down
+    os.close(write)
+    seen = json.loads(os.read(read, 1 << 20))
+    _, status = os.waitpid(pid, 0)
+    # The parent carries on with the very same objects.
+    out.fill(np.nan)
+    axpy.launch(queue, grid, crash_probe.LOCAL_SIZE, a, a, out, 2.0, n)
+    result = out.to_numpy()
+    reference = 3.0 * x.astype(np.float64)
+    print(json.dumps({
+        "child_status": os.waitstatus_to_exitcode(status), "seen": seen,
+        "parent_exact": bool(np.allclose(result, reference, rtol=2**-21, atol=0)),
+        "parent_copy": bool(np.array_equal(a.to_numpy(), x)),
+    }))
+""")
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    pytest.importorskip("triton")
+    return crash_probe.kernel_dir(tmp_path_factory.getbasetemp())
+
+
+def test_a_child_forked_after_init_gets_closed_errors_and_the_parent_carries_on(tmp_path,
+                                                                                kernels):
+    script = tmp_path / "fork.py"
+    script.write_text(AFTER_INIT)
+    done = crash_probe.run_child([kernels], script=script, timeout=120)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    print(json.dumps(report, indent=1))
+    assert report["child_status"] == 0
+    for use, outcome in report["seen"].items():
+        assert outcome != "no error", use
+        kind, message = outcome
+        assert kind == "ClosedError", (use, outcome)
+        assert "fork" in message, (use, message)
+    # Where the child could not have known better, the message says what to do instead.
+    for use in ("devices()", "default_device()", "init()"):
+        assert "spawn" in report["seen"][use][1]
+    assert report["parent_exact"] and report["parent_copy"]
+
+
+FORK_BEFORE_USE = textwrap.dedent("""
+    import os, sys
+    import numpy as np
+    import ur_cffi  # imported, not yet used: the loader is not initialised
+
+    assert not ur_cffi.loader.initialized()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            device = ur_cffi.devices("cpu")[0]
+            with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
+                x = np.arange(1000, dtype=np.float32)
+                ok = np.array_equal(ur_cffi.asarray(x, queue=queue).to_numpy(), x)
+            os._exit(0 if ok else 2)
+        except Exception as error:
+            print("child:", type(error).__name__, error, flush=True)
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    sys.exit(os.waitstatus_to_exitcode(status))
+""")
+
+
+def test_a_child_forked_before_any_use_uses_ur_normally():
+    done = crash_probe.run_child(code=FORK_BEFORE_USE, check=False, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+
+
+SPAWN = textwrap.dedent("""
+    import multiprocessing
+    import numpy as np
+    import ur_cffi
+
+    def work(seed):
+        x = np.random.default_rng(seed).standard_normal(1000).astype(np.float32)
+        device = ur_cffi.devices("cpu")[0]
+        with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
+            return bool(np.array_equal(ur_cffi.asarray(x, queue=queue).to_numpy(), x))
+
+    if __name__ == "__main__":
+        assert work(0)  # the parent has initialised UR
+        with multiprocessing.get_context("spawn").Pool(2) as pool:
+            print("spawned", pool.map(work, [1, 2, 3]))
+""")
+
+
+def test_multiprocessing_spawn_is_the_way_to_use_ur_in_child_processes(tmp_path):
+    script = tmp_path / "spawn.py"
+    script.write_text(SPAWN)
+    done = crash_probe.run_child(script=script, timeout=120)
+    assert "spawned [True, True, True]" in done.stdout

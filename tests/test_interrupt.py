@@ -1,0 +1,133 @@
+"""Ctrl-C during a long wait raises KeyboardInterrupt promptly, and the objects stay usable (or
+close cleanly).  Each case runs in a child process that sends itself SIGINT from a timer while
+its main thread waits for a kernel that spins until the process sets a flag in host memory."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+import crash_probe
+
+SCRIPT = textwrap.dedent("""
+    import ctypes, json, os, signal, sys, threading, time
+    import numpy as np
+    import ur_cffi, crash_probe
+    from ur_cffi import _waiting
+    from ur_cffi.enums import ur_event_status_t
+
+    wait, after = sys.argv[2], sys.argv[3]
+    kernels = crash_probe.Path(sys.argv[1])
+    BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
+    device = ur_cffi.devices("cpu")[0]
+    context = device.create_context()
+    queue = ur_cffi.Queue(context, device)
+    _, spin = crash_probe.load(context, kernels, "spin")
+    _, lcg = crash_probe.load(context, kernels, "lcg")
+    seed = np.random.default_rng().integers(-2**31, 2**31, BLOCK, dtype=np.int32)
+    source = ur_cffi.asarray(seed, queue=queue)
+    target = ur_cffi.zeros(BLOCK, np.int32, queue=queue)
+    flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
+    spun = ur_cffi.zeros(1, np.int32, queue=queue)
+
+    def release_the_kernel():
+        ctypes.c_int32.from_address(flag.data_ptr()).value = 1
+
+    # The spin kernel runs until the flag is set, so it is surely running when SIGINT comes;
+    # the lcg kernel queued behind it gives a result to check afterwards.
+    event = spin.launch(queue, LOCAL, LOCAL, flag, spun, 2**31 - 1, ur_cffi.Local(4))
+    lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 1000)
+    host = np.zeros(BLOCK, np.int32)
+    sent = {}
+
+    def interrupt():
+        sent["at"] = time.perf_counter()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Timer(0.3, interrupt).start()
+    caught = None
+    try:
+        if wait == "finish":
+            queue.finish()
+        elif wait == "event.wait":
+            event.wait()
+        elif wait == "blocking copy":  # behind the kernels on the in-order queue
+            target.copy_to(host)
+        elif wait == "synchronize":
+            device.synchronize()
+        elif wait == "with block":
+            with ur_cffi.Queue(context, device) as inner:
+                lcg.launch(inner, LOCAL, LOCAL, source, ur_cffi.zeros(BLOCK, np.int32,
+                           queue=inner), BLOCK, 1)
+                queue.finish()
+    except KeyboardInterrupt:
+        caught = time.perf_counter()
+    report = {
+        "interrupted": caught is not None,
+        "latency": caught - sent["at"] if caught else None,
+        "kernel_still_running": event.status != ur_event_status_t.UR_EVENT_STATUS_COMPLETE,
+        "helpers_waiting": _waiting.pending(),
+    }
+    expected = crash_probe.lcg_reference(seed, 1000)
+    if after == "use":  # the same objects, used again
+        release_the_kernel()
+        queue.finish()
+        event.wait()
+        report["spun"] = int(spun.to_numpy()[0])
+        report["result_exact"] = bool(np.array_equal(target.to_numpy(), expected))
+        lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 3)
+        report["again_exact"] = bool(np.array_equal(target.to_numpy(),
+                                                    crash_probe.lcg_reference(seed, 3)))
+    else:  # closed at once, the kernel still running: close() waits for the device
+        threading.Timer(0.2, release_the_kernel).start()
+        event.close()
+        queue.close()
+        report["closed"] = event.closed and queue.closed
+        with ur_cffi.Queue(context, device) as fresh:
+            out = np.zeros(BLOCK, np.int32)
+            target.copy_to(out, queue=fresh)
+            report["result_exact"] = bool(np.array_equal(out, expected))
+    ur_cffi.loader.teardown()  # in validation mode: raises if anything leaked
+    report["helpers_left"] = _waiting.pending()
+    print(json.dumps(report))
+""")
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    pytest.importorskip("triton")
+    return crash_probe.kernel_dir(tmp_path_factory.getbasetemp())
+
+
+def interrupt(tmp_path, kernels, wait, after, validation="0") -> dict:
+    script = tmp_path / "interrupt.py"
+    script.write_text(SCRIPT)
+    done = crash_probe.run_child([kernels, wait, after], script=script,
+                                 env=crash_probe.child_env(UR_CFFI_VALIDATION=validation),
+                                 timeout=120)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    print(report)
+    return report
+
+
+@pytest.mark.parametrize("wait", ["finish", "event.wait", "blocking copy", "synchronize",
+                                  "with block"])
+def test_ctrl_c_interrupts_a_wait_promptly_and_the_queue_still_works(tmp_path, kernels, wait):
+    report = interrupt(tmp_path, kernels, wait, "use")
+    assert report["interrupted"]
+    assert report["kernel_still_running"]  # it came before the kernel ended, not after
+    assert report["latency"] < 1.0  # generous: the signal handler runs within milliseconds
+    assert report["helpers_waiting"] == 1  # the wait goes on in its helper thread
+    assert report["spun"] > 0
+    assert report["result_exact"] and report["again_exact"]
+    assert report["helpers_left"] == 0  # it ended with the kernel (teardown drains helpers)
+
+
+def test_objects_close_cleanly_right_after_an_interrupt_and_leak_nothing(tmp_path, kernels):
+    # Under UR's leak checker: the helper's own references are given back too.
+    report = interrupt(tmp_path, kernels, "event.wait", "close", validation="1")
+    assert report["interrupted"] and report["kernel_still_running"]
+    assert report["closed"] and report["result_exact"]
+    assert report["helpers_left"] == 0
