@@ -87,31 +87,15 @@ else:
 def compile_kernels(out_dir: Path) -> dict:
     """Compile every kernel to SPIR-V the CPU runtime accepts; returns and writes the index."""
     os.environ.setdefault("TRITON_CACHE_DIR", str(out_dir / "triton-cache"))
-    from triton.backends import backends
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
+    import ur_cffi.triton
     from ur_cffi import spirv
 
-    class NoArch:
-        # Stands in for triton-xpu 3.3's arch_parser.c (SYCL headers, ze_loader and torch).
-        @staticmethod
-        def parse_device_arch(_):
-            return ""
-
-    namespace = backends["intel"].compiler.__init__.__globals__
-    build = namespace["compile_module_from_src"]
-    namespace["compile_module_from_src"] = (
-        lambda src, name: NoArch() if name == "arch_utils" else build(src, name))
-    target = GPUTarget("xpu", {"sub_group_sizes": [THREADS_PER_WARP],
-                               "has_bfloat16_conversions": False}, 32)
     index = {}
     for name in SIGNATURES:
         function = globals()[name]
         signature = dict(SIGNATURES[name][0], BLOCK="constexpr")
-        compiled = triton.compile(ASTSource(function, signature, {"BLOCK": BLOCK}), target=target,
-                                  options={"num_warps": NUM_WARPS,
-                                           "threads_per_warp": THREADS_PER_WARP})
+        compiled = ur_cffi.triton.compile(function, signature, {"BLOCK": BLOCK},
+                                          num_warps=NUM_WARPS, threads_per_warp=THREADS_PER_WARP)
         (out_dir / f"{name}.spv").write_bytes(spirv.drop_capabilities(compiled.asm["spv"]))
         index[name] = {"entry": compiled.metadata.name, "shared": compiled.metadata.shared,
                        "local_size": compiled.metadata.num_warps

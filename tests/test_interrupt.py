@@ -12,11 +12,10 @@ import pytest
 import crash_probe
 
 SCRIPT = textwrap.dedent("""
-    import ctypes, json, os, signal, sys, threading, time
+    import ctypes, gc, json, os, signal, sys, threading, time
     import numpy as np
     import ur_cffi, crash_probe
     from ur_cffi import _waiting
-    from ur_cffi.enums import ur_event_status_t
 
     wait, after = sys.argv[2], sys.argv[3]
     kernels = crash_probe.Path(sys.argv[1])
@@ -30,15 +29,14 @@ SCRIPT = textwrap.dedent("""
     source = ur_cffi.asarray(seed, queue=queue)
     target = ur_cffi.zeros(BLOCK, np.int32, queue=queue)
     flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
-    spun = ur_cffi.zeros(1, np.int32, queue=queue)
+    spun = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")  # read without the queue
 
     def release_the_kernel():
         ctypes.c_int32.from_address(flag.data_ptr()).value = 1
 
-    # The spin kernel runs until the flag is set, so it is surely running when SIGINT comes;
-    # the lcg kernel queued behind it gives a result to check afterwards.
-    event = spin.launch(queue, LOCAL, LOCAL, flag, spun, 2**31 - 1, ur_cffi.Local(4))
-    lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 1000)
+    def rounds_spun():
+        return ctypes.c_int32.from_address(spun.data_ptr()).value
+
     host = np.zeros(BLOCK, np.int32)
     sent = {}
 
@@ -46,36 +44,53 @@ SCRIPT = textwrap.dedent("""
         sent["at"] = time.perf_counter()
         os.kill(os.getpid(), signal.SIGINT)
 
-    threading.Timer(0.3, interrupt).start()
+    # The spin kernel runs until the flag is set (it stores how long it spun only then), so it
+    # is surely running when SIGINT comes; the lcg kernel behind it gives a result to check.
+    # Should the wait hang, the kernel ends by itself after MAX_STEPS rounds (~15 s here).
+    MAX_STEPS = 200_000_000
     caught = None
     try:
-        if wait == "finish":
+        if wait == "finish after dropped launches":  # the usual `launch(...); finish()`
+            threading.Timer(0.3, interrupt).start()
+            spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS, ur_cffi.Local(4))
+            lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 1000)
             queue.finish()
-        elif wait == "event.wait":
-            event.wait()
-        elif wait == "blocking copy":  # behind the kernels on the in-order queue
-            target.copy_to(host)
-        elif wait == "synchronize":
-            device.synchronize()
-        elif wait == "with block":
-            with ur_cffi.Queue(context, device) as inner:
-                lcg.launch(inner, LOCAL, LOCAL, source, ur_cffi.zeros(BLOCK, np.int32,
-                           queue=inner), BLOCK, 1)
+        else:
+            event = spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS, ur_cffi.Local(4))
+            tail = lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 1000)
+            threading.Timer(0.3, interrupt).start()
+            if wait == "finish":
                 queue.finish()
+            elif wait == "event.wait":
+                event.wait()
+            elif wait == "blocking copy":  # behind the kernels on the in-order queue
+                target.copy_to(host)
+            elif wait == "synchronize":
+                device.synchronize()
+            elif wait == "with block":
+                with ur_cffi.Queue(context, device) as inner:
+                    inner_target = ur_cffi.zeros(BLOCK, np.int32, queue=inner)
+                    inner_event = lcg.launch(inner, LOCAL, LOCAL, source, inner_target,
+                                             BLOCK, 1)
+                    queue.finish()
     except KeyboardInterrupt:
         caught = time.perf_counter()
+    gc.collect()  # what the interrupted frames held goes now, as it may at any time
     report = {
         "interrupted": caught is not None,
         "latency": caught - sent["at"] if caught else None,
-        "kernel_still_running": event.status != ur_event_status_t.UR_EVENT_STATUS_COMPLETE,
+        "kernel_still_running": rounds_spun() == 0,
         "helpers_waiting": _waiting.pending(),
     }
+    if wait == "finish after dropped launches":
+        event = queue.barrier()  # what follows waits for the dropped launches through this
     expected = crash_probe.lcg_reference(seed, 1000)
     if after == "use":  # the same objects, used again
         release_the_kernel()
         queue.finish()
         event.wait()
-        report["spun"] = int(spun.to_numpy()[0])
+        report["spun"] = rounds_spun()
+        report["released_by_the_flag"] = 0 < rounds_spun() < MAX_STEPS
         report["result_exact"] = bool(np.array_equal(target.to_numpy(), expected))
         lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 3)
         report["again_exact"] = bool(np.array_equal(target.to_numpy(),
@@ -112,15 +127,16 @@ def interrupt(tmp_path, kernels, wait, after, validation="0") -> dict:
     return report
 
 
-@pytest.mark.parametrize("wait", ["finish", "event.wait", "blocking copy", "synchronize",
-                                  "with block"])
+@pytest.mark.parametrize("wait", [
+    "finish", "event.wait", "synchronize", "with block", "blocking copy",
+    "finish after dropped launches"])
 def test_ctrl_c_interrupts_a_wait_promptly_and_the_queue_still_works(tmp_path, kernels, wait):
     report = interrupt(tmp_path, kernels, wait, "use")
     assert report["interrupted"]
     assert report["kernel_still_running"]  # it came before the kernel ended, not after
     assert report["latency"] < 1.0  # generous: the signal handler runs within milliseconds
     assert report["helpers_waiting"] == 1  # the wait goes on in its helper thread
-    assert report["spun"] > 0
+    assert report["released_by_the_flag"]  # not ended by itself after MAX_STEPS rounds
     assert report["result_exact"] and report["again_exact"]
     assert report["helpers_left"] == 0  # it ended with the kernel (teardown drains helpers)
 

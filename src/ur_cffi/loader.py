@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 
-from . import _handle, _waiting
+from . import _handle, _waiting, queue
 from ._ur import ffi, lib
 from .enums import ur_adapter_info_t, ur_platform_info_t
 from .errors import check
@@ -277,6 +277,7 @@ def teardown() -> None:
         if _state["adapters"] is None or _state["forked"] or _handle._forked:
             return
         _waiting.drain()  # waits a Ctrl-C left running hold references of their own
+        queue.release_orphans(wait=True)  # commands of dropped Events, memory still held
         _handle.release_all()
         _state["adapters"] = None
         check(lib.urLoaderTearDown(), "urLoaderTearDown")

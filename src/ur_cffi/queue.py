@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 from . import _handle, _waiting
@@ -40,23 +41,57 @@ def wait_list(wait_for, context=None) -> tuple[int, object]:
     return len(handles), ffi.new("ur_event_handle_t[]", handles)
 
 
-def _wait_then_release(handle) -> int:
-    waited = lib.urEventWait(1, ffi.new("ur_event_handle_t[1]", [handle]))
-    released = lib.urEventRelease(handle)
-    return waited or released
+# Dropped Events whose command may still use the memory they keep alive: (handle, memory).
+# Released once complete, checked whenever an Event is made, and waited for at teardown;
+# never waited for in a finalizer, which may run right after a Ctrl-C cut a wait short.
+_orphans: list = []
+_orphans_lock = threading.Lock()
+
+
+def _complete(handle) -> bool:
+    status = ffi.new("ur_event_status_t *")
+    result = lib.urEventGetInfo(handle, _EXECUTION_STATUS, _STATUS_SIZE, status, ffi.NULL)
+    return result != 0 or status[0] == _COMPLETE  # an error: the command will not run
+
+
+def _release_when_complete(handle, keep_alive) -> int:
+    if _complete(handle):
+        return lib.urEventRelease(handle)
+    with _orphans_lock:
+        _orphans.append((handle, keep_alive))
+    return 0
+
+
+def release_orphans(wait: bool = False) -> None:
+    """Release dropped Events whose commands completed (all of them, waiting, if ``wait``)."""
+    with _orphans_lock:
+        pending, _orphans[:] = list(_orphans), []
+    for handle, keep_alive in pending:
+        if wait:
+            lib.urEventWait(1, ffi.new("ur_event_handle_t[1]", [handle]))
+        if wait or _complete(handle):
+            lib.urEventRelease(handle)
+        else:
+            with _orphans_lock:
+                _orphans.append((handle, keep_alive))
 
 
 class Event(_handle.Resource):
     """The completion of one enqueued command.  Keeps its queue alive, and the memory the
     command reads or writes (``keep_alive``) until the command has completed, even if this
-    object is dropped first: its release then waits for the command."""
+    object is dropped first."""
 
     __slots__ = ("queue",)
     _release_function = "urEventRelease"
 
     def __init__(self, handle, queue: Queue, keep_alive: tuple = ()):
-        self._own(handle, parents=(queue, *keep_alive),
-                  release=_wait_then_release if keep_alive else None)
+        if _orphans:
+            release_orphans()
+        if keep_alive:
+            self._own(handle, parents=(queue,), release_args=(handle, keep_alive),
+                      release=_release_when_complete)
+        else:
+            self._own(handle, parents=(queue,))
         self.queue = queue
         queue._last_event = weakref.ref(self)
 
