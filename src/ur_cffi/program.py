@@ -229,7 +229,8 @@ class Kernel(_handle.Resource):
                 len(args), properties, ffi.NULL, count, events, out)
         if result:
             check(result, "urEnqueueKernelLaunchWithArgsExp", f"kernel {self.name!r}")
-        return Event(out[0], queue, keep)
+        # UR copied the argument values at enqueue; a USM array's free finishes its queue.
+        return Event(out[0], queue)
 
     def _pack(self, queue: Queue, args) -> tuple:
         properties = ffi.new("ur_exp_kernel_arg_properties_t[]", max(len(args), 1))
