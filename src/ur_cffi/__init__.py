@@ -17,16 +17,18 @@ _libraries.preload_loader()
 from ._ur import ffi, lib  # noqa: E402
 from . import enums, errors, info, loader  # noqa: E402
 from ._handle import ClosedError  # noqa: E402
+from ._waiting import interruptible_waits, set_interruptible_waits  # noqa: E402
 from .context import Context  # noqa: E402
 from .device import Device, default_device, devices  # noqa: E402
 from .errors import URError, check  # noqa: E402
 from .loader import init  # noqa: E402
 from .memory import Buffer, USMArray, asarray, empty, zeros  # noqa: E402
-from .program import Kernel, Local, Program  # noqa: E402
+from .program import Kernel, Local, PreparedLaunch, Program  # noqa: E402
 from .queue import Event, Queue  # noqa: E402
 
 __all__ = [
     "ffi", "lib", "enums", "errors", "info", "loader", "init", "check", "URError",
     "ClosedError", "Device", "devices", "default_device", "Context", "Queue", "Event",
     "USMArray", "Buffer", "asarray", "empty", "zeros", "Program", "Kernel", "Local",
+    "PreparedLaunch", "set_interruptible_waits", "interruptible_waits",
 ]  # fmt: skip

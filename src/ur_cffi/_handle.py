@@ -22,11 +22,25 @@ _live: dict[int, tuple] = {}
 _serials = itertools.count()
 _forked = False
 
+released = 0
+"""How many USM arrays, buffers and queues have been released (see :func:`note_release`)."""
+
+
+def note_release() -> None:
+    """Count a release that invalidates launches prepared with the released handle or
+    address (``Kernel.launch`` reuses one while :data:`released` is unchanged)."""
+    global released
+    released += 1
+
 
 def _after_fork_in_child() -> None:
     global _forked
     # Only what the parent created is foreign here; a child forked before any use starts fresh.
     _forked = _forked or bool(_live)
+    for entry in _live.values():  # hot paths test only ``_handle is None``
+        owner = entry[0]()
+        if owner is not None:
+            owner._handle = None
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -71,8 +85,9 @@ class Resource:
     """The UR function that releases the handle, e.g. ``"urContextRelease"``."""
 
     def _own(self, handle, parents: tuple = (), release_args: tuple | None = None,
-             release=None) -> None:
-        """Take ownership of ``handle``, released by ``release(*release_args)``.
+             release=None) -> weakref.ref:
+        """Take ownership of ``handle``, released by ``release(*release_args)``; returns the
+        registry's weak reference to ``self``.
 
         The defaults are the class's ``_release_function`` and ``(handle,)``.  ``parents``
         stay alive until the release has run.
@@ -83,6 +98,7 @@ class Resource:
         owner_ref.serial = serial
         _live[serial] = (owner_ref, release or getattr(lib, self._release_function),
                          (handle,) if release_args is None else release_args, parents)
+        return owner_ref
 
     @property
     def handle(self):
@@ -90,8 +106,7 @@ class Resource:
         handle = self._handle
         if handle is None or _forked:
             raise ClosedError(f"{type(self).__name__} belongs to the parent process (forked)"
-                              if _forked and handle is not None else
-                              f"{type(self).__name__} is closed")
+                              if _forked else f"{type(self).__name__} is closed")
         return handle
 
     @property

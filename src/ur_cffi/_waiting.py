@@ -11,6 +11,12 @@ teardown calls it).
 
 The GIL is released during every call into UR (cffi does so for each call), so other Python
 threads run during a wait in any thread.
+
+The polling costs time where the device shares the waiting thread's core: a CPU device's
+runtime then needs a context switch to run the command, while its own blocking wait runs the
+command on the waiting thread.  ``set_interruptible_waits(False)`` (or
+``UR_CFFI_INTERRUPTIBLE_WAITS=0``) makes every wait the plain blocking UR call, which Ctrl-C
+cannot cut short.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import time
 from ._ur import lib
 from .errors import check
 
+INTERRUPTIBLE_ENV = "UR_CFFI_INTERRUPTIBLE_WAITS"
+
 SPIN_SECONDS = 1e-3
 """How long the main thread polls before handing a wait to a helper thread."""
 
@@ -30,6 +38,26 @@ LIVENESS_SECONDS = 1.0
 
 _helpers: dict[threading.Thread, threading.Event] = {}  # helpers whose wait still runs
 _helpers_lock = threading.Lock()
+_interruptible = os.environ.get(INTERRUPTIBLE_ENV, "1") != "0"
+
+
+def set_interruptible_waits(enabled: bool) -> bool:
+    """Whether waits in the main thread can be interrupted by Ctrl-C (the default) or are the
+    plain blocking UR calls, which are faster on a CPU device; returns the previous setting."""
+    global _interruptible
+    previous, _interruptible = _interruptible, bool(enabled)
+    return previous
+
+
+def interruptible_waits() -> bool:
+    """The current setting of :func:`set_interruptible_waits`."""
+    return _interruptible
+
+
+def blocks_directly() -> bool:
+    """Whether a wait here is the plain blocking UR call: waits are not interruptible, or this
+    is not the main thread (where signals are handled)."""
+    return not _interruptible or threading.current_thread() is not threading.main_thread()
 
 
 def _held(name: str, args: tuple) -> tuple[list, str, str]:
@@ -45,12 +73,13 @@ def _held(name: str, args: tuple) -> tuple[list, str, str]:
 
 def wait(blocking_call, name: str, *args, is_done=None) -> None:
     """Run ``blocking_call(*args)`` (UR's ``urQueueFinish`` or ``urEventWait``) and check its
-    result; in the main thread a Ctrl-C interrupts it with ``KeyboardInterrupt``.
+    result; in the main thread, unless waits are set not to be interruptible, a Ctrl-C
+    interrupts it with ``KeyboardInterrupt``.
 
     ``is_done()``, if given, reports completion without blocking.  After an interrupt the
     objects stay usable: waiting again, or closing them, waits for the device as usual.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if blocks_directly():
         check(blocking_call(*args), name)
         return
     if is_done is not None:

@@ -14,7 +14,7 @@ from . import _handle
 from ._ur import ffi, lib
 from .enums import ur_mem_flag_t
 from .errors import check
-from .queue import Event, Queue, wait_list
+from .queue import Event, Queue, enqueue, wait_list
 
 USM_KINDS = ("device", "host", "shared")
 
@@ -60,7 +60,7 @@ def _enqueue_nothing(queue: Queue, blocking: bool, wait_for) -> Event:
     success from an empty fill without making its event), so enqueue a plain wait instead."""
     count, events = wait_list(wait_for, queue.context)
     out = ffi.new("ur_event_handle_t *")
-    check(lib.urEnqueueEventsWait(queue.handle, count, events, out), "urEnqueueEventsWait")
+    enqueue(lib.urEnqueueEventsWait, queue.handle, count, events, out)
     event = Event(out[0], queue)
     if blocking:
         event.wait()
@@ -73,9 +73,8 @@ def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: boo
         return _enqueue_nothing(queue, blocking, wait_for)
     count, events = wait_list(wait_for, queue.context)
     out = ffi.new("ur_event_handle_t *")
-    check(lib.urEnqueueUSMMemcpy(queue.handle, False, ffi.cast("void *", dst),
-                                 ffi.cast("void *", src), nbytes, count, events, out),
-          "urEnqueueUSMMemcpy")
+    enqueue(lib.urEnqueueUSMMemcpy, queue.handle, False, ffi.cast("void *", dst),
+            ffi.cast("void *", src), nbytes, count, events, out)
     event = Event(out[0], queue, keep_alive)
     if blocking:
         event.wait()  # interruptible, unlike a blocking urEnqueueUSMMemcpy
@@ -83,6 +82,7 @@ def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: boo
 
 
 def _free(queue, context, pointer) -> int:
+    _handle.note_release()
     # Commands on the array's queue may still use the memory (an asynchronous copy, a kernel):
     # urUSMFree does not wait for them, and freeing under them crashes the runtime.
     results = (lib.urQueueFinish(queue), lib.urUSMFree(context, pointer),
@@ -146,7 +146,8 @@ class USMArray(_handle.Resource):
 
     def data_ptr(self) -> int:
         """The USM address as an integer; raises ``ClosedError`` once freed."""
-        self.handle  # noqa: B018 - raises if closed
+        if self._handle is None:
+            self.handle  # noqa: B018 - raises ClosedError
         return self._address
 
     def _queue_for(self, queue: Queue | None) -> Queue:
@@ -222,11 +223,9 @@ class USMArray(_handle.Resource):
                                   blocking=blocking, wait_for=wait_for)
         n_waits, events = wait_list(wait_for, queue.context)
         out = ffi.new("ur_event_handle_t *")
-        check(lib.urEnqueueUSMFill(queue.handle,
-                                   ffi.cast("void *", self.data_ptr() + offset * pattern.nbytes),
-                                   pattern.nbytes, ffi.from_buffer(pattern),
-                                   count * pattern.nbytes, n_waits, events, out),
-              "urEnqueueUSMFill")
+        enqueue(lib.urEnqueueUSMFill, queue.handle,
+                ffi.cast("void *", self.data_ptr() + offset * pattern.nbytes), pattern.nbytes,
+                ffi.from_buffer(pattern), count * pattern.nbytes, n_waits, events, out)
         event = Event(out[0], queue, (pattern, self))
         if blocking:
             event.wait()
@@ -264,6 +263,11 @@ def asarray(array, *, queue: Queue, kind: str = "device") -> USMArray:
     return result
 
 
+def _release_buffer(handle) -> int:
+    _handle.note_release()
+    return lib.urMemRelease(handle)
+
+
 class Buffer(_handle.Resource):
     """A UR memory object from ``urMemBufferCreate`` (the original demo's kind of memory)."""
 
@@ -278,7 +282,7 @@ class Buffer(_handle.Resource):
         check(lib.urMemBufferCreate(context.handle, flags, nbytes, ffi.NULL, out),
               "urMemBufferCreate", f"{nbytes} bytes")
         self.context, self.nbytes = context, int(nbytes)
-        self._own(out[0], parents=(context,))
+        self._own(out[0], parents=(context,), release=_release_buffer)
 
     def native_handle(self, device=None) -> int:
         """The backend's own handle for this buffer (a ``cl_mem`` on OpenCL), as an integer."""
@@ -303,9 +307,8 @@ class Buffer(_handle.Resource):
         self._check("write", queue, offset, host)
         count, events = wait_list(wait_for, queue.context)
         out = ffi.new("ur_event_handle_t *")
-        check(lib.urEnqueueMemBufferWrite(queue.handle, self.handle, False, offset, host.nbytes,
-                                          ffi.from_buffer(host), count, events, out),
-              "urEnqueueMemBufferWrite")
+        enqueue(lib.urEnqueueMemBufferWrite, queue.handle, self.handle, False, offset,
+                host.nbytes, ffi.from_buffer(host), count, events, out)
         event = Event(out[0], queue, (host,))
         if blocking:
             event.wait()
@@ -321,9 +324,8 @@ class Buffer(_handle.Resource):
         self._check("read", queue, offset, destination)
         count, events = wait_list(wait_for, queue.context)
         out = ffi.new("ur_event_handle_t *")
-        check(lib.urEnqueueMemBufferRead(queue.handle, self.handle, False, offset,
-                                         destination.nbytes, ffi.from_buffer(destination),
-                                         count, events, out), "urEnqueueMemBufferRead")
+        enqueue(lib.urEnqueueMemBufferRead, queue.handle, self.handle, False, offset,
+                destination.nbytes, ffi.from_buffer(destination), count, events, out)
         event = Event(out[0], queue, (destination,))
         if blocking:
             event.wait()

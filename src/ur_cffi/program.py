@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import threading
 
 import numpy as np
 
@@ -20,7 +19,7 @@ from .enums import (
 from .errors import URError, check
 from .info import query
 from .memory import Buffer, USMArray
-from .queue import Event, Queue, wait_list
+from .queue import Event, Queue, enqueue_lock, wait_list
 
 # Plain ints: cffi stores an IntEnum into a struct field about ten times slower.
 _ARG_STYPE = int(ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES)
@@ -120,12 +119,20 @@ class Program(_handle.Resource):
 class Local:
     """A kernel argument of ``nbytes`` of work-group local memory."""
 
-    __slots__ = ("nbytes",)
+    __slots__ = ("_nbytes",)
 
     def __init__(self, nbytes: int):
         if not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
             raise ValueError(f"Local memory size must be a positive integer, not {nbytes!r}")
-        self.nbytes = int(nbytes)
+        self._nbytes = int(nbytes)
+
+    @property
+    def nbytes(self) -> int:
+        """The size in bytes (fixed: a launch may reuse the argument block it went into)."""
+        return self._nbytes
+
+    def __repr__(self) -> str:
+        return f"Local({self._nbytes})"
 
 
 _SIZE_MAX = 2 ** (8 * ffi.sizeof("size_t")) - 1
@@ -162,7 +169,7 @@ class Kernel(_handle.Resource):
     carry their own type: numpy scalars or ctypes values.
     """
 
-    __slots__ = ("program", "name", "num_args", "signature", "_launch_lock")
+    __slots__ = ("program", "name", "num_args", "signature", "_reusable")
     _release_function = "urKernelRelease"
 
     def __init__(self, program: Program, name: str, signature=None):
@@ -179,18 +186,54 @@ class Kernel(_handle.Resource):
                 raise ValueError(f"signature declares {len(signature)} arguments; kernel "
                                  f"{name!r} takes {self.num_args}")
         self.signature = signature
-        # The OpenCL adapter sets a kernel's arguments, then enqueues it: two launches of one
-        # kernel from two threads must not interleave.
-        self._launch_lock = threading.Lock()
+        self._reusable: tuple = ((),)  # (key, launch arguments, held values, held buffers)
 
     def launch(self, queue: Queue, global_size, local_size, *args, wait_for=(),
-               global_offset=None) -> Event:
+               global_offset=None, event: bool = True) -> Event | None:
         """Enqueue the kernel on ``queue`` over ``global_size`` work-items in groups of
-        ``local_size`` (None lets the runtime choose) and return its Event.
+        ``local_size`` (None lets the runtime choose) and return its Event, or None with
+        ``event=False`` (which saves making one).
 
         Raises ``TypeError`` or ``ValueError`` naming the argument or size at fault before
-        anything is launched.
+        anything is launched.  A launch like the previous one (same queue and sizes, the very
+        same argument objects, no memory or queue released since) reuses its checked argument
+        block; :meth:`prepare` launches one set of arguments repeatedly at the least cost.
         """
+        reused = self._reusable
+        try:
+            reuse = global_offset is None and reused[0] == (
+                id(queue), global_size, local_size, _handle.released, *map(id, args))
+        except (TypeError, ValueError):  # nothing to reuse yet; sizes that do not compare
+            reuse = False
+        if reuse:
+            call_args = reused[1]
+        else:
+            call_args, held = self._check_and_pack(queue, global_size, local_size, args,
+                                                   global_offset)
+            if (global_offset is None and type(global_size) in _IMMUTABLE_SIZES
+                    and type(local_size) in _IMMUTABLE_SIZES
+                    and all(isinstance(arg, _IMMUTABLE) for arg in args)):
+                # Ids of released memory or queues are caught by the release count; the
+                # other arguments are held so that their ids stay theirs.
+                key = (id(queue), global_size, local_size, held[0], *map(id, args))
+                self._reusable = (key, call_args, tuple(
+                    arg for arg in args if not isinstance(arg, _handle.Resource)), held[1])
+        return _launch(self, queue, call_args, wait_for, event)
+
+    def prepare(self, queue: Queue, global_size, local_size, *args,
+                global_offset=None) -> PreparedLaunch:
+        """Check a launch once and return a :class:`PreparedLaunch` that enqueues it each
+        time it is called.  It holds the queue and the arguments (and so their memory)."""
+        call_args, held = self._check_and_pack(queue, global_size, local_size, args,
+                                               global_offset)
+        return PreparedLaunch(self, queue, args, call_args, held)
+
+    def _check_and_pack(self, queue: Queue, global_size, local_size, args,
+                        global_offset) -> tuple:
+        """``(urEnqueueKernelLaunchWithArgsExp's arguments after the kernel and before the
+        wait list, (release count when checked, buffers they point into))``."""
+        self.handle  # noqa: B018 - raises if closed
+        queue.handle  # noqa: B018
         if len(args) != self.num_args:
             raise TypeError(f"kernel {self.name!r} takes {self.num_args} arguments, "
                             f"{len(args)} given")
@@ -219,22 +262,16 @@ class Kernel(_handle.Resource):
                 raise ValueError(f"global_offset {offsets} and global_size {global_sizes} "
                                  "differ in dimensions")
             offset_array = ffi.new("size_t[]", offsets)
-        properties, keep = self._pack(queue, args)
-        count, events = wait_list(wait_for, queue.context)
-        out = ffi.new("ur_event_handle_t *")
-        global_array = ffi.new("size_t[]", global_sizes)
-        with self._launch_lock:
-            result = lib.urEnqueueKernelLaunchWithArgsExp(
-                queue.handle, self.handle, dims, offset_array, global_array, local_array,
-                len(args), properties, ffi.NULL, count, events, out)
-        if result:
-            check(result, "urEnqueueKernelLaunchWithArgsExp", f"kernel {self.name!r}")
-        # UR copied the argument values at enqueue; a USM array's free finishes its queue.
-        return Event(out[0], queue)
+        released = _handle.released
+        properties, value_buffers = self._pack(queue, args)
+        call_args = (dims, offset_array, ffi.new("size_t[]", global_sizes), local_array,
+                     len(args), properties, ffi.NULL)
+        return call_args, (released, (value_buffers, offset_array, local_array))
 
     def _pack(self, queue: Queue, args) -> tuple:
+        """``(ur_exp_kernel_arg_properties_t[], the by-value buffers they point into)``."""
         properties = ffi.new("ur_exp_kernel_arg_properties_t[]", max(len(args), 1))
-        keep = []
+        value_buffers = []
         for index, arg in enumerate(args):
             declared = self.signature[index] if self.signature else None
             entry = properties[index]
@@ -248,7 +285,6 @@ class Kernel(_handle.Resource):
                                      "to another context than the queue")
                 entry.type, entry.size = _POINTER, _POINTER_SIZE
                 entry.value.pointer = arg.handle
-                keep.append(arg)
             elif isinstance(arg, Local):
                 if not _accepts(declared, "local"):
                     raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "
@@ -264,16 +300,75 @@ class Kernel(_handle.Resource):
                                     "got a Buffer")
                 entry.type, entry.size = _MEM_OBJ, _POINTER_SIZE
                 entry.value.memObjTuple.hMem = arg.handle
-                keep.append(arg)
             elif declared == "ptr" and isinstance(arg, (int, np.integer)):
                 entry.type, entry.size = _POINTER, _POINTER_SIZE
                 entry.value.pointer = ffi.cast("void *", int(arg))
             else:
                 buffer, size = _value_buffer(self.name, index, arg, declared)
-                keep.append(buffer)
+                value_buffers.append(buffer)
                 entry.type, entry.size = _VALUE, size
                 entry.value.value = buffer
-        return properties, tuple(keep)
+        return properties, tuple(value_buffers)
+
+
+class PreparedLaunch:
+    """One kernel launch on one queue, checked once (:meth:`Kernel.prepare`); each call
+    enqueues it.  It holds its kernel, queue and arguments."""
+
+    __slots__ = ("kernel", "queue", "args", "_call_args", "_buffers", "_released")
+
+    def __init__(self, kernel: Kernel, queue: Queue, args: tuple, call_args: tuple,
+                 held: tuple):
+        self.kernel, self.queue, self.args = kernel, queue, args
+        self._call_args = call_args
+        self._released, self._buffers = held
+
+    def __call__(self, *, wait_for=(), event: bool = True) -> Event | None:
+        """Enqueue the launch; returns its Event, or None with ``event=False``.  Raises
+        ``ClosedError`` if an argument was closed since :meth:`Kernel.prepare`."""
+        if self._released != _handle.released:
+            for arg in self.args:
+                if isinstance(arg, _handle.Resource):
+                    arg.handle  # noqa: B018 - raises if closed
+            self._released = _handle.released
+        return _launch(self.kernel, self.queue, self._call_args, wait_for, event)
+
+    def __repr__(self) -> str:
+        return f"<PreparedLaunch of {self.kernel.name!r} on {self.queue!r}>"
+
+
+def _launch(kernel: Kernel, queue: Queue, call_args: tuple, wait_for, event: bool):
+    if wait_for:
+        count, events = wait_list(wait_for, queue.context)
+    else:
+        count, events = 0, _NULL
+    out = ffi.new(_EVENT_OUT) if event else _NULL
+    lock = enqueue_lock
+    lock.acquire()
+    try:
+        result = _enqueue(queue._handle, kernel._handle, *call_args, count, events, out)
+    except TypeError:  # a handle is None: closed, or inherited across fork()
+        queue.handle, kernel.handle  # noqa: B018 - raise ClosedError
+        raise
+    finally:
+        lock.release()
+    if result:
+        check(result, "urEnqueueKernelLaunchWithArgsExp", f"kernel {kernel.name!r}")
+    if not event:
+        queue._last_event = None  # Queue.finish has no event of the latest command
+        return None
+    # UR copied the argument values at enqueue; a USM array's free finishes its queue.
+    return Event(out[0], queue)
+
+
+_enqueue = lib.urEnqueueKernelLaunchWithArgsExp
+_EVENT_OUT = ffi.typeof("ur_event_handle_t *")
+_NULL = ffi.NULL
+
+# Arguments and sizes whose value cannot change while they are the same object (a ctypes
+# value or a list can).
+_IMMUTABLE = (USMArray, Buffer, int, float, np.generic, Local)
+_IMMUTABLE_SIZES = (int, tuple, type(None))
 
 
 def _value_buffer(kernel: str, index: int, arg, declared) -> tuple:

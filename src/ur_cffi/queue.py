@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import weakref
 
 from . import _handle, _waiting
 from ._ur import ffi, lib
@@ -22,6 +21,22 @@ from .info import query
 _EXECUTION_STATUS = int(ur_event_info_t.UR_EVENT_INFO_COMMAND_EXECUTION_STATUS)
 _COMPLETE = int(ur_event_status_t.UR_EVENT_STATUS_COMPLETE)
 _STATUS_SIZE = ffi.sizeof("ur_event_status_t")
+_event_release = lib.urEventRelease
+_flush = lib.urQueueFlush
+
+
+enqueue_lock = threading.Lock()
+"""Held around every enqueue.  UR's OpenCL adapter swaps an in-order queue's latest event
+(release the old, retain the new) and sets a kernel's arguments without a lock of its own:
+overlapping enqueues from two threads release an event twice, freeing it under its owner."""
+
+
+def enqueue(function, *args) -> None:
+    """Call the UR enqueue ``function`` under :data:`enqueue_lock`; raise on failure."""
+    with enqueue_lock:
+        result = function(*args)
+    if result:
+        check(result, function.__name__)
 
 
 def wait_list(wait_for, context=None) -> tuple[int, object]:
@@ -87,13 +102,15 @@ class Event(_handle.Resource):
     def __init__(self, handle, queue: Queue, keep_alive: tuple = ()):
         if _orphans:
             release_orphans()
+        # No registry parents: ``self.queue`` keeps the queue alive, and UR keeps it for the
+        # event's own reference.
         if keep_alive:
-            self._own(handle, parents=(queue,), release_args=(handle, keep_alive),
-                      release=_release_when_complete)
+            owner_ref = self._own(handle, release_args=(handle, keep_alive),
+                                  release=_release_when_complete)
         else:
-            self._own(handle, parents=(queue,))
+            owner_ref = self._own(handle, release=_event_release)
         self.queue = queue
-        queue._last_event = weakref.ref(self)
+        queue._last_event = owner_ref
 
     def wait(self) -> None:
         """Block until the command completes; raises its error if it failed."""
@@ -137,6 +154,7 @@ class Event(_handle.Resource):
 
 
 def _finish_then_release(handle) -> int:
+    _handle.note_release()
     result = lib.urQueueFinish(handle)
     release = lib.urQueueRelease(handle)
     return result or release
@@ -184,7 +202,13 @@ class Queue(_handle.Resource):
 
     def finish(self) -> None:
         """Block until every command submitted to this queue has completed."""
-        _waiting.wait(lib.urQueueFinish, "urQueueFinish", self.handle, is_done=self._probe())
+        handle = self._handle
+        if handle is None or not _waiting.blocks_directly():
+            _waiting.wait(lib.urQueueFinish, "urQueueFinish", self.handle, is_done=self._probe())
+            return
+        result = lib.urQueueFinish(handle)
+        if result:
+            check(result, "urQueueFinish")
 
     def _probe(self):
         """A cheap completion check for :meth:`finish`: the status of the latest command's
@@ -200,7 +224,11 @@ class Queue(_handle.Resource):
 
     def flush(self) -> None:
         """Submit everything queued so far to the device without waiting."""
-        result = lib.urQueueFlush(self.handle)
+        try:
+            result = _flush(self._handle)
+        except TypeError:  # no handle: closed, or inherited across fork()
+            self.handle  # noqa: B018 - raises ClosedError
+            raise
         if result:
             check(result, "urQueueFlush")
 
@@ -208,8 +236,7 @@ class Queue(_handle.Resource):
         """A barrier: later commands start after ``wait_for`` (default: everything before)."""
         count, events = wait_list(wait_for, self.context)
         out = ffi.new("ur_event_handle_t *")
-        check(lib.urEnqueueEventsWaitWithBarrier(self.handle, count, events, out),
-              "urEnqueueEventsWaitWithBarrier")
+        enqueue(lib.urEnqueueEventsWaitWithBarrier, self.handle, count, events, out)
         return Event(out[0], self)
 
     def __repr__(self) -> str:

@@ -20,13 +20,14 @@ import threading
 
 from triton.backends.driver import DriverBase
 
+from .._handle import Resource
 from .._ur import ffi, lib
 from ..device import default_device
 from ..enums import ur_kernel_info_t
 from ..errors import URError, check
 from ..info import query
 from ..program import Kernel
-from ..queue import Event, Queue, wait_list
+from ..queue import Event, Queue, enqueue_lock, wait_list
 from . import bench, programs, target
 from .launcher import Launcher
 
@@ -97,6 +98,25 @@ def _kernel_info(kernel: Kernel, name: str) -> int:
         return 0
 
 
+class _LatestEvent(Resource):
+    """The latest launch's event handle until :meth:`URDriver.last_event` wraps it: raw, as a
+    launch makes no Python object for it, but owned here so teardown releases it."""
+
+    __slots__ = ("handle_slot",)
+
+    def __init__(self):
+        self.handle_slot = [None]
+        self._own(self.handle_slot, release_args=(self.handle_slot,), release=_release_slot)
+
+    def __repr__(self) -> str:
+        return f"<latest Triton launch event {'held' if self.handle_slot[0] else 'none'}>"
+
+
+def _release_slot(slot: list) -> int:
+    handle, slot[0] = slot[0], None
+    return 0 if handle is None else lib.urEventRelease(handle)
+
+
 class URDriver(DriverBase):
     """Triton's active driver while ur_cffi.triton is active (``ur_cffi.triton.activate``)."""
 
@@ -104,11 +124,13 @@ class URDriver(DriverBase):
         super().__init__()
         self.utils = Utils(self)
         self.launcher_cls = lambda src, metadata: Launcher(src, metadata, self)
-        self.launch_lock = threading.Lock()
+        self.launch_lock = enqueue_lock  # also guards the launchers' argument blocks
         self._default: Scope | None = None
         self._owned_queue: Queue | None = None
         self._scopes = _Scopes()
         self._last_event: Event | None = None
+        self._latest = _LatestEvent()
+        self._latest_queue: Queue | None = None
         self._targets: dict = {}
         self._work_groups: dict = {}
 
@@ -150,14 +172,24 @@ class URDriver(DriverBase):
     # --- launch events -----------------------------------------------------------------
 
     def record(self, handle, queue: Queue) -> None:
-        """Own ``handle`` (a launch's new event) as the latest launch's Event; the previous
-        one is released unless someone holds it.  Called by launchers with ``launch_lock``
-        held."""
-        self._last_event = Event(handle, queue)
+        """Keep ``handle`` (a launch's new event) as the latest launch's; the previous one is
+        released unless :meth:`last_event` handed it out.  Called by launchers with
+        ``launch_lock`` held.  The Event object is made only when asked for."""
+        latest = self._latest
+        previous = latest.handle_slot[0]
+        latest.handle_slot[0], self._latest_queue, self._last_event = handle, queue, None
+        queue._last_event = None  # Queue.finish probes with a barrier instead
+        if previous is not None:
+            lib.urEventRelease(previous)
 
     def last_event(self) -> Event | None:
         """The :class:`~ur_cffi.Event` of the latest launch (any thread), None before one."""
-        return self._last_event
+        with self.launch_lock:
+            slot = self._latest.handle_slot
+            if self._last_event is None and slot[0] is not None:
+                self._last_event = Event(slot[0], self._latest_queue)
+                slot[0] = None
+            return self._last_event
 
     def mark_empty_launch(self, queue: Queue, scope: Scope) -> None:
         """A launch over an empty grid runs nothing; its event is a marker in its place."""
@@ -233,7 +265,8 @@ class URDriver(DriverBase):
     def close(self) -> None:
         """Drop the latest launch's Event and close the queue this driver made, if any."""
         with self.launch_lock:
-            self._last_event = None
+            self._last_event = self._latest_queue = None
+            self._latest.close()
         self._default = None
         if self._owned_queue is not None:
             self._owned_queue.close()

@@ -1,0 +1,251 @@
+"""The fast launch paths: Kernel.launch reusing its checked argument block, Kernel.prepare,
+launches without an Event, and blocking (non-interruptible) waits.  Every reuse must see a
+change of argument, size, queue or memory, and a closed object must raise, never launch."""
+
+import ctypes
+import gc
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ur_cffi
+from ur_cffi.enums import ur_event_status_t
+
+BLOCK = 128
+
+
+def blocks(n, compiled):
+    return -(-n // BLOCK) * compiled.local_size
+
+
+@pytest.fixture
+def add(build_triton):
+    program, compiled = build_triton("add", BLOCK=BLOCK)
+    return program.kernel(compiled.name), compiled
+
+
+@pytest.fixture
+def scale(build_triton):
+    program, compiled = build_triton("scale_addresses", BLOCK=BLOCK)
+    return program.kernel(compiled.name), compiled
+
+
+def add_reference(x, y):
+    return (x.astype(np.float64) + y).astype(np.float32)
+
+
+def poisoned(n, queue):
+    return ur_cffi.asarray(np.full(n, np.nan, np.float32), queue=queue)
+
+
+def random_inputs(rng, n, queue):
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    return x, y, ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue)
+
+
+def test_repeated_launches_with_the_same_objects_stay_exact(add, queue, rng):
+    kernel, compiled = add
+    n = 7 * BLOCK + 3
+    x, y, dx, dy = random_inputs(rng, n, queue)
+    out, count = poisoned(n, queue), np.int32(n)
+    for _ in range(5):
+        out.fill(np.nan)
+        assert kernel.launch(queue, blocks(n, compiled), compiled.local_size, dx, dy, out,
+                             count, event=False) is None
+        queue.finish()
+        assert np.array_equal(out.to_numpy(), add_reference(x, y))
+
+
+def test_a_launch_with_other_arguments_or_sizes_is_not_reused(add, queue, rng):
+    kernel, compiled = add
+    n = 4 * BLOCK
+    x, y, dx, dy = random_inputs(rng, n, queue)
+    first, second = poisoned(n, queue), poisoned(n, queue)
+    global_size = blocks(n, compiled)
+    kernel.launch(queue, global_size, compiled.local_size, dx, dy, first, np.int32(n)).wait()
+    kernel.launch(queue, global_size, compiled.local_size, dy, dx, second, np.int32(n)).wait()
+    assert np.array_equal(second.to_numpy(), add_reference(y, x))
+
+    half = 2 * BLOCK  # fewer elements: the rest of the output must stay poisoned
+    second.fill(np.nan)
+    kernel.launch(queue, global_size, compiled.local_size, dy, dx, second, np.int32(half)).wait()
+    got = second.to_numpy()
+    assert np.array_equal(got[:half], add_reference(y, x)[:half])
+    assert np.isnan(got[half:]).all()
+
+    sizes = [blocks(half, compiled)]  # a list: changed in place, it must not be reused
+    second.fill(np.nan)
+    kernel.launch(queue, sizes, compiled.local_size, dx, dy, second, np.int32(n)).wait()
+    sizes[0] = global_size
+    kernel.launch(queue, sizes, compiled.local_size, dx, dy, second, np.int32(n)).wait()
+    assert np.array_equal(second.to_numpy(), add_reference(x, y))
+
+
+def test_memory_freed_and_reallocated_between_launches_is_not_reused(add, queue, context,
+                                                                     device, rng):
+    """A new output array that takes the freed one's Python id but not its address (a raw
+    allocation takes that): a reuse by id alone would write into the raw allocation."""
+    kernel, compiled = add
+    n = 3 * BLOCK
+    count = np.int32(n)
+    x, y, dx, dy = random_inputs(rng, n, queue)
+    taken, out_pointer = [], ur_cffi.ffi.new("void **")
+    same_id = 0
+    try:
+        out = poisoned(n, queue)
+        for _ in range(20):
+            kernel.launch(queue, blocks(n, compiled), compiled.local_size, dx, dy, out, count,
+                          event=False)
+            queue.finish()
+            assert np.array_equal(out.to_numpy(), add_reference(x, y))
+            old_id = id(out)
+            del out  # freed at once (no gc.collect(): it would free other objects of its size)
+            ur_cffi.check(ur_cffi.lib.urUSMDeviceAlloc(
+                context.handle, device.handle, ur_cffi.ffi.NULL, ur_cffi.ffi.NULL, 4 * n,
+                out_pointer), "urUSMDeviceAlloc")
+            taken.append(out_pointer[0])
+            out = ur_cffi.empty(n, np.float32, queue=queue)  # first object since the del
+            same_id += id(out) == old_id
+            out.fill(np.nan)
+    finally:
+        queue.finish()
+        for pointer in taken:
+            ur_cffi.lib.urUSMFree(context.handle, pointer)
+    assert same_id, "no new array took the freed one's id: the test did not test the reuse"
+
+
+def test_a_ctypes_value_changed_in_place_is_not_reused(scale, queue, rng):
+    kernel, compiled = scale
+    n = 2 * BLOCK + 1
+    x = rng.standard_normal(n).astype(np.float32)
+    source, out = ur_cffi.asarray(x, queue=queue), poisoned(n, queue)
+    a = ctypes.c_float(2.0)
+    args = (np.int64(source.data_ptr()), np.int64(out.data_ptr()), a, np.int32(n))
+    for value in (2.0, -3.5, 0.25):
+        a.value = value
+        out.fill(np.nan)
+        kernel.launch(queue, blocks(n, compiled), compiled.local_size, *args).wait()
+        assert np.array_equal(out.to_numpy(), (x.astype(np.float64) * value).astype(np.float32))
+
+
+def test_local_sizes_are_fixed():
+    local = ur_cffi.Local(64)
+    with pytest.raises(AttributeError):
+        local.nbytes = 8
+    assert local.nbytes == 64 and repr(local) == "Local(64)"
+
+
+def test_closed_objects_raise_on_the_reused_path(add, queue, context, device, rng):
+    kernel, compiled = add
+    n = BLOCK
+    _, _, dx, dy = random_inputs(rng, n, queue)
+    out = poisoned(n, queue)
+    launch_args = (blocks(n, compiled), compiled.local_size, dx, dy, out, np.int32(n))
+    own_queue = ur_cffi.Queue(context, device)
+    kernel.launch(own_queue, *launch_args).wait()
+    own_queue.close()
+    with pytest.raises(ur_cffi.ClosedError, match="Queue is closed"):
+        kernel.launch(own_queue, *launch_args)
+
+    kernel.launch(queue, *launch_args).wait()
+    out.close()
+    with pytest.raises(ur_cffi.ClosedError, match="USMArray is closed"):
+        kernel.launch(queue, *launch_args)
+
+    own_kernel = kernel.program.kernel(compiled.name)
+    fresh = poisoned(n, queue)
+    own_kernel.launch(queue, *launch_args[:4], fresh, np.int32(n)).wait()
+    own_kernel.close()
+    with pytest.raises(ur_cffi.ClosedError, match="Kernel is closed"):
+        own_kernel.launch(queue, *launch_args[:4], fresh, np.int32(n))
+
+
+def test_prepared_launch_repeats_exactly_and_honours_wait_lists(add, queue, context, device,
+                                                               rng):
+    kernel, compiled = add
+    n = 5 * BLOCK + 17
+    x, y, dx, dy = random_inputs(rng, n, queue)
+    out = poisoned(n, queue)
+    launch = kernel.prepare(queue, blocks(n, compiled), compiled.local_size, dx, dy, out,
+                            np.int32(n))
+    assert launch.kernel is kernel and launch.queue is queue and "add" in repr(launch)
+    for _ in range(3):
+        out.fill(np.nan)
+        assert launch(event=False) is None
+        queue.finish()
+        assert np.array_equal(out.to_numpy(), add_reference(x, y))
+
+    # Another queue's copy gates the prepared launch through wait_for.
+    other = ur_cffi.Queue(context, device)
+    new_x = rng.standard_normal(n).astype(np.float32)
+    copied = dx.copy_from(new_x, queue=other, blocking=False)
+    out.fill(np.nan)
+    event = launch(wait_for=[copied])
+    event.wait()
+    assert event.status == ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+    assert np.array_equal(out.to_numpy(), add_reference(new_x, y))
+    other.close()
+
+
+def test_prepared_launch_holds_its_memory_and_refuses_closed_memory(add, queue, rng):
+    kernel, compiled = add
+    n = 2 * BLOCK
+    x, y, dx, dy = random_inputs(rng, n, queue)
+    out = poisoned(n, queue)
+    launch = kernel.prepare(queue, blocks(n, compiled), compiled.local_size, dx, dy, out,
+                            np.int32(n))
+    del dx
+    gc.collect()  # the prepared launch still holds x's memory
+    launch(event=False)
+    queue.finish()
+    assert np.array_equal(out.to_numpy(), add_reference(x, y))
+    dy.close()
+    with pytest.raises(ur_cffi.ClosedError, match="USMArray is closed"):
+        launch()
+
+
+def test_prepare_checks_like_launch(add, queue, rng):
+    kernel, compiled = add
+    n = BLOCK
+    _, _, dx, dy = random_inputs(rng, n, queue)
+    with pytest.raises(TypeError, match="takes 4 arguments, 3 given"):
+        kernel.prepare(queue, BLOCK, compiled.local_size, dx, dy, np.int32(n))
+    with pytest.raises(ValueError, match="does not divide"):
+        kernel.prepare(queue, BLOCK + 1, compiled.local_size, dx, dy, dy, np.int32(n))
+
+
+def test_blocking_waits_finish_exactly(add, queue, rng):
+    kernel, compiled = add
+    n = 64 * BLOCK
+    x, y, dx, dy = random_inputs(rng, n, queue)
+    out = poisoned(n, queue)
+    assert ur_cffi.interruptible_waits()
+    previous = ur_cffi.set_interruptible_waits(False)
+    try:
+        assert previous is True and not ur_cffi.interruptible_waits()
+        for _ in range(3):
+            out.fill(np.nan)
+            kernel.launch(queue, blocks(n, compiled), compiled.local_size, dx, dy, out,
+                          np.int32(n), event=False)
+            queue.finish()
+            assert np.array_equal(out.to_numpy(), add_reference(x, y))
+            out.fill(np.nan)
+            kernel.launch(queue, blocks(n, compiled), compiled.local_size, dx, dy, out,
+                          np.int32(n)).wait()
+            assert np.array_equal(out.to_numpy(), add_reference(x, y))
+    finally:
+        ur_cffi.set_interruptible_waits(previous)
+    assert ur_cffi.interruptible_waits()
+
+
+@pytest.mark.parametrize("value, expected", [("0", False), ("1", True), ("", True)])
+def test_the_environment_chooses_the_wait_kind(value, expected):
+    env = dict(os.environ, UR_CFFI_INTERRUPTIBLE_WAITS=value)
+    done = subprocess.run([sys.executable, "-c",
+                           "import ur_cffi; print(ur_cffi.interruptible_waits())"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(expected)
