@@ -32,8 +32,8 @@ def _parse(argv):
     parser.add_argument("--no-pin", action="store_true", help="do not pin to one core")
     parser.add_argument("--json", type=Path, help="where to write the JSON results")
     parser.add_argument("--skip", action="append", default=[], metavar="METHOD",
-                        help="leave a method out (c is always run): raw, wrapper, triton, "
-                             "ctypes, dpctl")
+                        help="leave a method out (c is always run): raw, wrapper, lean, "
+                             "prepared, triton, triton_dispatch, ctypes, dpctl")
     return parser.parse_args(argv)
 
 
@@ -84,7 +84,10 @@ def main(argv=None) -> int:
     factories = {"c": lambda: methods.c_floor(setup, floor_lib),
                  "raw": lambda: methods.raw_cffi(setup),
                  "wrapper": lambda: methods.wrapper(setup),
+                 "lean": lambda: methods.lean_launch(setup),
+                 "prepared": lambda: methods.prepared_launch(setup),
                  "triton": lambda: methods.triton_jit(setup),
+                 "triton_dispatch": lambda: methods.triton_dispatch(setup),
                  "ctypes": lambda: methods.ctypes_argtypes(setup),
                  "dpctl": lambda: methods.dpctl_sycl(setup)}
     labels, available, skipped, unavailable = {}, [], {}, {}

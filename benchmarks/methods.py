@@ -252,6 +252,76 @@ def wrapper(setup: Setup) -> Method:
     return Method("wrapper", "ur_cffi high level (Kernel.launch, Queue.finish)", ops, verify)
 
 
+def _with_blocking_waits(ops: dict) -> dict:
+    """``ops`` run with ``ur_cffi.set_interruptible_waits(False)``: Queue.finish is the plain
+    blocking urQueueFinish, as in C, instead of a poll that Ctrl-C can interrupt."""
+
+    def blocking(run):
+        def run_blocking(count):
+            previous = ur_cffi.set_interruptible_waits(False)
+            try:
+                run(count)
+            finally:
+                ur_cffi.set_interruptible_waits(previous)
+        return run_blocking
+
+    return {workload: blocking(run) for workload, run in ops.items()}
+
+
+def lean_launch(setup: Setup) -> Method:
+    """``Kernel.launch(..., event=False)`` and a blocking ``Queue.finish``: the high-level
+    layer configured for speed."""
+    queue, kern, block = setup.queue, setup.kernel, kernel.BLOCK
+    args = setup.kernel_args()
+
+    def launch_finish(count):
+        for _ in range(count):
+            kern.launch(queue, block, block, *args, event=False)
+            queue.finish()
+
+    def back_to_back(count):
+        for _ in range(count):
+            kern.launch(queue, block, block, *args, event=False)
+        queue.finish()
+
+    def verify():
+        setup.poison()
+        ops["launch_finish"](1)
+        return _read_x(setup)
+
+    ops = _with_blocking_waits({"launch_finish": launch_finish, "back_to_back": back_to_back})
+    same = "the same calls as the high-level row"
+    return Method("lean", "ur_cffi Kernel.launch(event=False), blocking finish", ops, verify,
+                  {w: same for w in ("flush", "copy_h2d", "copy_d2h", "usm_alloc_free")})
+
+
+def prepared_launch(setup: Setup) -> Method:
+    """``Kernel.prepare(...)`` once, then ``launch(event=False)`` and a blocking finish."""
+    queue = setup.queue
+    launch = setup.kernel.prepare(queue, kernel.BLOCK, kernel.BLOCK, *setup.kernel_args())
+
+    def launch_finish(count):
+        for _ in range(count):
+            launch(event=False)
+            queue.finish()
+
+    def back_to_back(count):
+        for _ in range(count):
+            launch(event=False)
+        queue.finish()
+
+    def verify():
+        setup.poison()
+        ops["launch_finish"](1)
+        return _read_x(setup)
+
+    ops = _with_blocking_waits({"launch_finish": launch_finish, "back_to_back": back_to_back})
+    missing = "a prepared launch only launches"
+    return Method("prepared", "ur_cffi Kernel.prepare(...)(event=False), blocking finish", ops,
+                  verify, {w: missing for w in ("flush", "copy_h2d", "copy_d2h",
+                                                "usm_alloc_free")})
+
+
 def triton_jit(setup: Setup) -> Method:
     """``kernel[grid](...)`` through ``ur_cffi.triton`` on the same queue."""
     try:
@@ -278,13 +348,49 @@ def triton_jit(setup: Setup) -> Method:
 
     def verify():
         setup.poison()
-        launch_finish(1)
+        ops["launch_finish"](1)
         return _read_x(setup)
 
+    ops = _with_blocking_waits({"launch_finish": launch_finish, "back_to_back": back_to_back})
     missing = "Triton launches kernels only"
-    return Method("triton", "Triton kernel[grid] via ur_cffi.triton",
-                  {"launch_finish": launch_finish, "back_to_back": back_to_back}, verify,
-                  {w: missing for w in ("flush", "copy_h2d", "copy_d2h", "usm_alloc_free")})
+    return Method("triton", "Triton kernel[grid] via ur_cffi.triton, blocking finish", ops,
+                  verify, {w: missing for w in ("flush", "copy_h2d", "copy_d2h",
+                                                "usm_alloc_free")})
+
+
+def triton_dispatch(setup: Setup) -> Method:
+    """Triton's own ``kernel[grid]`` dispatch with a launcher that does nothing: the part of
+    the Triton figures that is Triton's Python, not ur_cffi's (nothing reaches the device)."""
+    import ur_cffi.triton  # noqa: F401 - activated by triton_jit
+    from ur_cffi.triton.launcher import Launcher
+
+    x, n, grid = setup.x, kernel.N, (1,)
+    jit = kernel.tiny[grid]
+    block, warps = kernel.BLOCK, kernel.NUM_WARPS
+    launcher_call = Launcher.__call__
+
+    def back_to_back(count):
+        Launcher.__call__ = _launch_nothing
+        try:
+            for _ in range(count):
+                jit(x, n, BLOCK=block, num_warps=warps)
+        finally:
+            Launcher.__call__ = launcher_call
+
+    def verify():  # the very call, with the real launcher
+        setup.poison()
+        jit(x, n, BLOCK=block, num_warps=warps)
+        setup.queue.finish()
+        return _read_x(setup)
+
+    missing = "a reference for Triton's own overhead: it launches nothing"
+    return Method("triton_dispatch", "Triton kernel[grid] dispatch alone (launcher does nothing)",
+                  {"back_to_back": back_to_back}, verify,
+                  {w: missing for w in WORKLOADS if w != "back_to_back"})
+
+
+def _launch_nothing(*args) -> None:
+    return None
 
 
 class _ArgProperties(ctypes.Structure):

@@ -15,8 +15,10 @@ from benchmarks import report
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = ("flush", "launch_finish", "back_to_back", "copy_h2d", "copy_d2h", "usm_alloc_free")
-METHODS = ("c", "raw", "wrapper", "triton", "ctypes", "dpctl")
+METHODS = ("c", "raw", "wrapper", "lean", "prepared", "triton", "triton_dispatch", "ctypes",
+           "dpctl")
 ALWAYS_RUN = ("c", "raw", "wrapper", "ctypes")  # need nothing beyond ur_cffi and a C compiler
+LAUNCHES_ONLY = ("lean", "prepared")  # the same, launch workloads only
 FIGURE_KEYS = {"value", "value_a", "value_b", "ratio_to_c", "ratio_to_c_a", "ratio_to_c_b",
                "unit", "rounds_s", "skipped"}
 STARTUP_KEYS = {"import_s", "import_process_s", "demo", "demo_cold_s", "demo_cold_exit_s",
@@ -64,9 +66,12 @@ def test_every_method_has_every_figure(quick_run):
             assert set(entry) >= FIGURE_KEYS, (workload, method)
             if entry["value"] is None:
                 assert entry["skipped"], (workload, method)  # a missing figure says why
-    for method in ALWAYS_RUN:
+    for method in ALWAYS_RUN + LAUNCHES_ONLY:
         for workload in WORKLOADS:
             entry = figures[workload][method]
+            if method in LAUNCHES_ONLY and workload not in ("launch_finish", "back_to_back"):
+                assert entry["value"] is None and entry["skipped"], (workload, method)
+                continue
             assert entry["value"] > 0 and entry["ratio_to_c"] > 0, (workload, method)
             assert len(entry["rounds_s"]) == results["rounds"]
 
