@@ -230,8 +230,8 @@ class Kernel(_handle.Resource):
 
     def _check_and_pack(self, queue: Queue, global_size, local_size, args,
                         global_offset) -> tuple:
-        """``(urEnqueueKernelLaunchWithArgsExp's arguments after the kernel and before the
-        wait list, (release count when checked, buffers they point into))``."""
+        """``(urEnqueueKernelLaunchWithArgsExp's arguments after the kernel, with no wait list
+        and no event, (release count when checked, buffers they point into))``."""
         self.handle  # noqa: B018 - raises if closed
         queue.handle  # noqa: B018
         if len(args) != self.num_args:
@@ -265,7 +265,7 @@ class Kernel(_handle.Resource):
         released = _handle.released
         properties, value_buffers = self._pack(queue, args)
         call_args = (dims, offset_array, ffi.new("size_t[]", global_sizes), local_array,
-                     len(args), properties, ffi.NULL)
+                     len(args), properties, ffi.NULL, 0, ffi.NULL, ffi.NULL)
         return call_args, (released, (value_buffers, offset_array, local_array))
 
     def _pack(self, queue: Queue, args) -> tuple:
@@ -338,15 +338,16 @@ class PreparedLaunch:
 
 
 def _launch(kernel: Kernel, queue: Queue, call_args: tuple, wait_for, event: bool):
-    if wait_for:
-        count, events = wait_list(wait_for, queue.context)
-    else:
-        count, events = 0, _NULL
-    out = ffi.new(_EVENT_OUT) if event else _NULL
+    """Enqueue with ``call_args``, the launch arguments after the kernel, whose last three
+    (wait list and event) are filled in here if ``wait_for`` or ``event``."""
+    if wait_for or event:
+        count, events = wait_list(wait_for, queue.context) if wait_for else (0, _NULL)
+        out = ffi.new(_EVENT_OUT) if event else _NULL
+        call_args = (*call_args[:-3], count, events, out)
     lock = enqueue_lock
     lock.acquire()
     try:
-        result = _enqueue(queue._handle, kernel._handle, *call_args, count, events, out)
+        result = _enqueue(queue._handle, kernel._handle, *call_args)
     except TypeError:  # a handle is None: closed, or inherited across fork()
         queue.handle, kernel.handle  # noqa: B018 - raise ClosedError
         raise
