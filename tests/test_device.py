@@ -121,9 +121,15 @@ def test_synchronize_waits_for_a_long_kernel(device, context, build_triton, rng,
     kernel = program.kernel(compiled.name, ("ptr", "ptr", "int32", "int32"))
     n, steps = 200_003, 300_000
     x = rng.integers(-(2**31), 2**31, n, dtype=np.int32)
-    finished = []
-    finish = ur_cffi.Queue.finish
-    monkeypatch.setattr(ur_cffi.Queue, "finish", lambda q: (finished.append(q), finish(q)))
+    finished = []  # the UR handles of the queues synchronize() finished
+    wait = ur_cffi._waiting.wait
+
+    def recording_wait(blocking_call, name, *args, **kwargs):
+        if name == "urQueueFinish":
+            finished.append(int(ur_cffi.ffi.cast("uintptr_t", args[0])))
+        return wait(blocking_call, name, *args, **kwargs)
+
+    monkeypatch.setattr(ur_cffi._waiting, "wait", recording_wait)
     queue = ur_cffi.Queue(context, device)
     try:
         source = ur_cffi.asarray(x, queue=queue)
@@ -136,7 +142,7 @@ def test_synchronize_waits_for_a_long_kernel(device, context, build_triton, rng,
         status = event.status
         result = np.ctypeslib.as_array((ctypes.c_int32 * n).from_address(out.data_ptr())).copy()
         assert device.synchronize_uses_device_wait is False
-        assert queue in finished  # the fallback finished our queue
+        assert int(ur_cffi.ffi.cast("uintptr_t", queue.handle)) in finished  # the fallback
         assert status == ur_event_status_t.UR_EVENT_STATUS_COMPLETE
         assert np.array_equal(result, lcg_reference(x, steps))
     finally:

@@ -170,9 +170,6 @@ SYNCHRONIZE_WHILE_CLOSING = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="device.synchronize() iterates a WeakSet other threads "
-                   "add to, and finishes queues other threads are closing: ClosedError, 'Set "
-                   "changed size during iteration', or UR sees a released queue (device.py)")
 def test_threads_creating_and_closing_queues_while_the_device_synchronizes():
     # device.synchronize() finishes every queue ur_cffi made on the device (the CPU device has
     # no urDeviceWaitExp) while other threads create and close theirs.  In a child process:

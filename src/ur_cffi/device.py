@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import weakref
 
-from . import _handle, loader
+from . import _handle, _waiting, loader
 from ._ur import ffi, lib
 from .enums import ur_backend_t, ur_device_info_t, ur_device_type_t, ur_result_t
 from .errors import UNSUPPORTED, URError, check
@@ -28,13 +28,17 @@ def _device_info(prop_name: str, doc: str) -> property:
 class Device(_handle.Resource):
     """A root UR device.  Owned by the loader: released at teardown, not by ``close()``."""
 
-    __slots__ = ("platform", "_queues", "_device_wait", "_properties")
+    __slots__ = ("platform", "queues_lock", "_queues", "_device_wait", "_properties")
     _release_function = "urDeviceRelease"
 
     def __init__(self, handle, platform: loader.Platform):
         self._own(handle)
         self.platform = platform
-        self._queues = weakref.WeakSet()
+        self._queues = weakref.WeakSet()  # ur_cffi's open queues on this device
+        self.queues_lock = threading.RLock()
+        """Held to add to the queues, and by a queue's release around ``urQueueRelease``, so
+        :meth:`synchronize` can retain a queue's handle before another thread releases it.
+        Reentrant: a queue collected while its thread holds the lock releases under it."""
         self._device_wait: bool | None = None  # is urDeviceWaitExp supported? (learnt on use)
         self._properties: dict = {}
 
@@ -110,9 +114,19 @@ class Device(_handle.Resource):
                 if error.result not in UNSUPPORTED:
                     raise
                 self._device_wait = False
-        for queue in list(self._queues):
-            if not queue.closed:
-                queue.finish()
+        retained = []  # our own references: another thread may close the queues meanwhile
+        try:
+            with self.queues_lock:
+                for queue in list(self._queues):
+                    handle = queue._handle
+                    if handle is not None:
+                        check(lib.urQueueRetain(handle), "urQueueRetain")
+                        retained.append(handle)
+            for handle in retained:
+                _waiting.wait(lib.urQueueFinish, "urQueueFinish", handle)
+        finally:
+            for handle in retained:
+                lib.urQueueRelease(handle)
 
     @property
     def synchronize_uses_device_wait(self) -> bool | None:

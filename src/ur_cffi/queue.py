@@ -153,10 +153,11 @@ class Event(_handle.Resource):
         return self.end_ns - self.start_ns
 
 
-def _finish_then_release(handle) -> int:
+def _finish_then_release(handle, queues_lock) -> int:
     _handle.note_release()
     result = lib.urQueueFinish(handle)
-    release = lib.urQueueRelease(handle)
+    with queues_lock:  # Device.synchronize retains the handles it will finish under it
+        release = lib.urQueueRelease(handle)
     return result or release
 
 
@@ -187,8 +188,10 @@ class Queue(_handle.Resource):
         check(lib.urQueueCreate(context.handle, device.handle, properties, out), "urQueueCreate")
         self.context, self.device, self.flags = context, device, flags
         self._last_event = None  # a weak reference to the Event of the latest command
-        self._own(out[0], parents=(context, device), release=_finish_then_release)
-        device._queues.add(self)
+        self._own(out[0], parents=(context, device), release_args=(out[0], device.queues_lock),
+                  release=_finish_then_release)
+        with device.queues_lock:
+            device._queues.add(self)
 
     @property
     def out_of_order(self) -> bool:
