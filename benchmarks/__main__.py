@@ -33,7 +33,7 @@ def _parse(argv):
     parser.add_argument("--json", type=Path, help="where to write the JSON results")
     parser.add_argument("--skip", action="append", default=[], metavar="METHOD",
                         help="leave a method out (c is always run): raw, wrapper, lean, "
-                             "prepared, triton, triton_dispatch, ctypes, dpctl")
+                             "prepared, triton, triton_prepared, triton_dispatch, ctypes, dpctl")
     return parser.parse_args(argv)
 
 
@@ -87,6 +87,7 @@ def main(argv=None) -> int:
                  "lean": lambda: methods.lean_launch(setup),
                  "prepared": lambda: methods.prepared_launch(setup),
                  "triton": lambda: methods.triton_jit(setup),
+                 "triton_prepared": lambda: methods.triton_prepared(setup),
                  "triton_dispatch": lambda: methods.triton_dispatch(setup),
                  "ctypes": lambda: methods.ctypes_argtypes(setup),
                  "dpctl": lambda: methods.dpctl_sycl(setup)}

@@ -358,6 +358,38 @@ def triton_jit(setup: Setup) -> Method:
                                                 "usm_alloc_free")})
 
 
+def triton_prepared(setup: Setup) -> Method:
+    """``ur_cffi.triton.prepare(kernel, grid, ...)`` once, then ``launch(event=False)``."""
+    import ur_cffi.triton as ur_triton
+
+    queue = setup.queue
+    ur_triton.activate(queue)
+    launch = ur_triton.prepare(kernel.tiny, (1,), setup.x, kernel.N, BLOCK=kernel.BLOCK,
+                               num_warps=kernel.NUM_WARPS)
+
+    def launch_finish(count):
+        for _ in range(count):
+            launch(event=False)
+            queue.finish()
+
+    def back_to_back(count):
+        for _ in range(count):
+            launch(event=False)
+        queue.finish()
+
+    def verify():
+        setup.poison()
+        ops["launch_finish"](1)
+        return _read_x(setup)
+
+    ops = _with_blocking_waits({"launch_finish": launch_finish, "back_to_back": back_to_back})
+    missing = "Triton launches kernels only"
+    return Method("triton_prepared",
+                  "Triton kernel via ur_cffi.triton.prepare(...)(event=False), blocking finish",
+                  ops, verify, {w: missing for w in ("flush", "copy_h2d", "copy_d2h",
+                                                     "usm_alloc_free")})
+
+
 def triton_dispatch(setup: Setup) -> Method:
     """Triton's own ``kernel[grid]`` dispatch with a launcher that does nothing: the part of
     the Triton figures that is Triton's Python, not ur_cffi's (nothing reaches the device)."""

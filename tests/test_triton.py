@@ -531,6 +531,74 @@ def test_scalar_that_does_not_fit(tq, rng):
     assert_nothing_launched(y, before)
 
 
+# --- prepared launches -----------------------------------------------------------------------
+
+
+def test_prepared_launch_repeats_exactly_without_dispatch(tq, rng):
+    n = int(rng.integers(2000, 5000))
+    host = random32(rng, n)
+    a = float(rng.uniform(-4, 4))
+    x, y = ur_cffi.asarray(host, queue=tq), poisoned(n, tq)
+    before = ur_triton.last_event()
+    launch = ur_triton.prepare(scale, (triton.cdiv(n, 512),), x, y, a, n, BLOCK=512)
+    assert isinstance(launch, ur_cffi.PreparedLaunch) and launch.queue is tq
+    tq.finish()
+    assert np.isnan(y.to_numpy()).all() and ur_triton.last_event() is before  # not launched
+    expected = np.float32(a) * host.astype(np.float64)
+    for _ in range(3):
+        y.fill(np.nan)
+        assert launch(event=False) is None
+        tq.finish()
+        np.testing.assert_allclose(y.to_numpy(), expected, rtol=1e-6)
+    new_host = random32(rng, n)  # the same arrays, new contents: the launch reads them anew
+    x.copy_from(new_host)
+    y.fill(np.nan)
+    launch().wait()
+    np.testing.assert_allclose(y.to_numpy(), np.float32(a) * new_host.astype(np.float64),
+                               rtol=1e-6)
+
+
+def test_prepared_launch_with_a_two_dimensional_grid_and_local_memory(tq, rng):
+    rows, cols = int(rng.integers(40, 100)), int(rng.integers(40, 100))
+    xh, yh = random32(rng, (rows, cols)), random32(rng, (rows, cols))
+    x, y = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq)
+    out = poisoned((rows, cols), tq)
+    ur_triton.prepare(add_2d, (triton.cdiv(rows, 16), triton.cdiv(cols, 32)), x, y, out, rows,
+                      cols, BR=16, BC=32)(event=False)
+    tq.finish()
+    np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + 2 * yh.astype(np.float64),
+                               rtol=1e-6)
+
+    m, n, k = (int(v) for v in rng.integers(33, 90, size=3))  # tl.dot: local memory too
+    ah, bh = random32(rng, (m, k)), random32(rng, (k, n))
+    a, b, c = ur_cffi.asarray(ah, queue=tq), ur_cffi.asarray(bh, queue=tq), poisoned((m, n), tq)
+    ur_triton.prepare(matmul, (triton.cdiv(m, 32), triton.cdiv(n, 32)), a, b, c, m, n, k, k, 1,
+                      n, 1, n, 1, BM=32, BN=32, BK=32)()
+    tq.finish()
+    np.testing.assert_allclose(c.to_numpy(), ah.astype(np.float64) @ bh, rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_prepare_checks_like_a_launch_and_refuses_closed_memory(tq, rng):
+    n = int(rng.integers(100, 1000))
+    x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
+    with pytest.raises(TypeError, match="has no data_ptr"):
+        ur_triton.prepare(scale, (1,), np.zeros(n, np.float32), y, 2.0, n, BLOCK=1024)
+    with pytest.raises(ValueError, match="is empty"):
+        ur_triton.prepare(scale, (0,), x, y, 2.0, n, BLOCK=1024)
+    launch = ur_triton.prepare(scale, (1,), x, y, 2.0, n, BLOCK=1024)
+    x.close()
+    with pytest.raises(ur_cffi.ClosedError, match="USMArray is closed"):
+        launch()
+    tq.finish()
+    assert np.isnan(y.to_numpy()).all()
+    # A later ordinary launch is not captured.
+    x = ur_cffi.asarray(random32(rng, n), queue=tq)
+    scale[(1,)](x, y, 2.0, n, BLOCK=1024)
+    tq.finish()
+    np.testing.assert_allclose(y.to_numpy(), 2.0 * x.to_numpy().astype(np.float64), rtol=1e-6)
+
+
 # --- benchmarking ----------------------------------------------------------------------------
 
 

@@ -22,6 +22,11 @@ launch (process-wide) is :func:`last_event`; ``using(queue, wait_for=[...])`` ma
 launch in the block wait for those events (on an out-of-order queue, this is how launches are
 ordered).
 
+Repeated launches: ``launch = ur_cffi.triton.prepare(kernel, grid, x, y, 10.0, n,
+BLOCK_SIZE=1024)`` compiles and checks once and returns a ``ur_cffi.PreparedLaunch``;
+``launch(event=False)`` then enqueues without Triton's dispatch, which costs several
+microseconds of Python per ``kernel[grid](...)``.
+
 Checks before launch (``launcher.py``): argument count; a USMArray must belong to the queue's
 context and hold the element type the kernel was compiled for; host memory (a numpy array, or
 any address ``urUSMGetMemAllocInfo`` does not know in a pointer argument) is refused.
@@ -41,8 +46,8 @@ import threading
 from . import abi
 from .abi import TESTED_VERSIONS
 
-__all__ = ["activate", "deactivate", "using", "last_event", "current_queue", "is_active",
-           "active_driver", "compile", "TESTED_VERSIONS"]
+__all__ = ["activate", "deactivate", "using", "prepare", "last_event", "current_queue",
+           "is_active", "active_driver", "compile", "TESTED_VERSIONS"]
 
 _lock = threading.RLock()
 _state: dict = {"driver": None, "previous": None, "patches": None}
@@ -161,6 +166,32 @@ def compile(fn, signature: dict, constants: dict | None = None, *, device=None, 
                                   target=target.gpu_target(device), options=options)
         finally:
             patches.restore()
+
+
+def prepare(fn, grid, *args, **kwargs):
+    """``fn[grid](*args, **kwargs)`` compiled, checked and packed once, not launched: returns a
+    :class:`~ur_cffi.PreparedLaunch` on the current queue that enqueues it on each call
+    (``launch(event=False)``, ``launch(wait_for=[...])``), without Triton's dispatch.
+
+    It holds its arguments; pointer arguments' addresses and the grid are fixed now.  Its
+    launches do not run Triton's launch hooks and are not :func:`last_event`.
+    """
+    from threading import get_ident
+
+    driver = _state["driver"]
+    if driver is None:
+        raise RuntimeError("ur_cffi.triton is not active: call ur_cffi.triton.activate()")
+    thread = get_ident()
+    driver.preparing.add(thread)
+    try:
+        fn[grid](*args, **kwargs)
+        prepared = driver.prepared.pop(thread, None)
+    finally:
+        driver.preparing.discard(thread)
+        driver.prepared.pop(thread, None)
+    if prepared is None:
+        raise RuntimeError(f"Triton did not reach ur_cffi's launcher for {fn!r}")
+    return prepared
 
 
 def last_event():

@@ -25,6 +25,7 @@ an integer parameter (the original demo's raw addresses, which the kernel casts 
 from __future__ import annotations
 
 import struct
+from threading import get_ident
 
 from .._ur import ffi, lib
 from ..enums import (
@@ -35,7 +36,7 @@ from ..enums import (
 )
 from ..errors import check
 from ..memory import USMArray
-from ..program import Kernel
+from ..program import Kernel, PreparedLaunch
 from ..queue import Queue
 from . import abi
 
@@ -111,17 +112,10 @@ class Launcher:
         packed = "<" + values_format + "x" * (sizes_offset - values_start
                                               - struct.calcsize("<" + values_format))
         packed += _SIZE_T * 3
-        block_size = _align(sizes_offset + 6 * ffi.sizeof("size_t"), 8)
-        self._block = ffi.new("char[]", block_size)
-        self._args = ffi.cast(_ARG + " *", self._block)
-        self._buffer = ffi.buffer(self._block)
-        self._words = memoryview(self._buffer).cast("B").cast("Q")
+        self._layout = (_align(sizes_offset + 6 * ffi.sizeof("size_t"), 8), values_start,
+                        value_formats, value_offsets, sizes_offset, metadata.shared)
         self._values_start = values_start
         self._packer = struct.Struct(packed)
-        self._global_size = ffi.cast("size_t *", self._block + sizes_offset)
-        self._local_size = ffi.cast("size_t *", self._block + sizes_offset
-                                    + 3 * ffi.sizeof("size_t"))
-        self._local_size[0], self._local_size[1], self._local_size[2] = self.local_size, 1, 1
         self._out = ffi.new("ur_event_handle_t *")
 
         self.pointers = []  # (word index of value.pointer, position, name, element type)
@@ -129,19 +123,10 @@ class Launcher:
         self.bfloat16 = []  # indices into the scalars that are bf16
         value_index = 0
         for index, (kind, position, name, ty) in enumerate(entries):
-            arg = self._args[index]
-            arg.stype, arg.index = _STYPE, index
-            if kind in ("pointer", "scratch"):
-                arg.type, arg.size = _POINTER, _POINTER_SIZE
-                if kind == "pointer":
-                    word = (index * _ARG_SIZE + _VALUE_OFFSET) // 8
-                    self.pointers.append((word, position, name, rules.pointer_element(ty)))
-            elif kind == "local":
-                arg.type, arg.size = _LOCAL, metadata.shared
-            else:
-                fmt = value_formats[value_index]
-                arg.type, arg.size = _VALUE, struct.calcsize("<" + fmt)
-                arg.value.value = self._block + values_start + value_offsets[value_index]
+            if kind == "pointer":
+                word = (index * _ARG_SIZE + _VALUE_OFFSET) // 8
+                self.pointers.append((word, position, name, rules.pointer_element(ty)))
+            elif kind == "value":
                 if ty == "bf16":
                     self.bfloat16.append(value_index)
                 self.scalars.append(position)
@@ -149,6 +134,36 @@ class Launcher:
         self.value_types = [ty for kind, _, _, ty in entries if kind == "value"]
         self.value_names = [name for kind, _, name, _ in entries if kind == "value"]
         self._checked_function = self._checked_context = None
+        self._shared_block = self._new_block()  # every launch's, under the driver's lock
+        (self._block, self._args, self._buffer, self._words, self._global_size,
+         self._local_size) = self._shared_block
+
+    def _new_block(self) -> tuple:
+        """A fresh argument block: ``(memory, the ur_exp_kernel_arg_properties_t array, its
+        buffer, its 64-bit words, the global size, the local size)``, with everything that
+        does not change between launches filled in."""
+        size, values_start, value_formats, value_offsets, sizes_offset, shared = self._layout
+        block = ffi.new("char[]", size)
+        args = ffi.cast(_ARG + " *", block)
+        buffer = ffi.buffer(block)
+        global_size = ffi.cast("size_t *", block + sizes_offset)
+        local_size = ffi.cast("size_t *", block + sizes_offset + 3 * ffi.sizeof("size_t"))
+        local_size[0], local_size[1], local_size[2] = self.local_size, 1, 1
+        value_index = 0
+        for index, (kind, _, _, _) in enumerate(self.entries):
+            arg = args[index]
+            arg.stype, arg.index = _STYPE, index
+            if kind in ("pointer", "scratch"):
+                arg.type, arg.size = _POINTER, _POINTER_SIZE
+            elif kind == "local":
+                arg.type, arg.size = _LOCAL, shared
+            else:
+                arg.type = _VALUE
+                arg.size = struct.calcsize("<" + value_formats[value_index])
+                arg.value.value = block + values_start + value_offsets[value_index]
+                value_index += 1
+        return (block, args, buffer, memoryview(buffer).cast("B").cast("Q"), global_size,
+                local_size)
 
     def __call__(self, grid_x, grid_y, grid_z, stream, function, kernel_metadata,
                  launch_metadata, enter_hook, exit_hook, *args):
@@ -178,6 +193,10 @@ class Launcher:
         if self.bfloat16:
             values = self._bfloat16(values)
         driver = self.driver
+        if driver.preparing and get_ident() in driver.preparing:
+            driver.prepared[get_ident()] = self._prepare((grid_x, grid_y, grid_z), stream,
+                                                         function, addresses, values, args)
+            return
         scope = driver.scope()
         if not (grid_x and grid_y and grid_z):
             driver.mark_empty_launch(stream, scope)
@@ -199,6 +218,24 @@ class Launcher:
                 driver.record(self._out[0], stream)
         if exit_hook is not None:
             exit_hook(launch_metadata)
+
+    def _prepare(self, grid, stream, function, addresses, values, args) -> PreparedLaunch:
+        """The launch, checked and packed into a block of its own (``ur_cffi.triton.prepare``)."""
+        if not all(grid):
+            raise ValueError(f"kernel {self.name!r}: grid {grid} is empty, a launch of it runs "
+                             "nothing: there is nothing to prepare")
+        block, arg_array, buffer, words, global_size, local_size = self._new_block()
+        for word, address in addresses:
+            words[word] = address
+        try:
+            self._packer.pack_into(buffer, self._values_start, *values,
+                                   grid[0] * self.local_size, grid[1], grid[2])
+        except (struct.error, OverflowError, TypeError):
+            self._explain([args[position] for position in self.scalars], grid)
+        call_args = (3, _NULL, global_size, local_size, self.kernel_arg_count, arg_array, _NULL,
+                     0, _NULL, _NULL)
+        # Release count -1: the first call checks that no argument was closed meanwhile.
+        return PreparedLaunch(function, stream, tuple(args), call_args, (-1, block))
 
     def _bfloat16(self, values: list) -> list:
         """``values`` with the bf16 scalars replaced by their 16-bit patterns."""
