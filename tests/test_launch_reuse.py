@@ -14,27 +14,7 @@ import pytest
 import ur_cffi
 from ur_cffi.enums import ur_event_status_t
 
-BLOCK = 128
-
-
-def blocks(n, compiled):
-    return -(-n // BLOCK) * compiled.local_size
-
-
-@pytest.fixture
-def add(build_triton):
-    program, compiled = build_triton("add", BLOCK=BLOCK)
-    return program.kernel(compiled.name), compiled
-
-
-@pytest.fixture
-def scale(build_triton):
-    program, compiled = build_triton("scale_addresses", BLOCK=BLOCK)
-    return program.kernel(compiled.name), compiled
-
-
-def add_reference(x, y):
-    return (x.astype(np.float64) + y).astype(np.float32)
+from test_program_kernel import BLOCK, add, add_reference, blocks, scale  # noqa: F401
 
 
 def poisoned(n, queue):
