@@ -16,7 +16,7 @@ TESTS = Path(__file__).resolve().parent
 # Not test_threads.py: its overlap checks race a spinning kernel against other work on two
 # cores, which the validation layers slow down enough to lose (a flaky timing, not a leak).
 SLICE = ["test_memory.py", "test_queue_event.py", "test_program_kernel.py", "test_lifetime.py",
-         "test_device.py", "test_reliability.py"]
+         "test_device.py", "test_reliability.py", "test_launch_reuse.py"]
 """Suite files run under validation (those that exist: the suite grows)."""
 
 
