@@ -159,7 +159,7 @@ def test_end_to_end_in_fresh_processes(tmp_path):
     assert first["stats"]["from_il"] == 1 and first["stats"]["from_binary"] == 0
     second = run_end_to_end(script, cache, "--exit-active", validation=True)
     assert second["error"] < 1e-5 and not second["torch"]
-    assert second["stats"]["from_il"] == 0 and second["stats"]["from_binary"] == 1
+    assert second["stats"]["from_il"] == 0 and second["stats"]["from_binary"] == 1, second
 
 
 # --- launches --------------------------------------------------------------------------------

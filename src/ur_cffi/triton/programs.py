@@ -38,9 +38,11 @@ _lock = threading.RLock()
 _programs: dict = {}
 _needs_adaptation: dict = {}  # device -> whether its runtime refuses Triton's capabilities
 
-stats = {"from_il": 0, "from_binary": 0, "adapted": 0}
+stats = {"from_il": 0, "from_binary": 0, "adapted": 0, "binary_unreadable": 0,
+         "binary_refused": 0}
 """How this process's programs were made: built from SPIR-V (``adapted`` of them after
-:func:`ur_cffi.spirv.drop_capabilities`) or from a native binary found on disk."""
+:func:`ur_cffi.spirv.drop_capabilities`) or from a native binary found on disk; and how often
+a binary on disk could not be read or was refused by the runtime."""
 
 
 def build_options(flags: str, device) -> str:
@@ -111,9 +113,15 @@ def _from_disk(context, device, il: bytes, options: str) -> Program | None:
         return None
     try:
         with open(path, "rb") as file:
-            program = Program.from_binary(context, file.read(), options, device)
-    except (OSError, URError):
-        return None  # unreadable or refused (another runtime build): rebuilt from SPIR-V
+            binary = file.read()
+    except OSError:
+        stats["binary_unreadable"] += 1
+        return None
+    try:
+        program = Program.from_binary(context, binary, options, device)
+    except URError:
+        stats["binary_refused"] += 1  # another runtime's build, say: rebuilt from SPIR-V
+        return None
     stats["from_binary"] += 1
     return program
 
