@@ -72,3 +72,15 @@ def test_autotune(tmp_path_factory):
     assert int(chosen) in (256, 1024, 4096)
     assert float(re.search(r"^do_bench: (\S+) ms per call$", stdout, re.MULTILINE).group(1)) > 0
     assert stdout.splitlines()[-1] == "max error 0"
+
+
+def test_repeated_launches(tmp_path_factory):
+    stdout = run("repeated_launches.py", tmp_path_factory)
+    rows = re.findall(r"^(.+?) +(\d+\.\d\d) us per launch, exact: (True|False)$", stdout,
+                      re.MULTILINE)
+    assert [label for label, _, _ in rows] == [
+        "kernel[grid](...)", "ur_cffi.triton.prepare(...)()",
+        "ur_cffi.triton.prepare(...)(event=False)", "the same, finishing each launch",
+        "the same, finishing with blocking waits"]
+    assert all(exact == "True" and float(us) > 0 for _, us, exact in rows)
+    assert stdout.splitlines()[-1] == "all exact: True"
