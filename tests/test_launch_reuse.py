@@ -229,3 +229,57 @@ def test_the_environment_chooses_the_wait_kind(value, expected):
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(expected)
+
+
+def test_random_launch_sequences_stay_exact(add, queue, rng):
+    """300 launches that mix reused and new arguments, sizes, closed and reallocated arrays,
+    Events or none, and prepared launches: every output is exact and every launch of a
+    closed array raises."""
+    kernel, compiled = add
+    size = 6 * BLOCK
+    hosts = [rng.standard_normal(size).astype(np.float32) for _ in range(3)]
+    inputs = [ur_cffi.asarray(host, queue=queue) for host in hosts]
+    outputs = [poisoned(size, queue) for _ in range(2)]
+    counts = {n: np.int32(n) for n in (BLOCK, 3 * BLOCK + 5, size)}
+    prepared = []  # (launch, n, the arrays it holds)
+    for step in range(300):
+        action = rng.random()
+        if action < 0.08:  # replace an input: the old one is closed (or only dropped)
+            i = int(rng.integers(3))
+            old = inputs[i]
+            hosts[i] = rng.standard_normal(size).astype(np.float32)
+            inputs[i] = ur_cffi.asarray(hosts[i], queue=queue)
+            if rng.random() < 0.5:
+                old.close()
+            del old
+            continue
+        xi, yi = (int(v) for v in rng.integers(3, size=2))
+        oi = int(rng.integers(2))
+        n = int(rng.choice(list(counts)))
+        out = outputs[oi]
+        out.fill(np.nan)
+        if action < 0.25 and prepared:
+            launch, n, held = prepared[int(rng.integers(len(prepared)))]
+            out = held[2]
+            out.fill(np.nan)
+            if held[0].closed or held[1].closed:
+                with pytest.raises(ur_cffi.ClosedError):
+                    launch()
+                continue
+            launch(event=bool(rng.integers(2)))
+            x, y = held[0].to_numpy(), held[1].to_numpy()
+        else:
+            args = (inputs[xi], inputs[yi], out,
+                    counts[n] if rng.random() < 0.7 else np.int32(n))
+            launch_args = (queue, blocks(n, compiled), compiled.local_size, *args)
+            if action < 0.35:
+                launch = kernel.prepare(*launch_args)
+                prepared.append((launch, n, args[:3]))
+                launch(event=False)
+            else:
+                kernel.launch(*launch_args, event=bool(rng.integers(2)))
+            x, y = hosts[xi], hosts[yi]
+        queue.finish()
+        got = out.to_numpy()
+        assert np.array_equal(got[:n], add_reference(x[:n], y[:n])), step
+        assert np.isnan(got[n:]).all(), step
