@@ -9,6 +9,7 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
+import crash_probe
 import ur_cffi
 from ur_cffi import spirv
 
@@ -39,6 +40,14 @@ def device():
 def context(device):
     with device.create_context() as context:
         yield context
+
+
+@pytest.fixture(scope="session")
+def kernels(tmp_path_factory):
+    """The directory of ``crash_probe``'s kernels, compiled once per session in a child
+    process (the reliability tests load them in children of their own)."""
+    pytest.importorskip("triton")
+    return crash_probe.kernel_dir(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture

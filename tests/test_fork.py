@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import textwrap
 
-import pytest
 
 import crash_probe
 
@@ -72,12 +71,6 @@ AFTER_INIT = textwrap.dedent("""
         "parent_copy": bool(np.array_equal(a.to_numpy(), x)),
     }))
 """)
-
-
-@pytest.fixture(scope="module")
-def kernels(tmp_path_factory):
-    pytest.importorskip("triton")
-    return crash_probe.kernel_dir(tmp_path_factory.getbasetemp())
 
 
 def test_a_child_forked_after_init_gets_closed_errors_and_the_parent_carries_on(tmp_path,

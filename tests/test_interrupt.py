@@ -110,12 +110,6 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def kernels(tmp_path_factory):
-    pytest.importorskip("triton")
-    return crash_probe.kernel_dir(tmp_path_factory.getbasetemp())
-
-
 def interrupt(tmp_path, kernels, wait, after, validation="0") -> dict:
     script = tmp_path / "interrupt.py"
     script.write_text(SCRIPT)

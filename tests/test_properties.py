@@ -357,12 +357,6 @@ def run(name: str, count: int, kernels) -> dict:
             "outcomes": dict(outcomes)}
 
 
-@pytest.fixture(scope="module")
-def kernels(tmp_path_factory):
-    pytest.importorskip("triton")
-    return crash_probe.kernel_dir(tmp_path_factory.getbasetemp())
-
-
 def run_in_child(name, kernels, directory) -> dict:
     examples = int(os.environ.get("UR_CFFI_PROPERTY_EXAMPLES", PROPERTIES[name]))
     # In a directory of its own: hypothesis keeps a cache in the working directory.

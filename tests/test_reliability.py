@@ -22,26 +22,6 @@ from ur_cffi import ClosedError, URError
 N = 1000  # elements of the arrays the bad calls aim at: not a multiple of the block
 
 
-@pytest.fixture(scope="module")
-def device():
-    found = ur_cffi.devices("cpu")
-    if not found:
-        pytest.skip("no UR CPU device: install the 'cpu' extra (intel-opencl-rt)")
-    return found[0]
-
-
-@pytest.fixture(scope="module")
-def context(device):
-    with device.create_context() as context:
-        yield context
-
-
-@pytest.fixture(scope="module")
-def kernels(tmp_path_factory):
-    pytest.importorskip("triton")
-    return crash_probe.kernel_dir(tmp_path_factory.getbasetemp())
-
-
 @pytest.fixture
 def rng():
     seed = secrets.randbits(64)

@@ -35,26 +35,6 @@ SIGNATURE = crash_probe.SIGNATURES["axpy"][1]
 
 
 @pytest.fixture(scope="module")
-def device():
-    found = ur_cffi.devices("cpu")
-    if not found:
-        pytest.skip("no UR CPU device: install the 'cpu' extra (intel-opencl-rt)")
-    return found[0]
-
-
-@pytest.fixture(scope="module")
-def context(device):
-    with device.create_context() as context:
-        yield context
-
-
-@pytest.fixture(scope="module")
-def kernels(tmp_path_factory):
-    pytest.importorskip("triton")
-    return crash_probe.kernel_dir(tmp_path_factory.getbasetemp())
-
-
-@pytest.fixture(scope="module")
 def axpy_program(context, kernels):
     program, kernel = crash_probe.load(context, kernels, "axpy")
     kernel.close()
