@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import textwrap
 
-
 import crash_probe
 
 AFTER_INIT = textwrap.dedent("""
