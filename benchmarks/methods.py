@@ -148,54 +148,47 @@ def c_floor(setup: Setup, floor_lib) -> Method:
     return Method("c", "C calling UR directly", ops, verify, keep_alive=(raw,))
 
 
-def raw_cffi(setup: Setup) -> Method:
-    """``ur_cffi.lib`` called from Python with prebuilt arguments: the bare cffi call."""
-    raw = RawLaunch(setup)
-    queue, kern = setup.queue.handle, setup.kernel.handle
-    context, device = setup.context.handle, setup.device.handle
-    global_size, local_size, num_args, args = raw.global_size, raw.local_size, raw.num_args, raw.args
-    src = ffi.cast("void *", setup.host_src.ctypes.data)
-    dst = ffi.cast("void *", setup.host_dst.ctypes.data)
-    buffer, nbytes = ffi.cast("void *", setup.device_buffer.data_ptr()), setup.copy_bytes
-    out = ffi.new("void **")
-    NULL = ffi.NULL
-    flush, finish = lib.urQueueFlush, lib.urQueueFinish
-    launch = lib.urEnqueueKernelLaunchWithArgsExp
+def _fail(function: str):
+    raise RuntimeError(f"{function} failed")
 
-    def fail(function):
-        raise RuntimeError(f"{function} failed")
+
+def _direct_call_ops(setup: Setup, api, null, queue, kern, launch_args: tuple,
+                     copy_pointers: tuple, alloc_free) -> tuple[dict, Callable]:
+    """``(ops, verify)`` of a method that calls UR's functions itself: ``api`` is cffi's
+    ``lib`` or a ctypes ``CDLL``, ``null`` its null pointer, ``launch_args`` the launch's
+    ``(global size, local size, argument count, arguments)``, ``copy_pointers`` ``(device
+    buffer, host source, host destination)``.  Allocation differs in how the pointer comes
+    back, so each method passes its own ``alloc_free``."""
+    flush, finish = api.urQueueFlush, api.urQueueFinish
+    launch, memcpy = api.urEnqueueKernelLaunchWithArgsExp, api.urEnqueueUSMMemcpy
+    global_size, local_size, num_args, args = launch_args
+    buffer, src, dst = copy_pointers
+    nbytes = setup.copy_bytes
 
     def flush_n(count):
         for _ in range(count):
             if flush(queue):
-                fail("urQueueFlush")
+                _fail("urQueueFlush")
 
     def launch_finish(count):
         for _ in range(count):
-            if launch(queue, kern, 1, NULL, global_size, local_size, num_args, args, NULL, 0,
-                      NULL, NULL):
-                fail("urEnqueueKernelLaunchWithArgsExp")
+            if launch(queue, kern, 1, null, global_size, local_size, num_args, args, null, 0,
+                      null, null):
+                _fail("urEnqueueKernelLaunchWithArgsExp")
             if finish(queue):
-                fail("urQueueFinish")
+                _fail("urQueueFinish")
 
     def back_to_back(count):
         for _ in range(count):
-            if launch(queue, kern, 1, NULL, global_size, local_size, num_args, args, NULL, 0,
-                      NULL, NULL):
-                fail("urEnqueueKernelLaunchWithArgsExp")
+            if launch(queue, kern, 1, null, global_size, local_size, num_args, args, null, 0,
+                      null, null):
+                _fail("urEnqueueKernelLaunchWithArgsExp")
         if finish(queue):
-            fail("urQueueFinish")
+            _fail("urQueueFinish")
 
     def copy(dst_ptr, src_ptr):
-        if lib.urEnqueueUSMMemcpy(queue, True, dst_ptr, src_ptr, nbytes, 0, NULL, NULL):
-            fail("urEnqueueUSMMemcpy")
-
-    def alloc_free(count):
-        for _ in range(count):
-            if lib.urUSMDeviceAlloc(context, device, NULL, NULL, setup.small_bytes, out):
-                fail("urUSMDeviceAlloc")
-            if lib.urUSMFree(context, out[0]):
-                fail("urUSMFree")
+        if memcpy(queue, True, dst_ptr, src_ptr, nbytes, 0, null, null):
+            _fail("urEnqueueUSMMemcpy")
 
     def verify():
         setup.poison()
@@ -210,6 +203,29 @@ def raw_cffi(setup: Setup) -> Method:
         "copy_d2h": lambda count: copy(dst, buffer),
         "usm_alloc_free": alloc_free,
     }
+    return ops, verify
+
+
+def raw_cffi(setup: Setup) -> Method:
+    """``ur_cffi.lib`` called from Python with prebuilt arguments: the bare cffi call."""
+    raw = RawLaunch(setup)
+    context, device = setup.context.handle, setup.device.handle
+    out = ffi.new("void **")
+    NULL = ffi.NULL
+
+    def alloc_free(count):
+        for _ in range(count):
+            if lib.urUSMDeviceAlloc(context, device, NULL, NULL, setup.small_bytes, out):
+                _fail("urUSMDeviceAlloc")
+            if lib.urUSMFree(context, out[0]):
+                _fail("urUSMFree")
+
+    ops, verify = _direct_call_ops(
+        setup, lib, NULL, setup.queue.handle, setup.kernel.handle,
+        (raw.global_size, raw.local_size, raw.num_args, raw.args),
+        (ffi.cast("void *", setup.device_buffer.data_ptr()),
+         ffi.cast("void *", setup.host_src.ctypes.data),
+         ffi.cast("void *", setup.host_dst.ctypes.data)), alloc_free)
     return Method("raw", "ur_cffi raw layer (lib.* from Python)", ops, verify, keep_alive=(raw,))
 
 
@@ -295,10 +311,10 @@ def lean_launch(setup: Setup) -> Method:
                   {w: same for w in ("flush", "copy_h2d", "copy_d2h", "usm_alloc_free")})
 
 
-def prepared_launch(setup: Setup) -> Method:
-    """``Kernel.prepare(...)`` once, then ``launch(event=False)`` and a blocking finish."""
+def _prepared_method(name: str, label: str, setup: Setup, launch) -> Method:
+    """A method that calls the ``PreparedLaunch`` ``launch(event=False)``, with a blocking
+    finish."""
     queue = setup.queue
-    launch = setup.kernel.prepare(queue, kernel.BLOCK, kernel.BLOCK, *setup.kernel_args())
 
     def launch_finish(count):
         for _ in range(count):
@@ -317,9 +333,15 @@ def prepared_launch(setup: Setup) -> Method:
 
     ops = _with_blocking_waits({"launch_finish": launch_finish, "back_to_back": back_to_back})
     missing = "a prepared launch only launches"
-    return Method("prepared", "ur_cffi Kernel.prepare(...)(event=False), blocking finish", ops,
-                  verify, {w: missing for w in ("flush", "copy_h2d", "copy_d2h",
-                                                "usm_alloc_free")})
+    return Method(name, label, ops, verify,
+                  {w: missing for w in ("flush", "copy_h2d", "copy_d2h", "usm_alloc_free")})
+
+
+def prepared_launch(setup: Setup) -> Method:
+    """``Kernel.prepare(...)`` once, then ``launch(event=False)`` and a blocking finish."""
+    launch = setup.kernel.prepare(setup.queue, kernel.BLOCK, kernel.BLOCK, *setup.kernel_args())
+    return _prepared_method("prepared", "ur_cffi Kernel.prepare(...)(event=False), blocking "
+                            "finish", setup, launch)
 
 
 def triton_jit(setup: Setup) -> Method:
@@ -362,32 +384,11 @@ def triton_prepared(setup: Setup) -> Method:
     """``ur_cffi.triton.prepare(kernel, grid, ...)`` once, then ``launch(event=False)``."""
     import ur_cffi.triton as ur_triton
 
-    queue = setup.queue
-    ur_triton.activate(queue)
+    ur_triton.activate(setup.queue)
     launch = ur_triton.prepare(kernel.tiny, (1,), setup.x, kernel.N, BLOCK=kernel.BLOCK,
                                num_warps=kernel.NUM_WARPS)
-
-    def launch_finish(count):
-        for _ in range(count):
-            launch(event=False)
-            queue.finish()
-
-    def back_to_back(count):
-        for _ in range(count):
-            launch(event=False)
-        queue.finish()
-
-    def verify():
-        setup.poison()
-        ops["launch_finish"](1)
-        return _read_x(setup)
-
-    ops = _with_blocking_waits({"launch_finish": launch_finish, "back_to_back": back_to_back})
-    missing = "Triton launches kernels only"
-    return Method("triton_prepared",
-                  "Triton kernel via ur_cffi.triton.prepare(...)(event=False), blocking finish",
-                  ops, verify, {w: missing for w in ("flush", "copy_h2d", "copy_d2h",
-                                                     "usm_alloc_free")})
+    return _prepared_method("triton_prepared", "Triton kernel via ur_cffi.triton.prepare(...)"
+                            "(event=False), blocking finish", setup, launch)
 
 
 def triton_dispatch(setup: Setup) -> Method:
@@ -469,66 +470,22 @@ def ctypes_argtypes(setup: Setup) -> Method:
         entries.append(_ArgProperties(stype, None, kinds.UR_EXP_KERNEL_ARG_TYPE_LOCAL, 2,
                                       setup.shared, None, None))
     args = (_ArgProperties * len(entries))(*entries)
-    num_args = len(entries)
-    global_size, local_size = (SIZE * 1)(kernel.BLOCK), (SIZE * 1)(kernel.BLOCK)
-    queue = P(address(setup.queue.handle))
-    kern = P(address(setup.kernel.handle))
     context, device = P(address(setup.context.handle)), P(address(setup.device.handle))
-    src, dst = P(setup.host_src.ctypes.data), P(setup.host_dst.ctypes.data)
-    buffer, nbytes = P(setup.device_buffer.data_ptr()), setup.copy_bytes
     out = P()
-    flush, finish = loader.urQueueFlush, loader.urQueueFinish
-    launch = loader.urEnqueueKernelLaunchWithArgsExp
-
-    def fail(function):
-        raise RuntimeError(f"{function} failed")
-
-    def flush_n(count):
-        for _ in range(count):
-            if flush(queue):
-                fail("urQueueFlush")
-
-    def launch_finish(count):
-        for _ in range(count):
-            if launch(queue, kern, 1, None, global_size, local_size, num_args, args, None, 0,
-                      None, None):
-                fail("urEnqueueKernelLaunchWithArgsExp")
-            if finish(queue):
-                fail("urQueueFinish")
-
-    def back_to_back(count):
-        for _ in range(count):
-            if launch(queue, kern, 1, None, global_size, local_size, num_args, args, None, 0,
-                      None, None):
-                fail("urEnqueueKernelLaunchWithArgsExp")
-        if finish(queue):
-            fail("urQueueFinish")
-
-    def copy(dst_ptr, src_ptr):
-        if loader.urEnqueueUSMMemcpy(queue, True, dst_ptr, src_ptr, nbytes, 0, None, None):
-            fail("urEnqueueUSMMemcpy")
 
     def alloc_free(count):
         for _ in range(count):
             if loader.urUSMDeviceAlloc(context, device, None, None, setup.small_bytes,
                                        ctypes.byref(out)):
-                fail("urUSMDeviceAlloc")
+                _fail("urUSMDeviceAlloc")
             if loader.urUSMFree(context, out):
-                fail("urUSMFree")
+                _fail("urUSMFree")
 
-    def verify():
-        setup.poison()
-        launch_finish(1)
-        return _read_x(setup)
-
-    ops = {
-        "flush": flush_n,
-        "launch_finish": launch_finish,
-        "back_to_back": back_to_back,
-        "copy_h2d": lambda count: copy(buffer, src),
-        "copy_d2h": lambda count: copy(dst, buffer),
-        "usm_alloc_free": alloc_free,
-    }
+    ops, verify = _direct_call_ops(
+        setup, loader, None, P(address(setup.queue.handle)), P(address(setup.kernel.handle)),
+        ((SIZE * 1)(kernel.BLOCK), (SIZE * 1)(kernel.BLOCK), len(entries), args),
+        (P(setup.device_buffer.data_ptr()), P(setup.host_src.ctypes.data),
+         P(setup.host_dst.ctypes.data)), alloc_free)
     return Method("ctypes", "ctypes with argtypes", ops, verify, keep_alive=(n, args))
 
 
