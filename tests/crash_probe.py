@@ -39,8 +39,6 @@ SIGNATURES = {
              ("ptr", "ptr", "int32", "local")),  # the atomic's result goes through local memory
 }
 
-LCG_A, LCG_C = 1664525, 1013904223
-
 
 try:
     import triton
@@ -48,6 +46,9 @@ try:
 except ImportError:  # without the "triton" extra, the tests needing kernels skip
     triton = None
 else:
+    # Compiled by their SIGNATURES name (compile_kernels); lcg_reference checks "lcg".
+    from kernels import block_sums, lcg_reference  # noqa: F401
+    from kernels import lcg_steps as lcg  # noqa: F401
 
     @triton.jit
     def axpy(x_ptr, y_ptr, out_ptr, a, n, BLOCK: tl.constexpr):
@@ -57,17 +58,6 @@ else:
         tl.store(out_ptr + offsets, a * x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
 
     @triton.jit
-    def lcg(x_ptr, y_ptr, n, steps, BLOCK: tl.constexpr):
-        # `steps` rounds of a 32-bit linear congruential generator: a loop the compiler cannot
-        # shorten, so the kernel runs as long as asked and its result is still exact.
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        value = tl.load(x_ptr + offsets, mask=mask)
-        for _ in range(steps):
-            value = value * 1664525 + 1013904223
-        tl.store(y_ptr + offsets, value, mask=mask)
-
-    @triton.jit
     def spin(flag_ptr, out_ptr, max_steps, BLOCK: tl.constexpr):
         # Runs until the host sets *flag_ptr (or max_steps rounds pass), then stores how many
         # rounds it waited: a kernel exactly as long as a test wants, whatever the machine.
@@ -75,13 +65,6 @@ else:
         while (tl.atomic_add(flag_ptr, 0) == 0) & (steps < max_steps):  # an atomic: re-read
             steps += 1
         tl.store(out_ptr + tl.program_id(0), steps)
-
-    @triton.jit
-    def block_sums(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        # A cross-warp reduction, so Triton adds a work-group local memory argument.
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
-        tl.store(out_ptr + tl.program_id(0), tl.sum(x, axis=0))
 
 
 def compile_kernels(out_dir: Path) -> dict:
@@ -122,21 +105,6 @@ def load(context, directory: Path, name: str):
     assert index["local_size"] == LOCAL_SIZE
     program = ur_cffi.Program.from_il(context, (Path(directory) / f"{name}.spv").read_bytes())
     return program, program.kernel(index["entry"], signature=SIGNATURES[name][1])
-
-
-def lcg_reference(x, steps: int):
-    """``steps`` LCG rounds applied to int32 ``x``, in closed form (composition by squaring)."""
-    import numpy as np
-
-    a, c = 1, 0  # the composed map is v -> a * v + c (mod 2**32)
-    step_a, step_c = LCG_A, LCG_C
-    while steps:
-        if steps & 1:
-            a, c = (step_a * a) % 2**32, (step_a * c + step_c) % 2**32
-        step_a, step_c = (step_a * step_a) % 2**32, (step_a * step_c + step_c) % 2**32
-        steps >>= 1
-    v = x.astype(np.int64) % 2**32
-    return ((a * v + c) % 2**32).astype(np.uint32).view(np.int32)
 
 
 def child_env(**extra) -> dict:
