@@ -55,30 +55,33 @@ def _host_view(array, dtype: np.dtype, what: str) -> np.ndarray:
     return array
 
 
-def _enqueue_nothing(queue: Queue, blocking: bool, wait_for) -> Event:
-    """An Event for an empty copy or fill: UR rejects size 0 (the OpenCL adapter even returns
-    success from an empty fill without making its event), so enqueue a plain wait instead."""
+def _enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: tuple,
+                     blocking: bool) -> Event:
+    """Enqueue ``function(queue, *args, wait list, event)``; the Event keeps ``keep_alive``
+    until the command completes and is waited for if ``blocking`` (interruptibly, unlike UR's
+    own blocking copies)."""
     count, events = wait_list(wait_for, queue.context)
     out = ffi.new("ur_event_handle_t *")
-    enqueue(lib.urEnqueueEventsWait, queue.handle, count, events, out)
-    event = Event(out[0], queue)
+    enqueue(function, queue.handle, *args, count, events, out)
+    event = Event(out[0], queue, keep_alive)
     if blocking:
         event.wait()
     return event
+
+
+def _enqueue_nothing(queue: Queue, blocking: bool, wait_for) -> Event:
+    """An Event for an empty copy or fill: UR rejects size 0 (the OpenCL adapter even returns
+    success from an empty fill without making its event), so enqueue a plain wait instead."""
+    return _enqueue_command(queue, lib.urEnqueueEventsWait, (), wait_for, (), blocking)
 
 
 def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: bool, wait_for,
                     keep_alive: tuple) -> Event:
     if nbytes == 0:
         return _enqueue_nothing(queue, blocking, wait_for)
-    count, events = wait_list(wait_for, queue.context)
-    out = ffi.new("ur_event_handle_t *")
-    enqueue(lib.urEnqueueUSMMemcpy, queue.handle, False, ffi.cast("void *", dst),
-            ffi.cast("void *", src), nbytes, count, events, out)
-    event = Event(out[0], queue, keep_alive)
-    if blocking:
-        event.wait()  # interruptible, unlike a blocking urEnqueueUSMMemcpy
-    return event
+    return _enqueue_command(queue, lib.urEnqueueUSMMemcpy,
+                            (False, ffi.cast("void *", dst), ffi.cast("void *", src), nbytes),
+                            wait_for, keep_alive, blocking)
 
 
 def _free(queue, context, pointer) -> int:
@@ -221,15 +224,11 @@ class USMArray(_handle.Resource):
         if pattern.nbytes & (pattern.nbytes - 1):  # UR wants a power-of-two pattern size
             return self.copy_from(np.full(count, pattern), offset=offset, queue=queue,
                                   blocking=blocking, wait_for=wait_for)
-        n_waits, events = wait_list(wait_for, queue.context)
-        out = ffi.new("ur_event_handle_t *")
-        enqueue(lib.urEnqueueUSMFill, queue.handle,
-                ffi.cast("void *", self.data_ptr() + offset * pattern.nbytes), pattern.nbytes,
-                ffi.from_buffer(pattern), count * pattern.nbytes, n_waits, events, out)
-        event = Event(out[0], queue, (pattern, self))
-        if blocking:
-            event.wait()
-        return event
+        return _enqueue_command(
+            queue, lib.urEnqueueUSMFill,
+            (ffi.cast("void *", self.data_ptr() + offset * pattern.nbytes), pattern.nbytes,
+             ffi.from_buffer(pattern), count * pattern.nbytes),
+            wait_for, (pattern, self), blocking)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -305,14 +304,10 @@ class Buffer(_handle.Resource):
         """Copy a numpy array into the buffer at byte ``offset``."""
         host = np.ascontiguousarray(source)
         self._check("write", queue, offset, host)
-        count, events = wait_list(wait_for, queue.context)
-        out = ffi.new("ur_event_handle_t *")
-        enqueue(lib.urEnqueueMemBufferWrite, queue.handle, self.handle, False, offset,
-                host.nbytes, ffi.from_buffer(host), count, events, out)
-        event = Event(out[0], queue, (host,))
-        if blocking:
-            event.wait()
-        return event
+        return _enqueue_command(
+            queue, lib.urEnqueueMemBufferWrite,
+            (self.handle, False, offset, host.nbytes, ffi.from_buffer(host)), wait_for, (host,),
+            blocking)
 
     def read(self, queue: Queue, destination: np.ndarray, *, offset: int = 0,
              blocking: bool = True, wait_for=()) -> Event:
@@ -322,11 +317,7 @@ class Buffer(_handle.Resource):
         if not destination.flags.c_contiguous or not destination.flags.writeable:
             raise ValueError("read needs a writeable C-contiguous numpy array")
         self._check("read", queue, offset, destination)
-        count, events = wait_list(wait_for, queue.context)
-        out = ffi.new("ur_event_handle_t *")
-        enqueue(lib.urEnqueueMemBufferRead, queue.handle, self.handle, False, offset,
-                destination.nbytes, ffi.from_buffer(destination), count, events, out)
-        event = Event(out[0], queue, (destination,))
-        if blocking:
-            event.wait()
-        return event
+        return _enqueue_command(
+            queue, lib.urEnqueueMemBufferRead,
+            (self.handle, False, offset, destination.nbytes, ffi.from_buffer(destination)),
+            wait_for, (destination,), blocking)
