@@ -14,7 +14,7 @@ from . import _handle
 from ._ur import ffi, lib
 from .enums import ur_mem_flag_t
 from .errors import check
-from .queue import Event, Queue, enqueue, wait_list
+from .queue import Event, Queue, enqueue_command
 
 USM_KINDS = ("device", "host", "shared")
 
@@ -55,31 +55,17 @@ def _host_view(array, dtype: np.dtype, what: str) -> np.ndarray:
     return array
 
 
-def _enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: tuple,
-                     blocking: bool) -> Event:
-    """Enqueue ``function(queue, *args, wait list, event)``; the Event keeps ``keep_alive``
-    until the command completes and is waited for if ``blocking`` (interruptibly, unlike UR's
-    own blocking copies)."""
-    count, events = wait_list(wait_for, queue.context)
-    out = ffi.new("ur_event_handle_t *")
-    enqueue(function, queue.handle, *args, count, events, out)
-    event = Event(out[0], queue, keep_alive)
-    if blocking:
-        event.wait()
-    return event
-
-
 def _enqueue_nothing(queue: Queue, blocking: bool, wait_for) -> Event:
     """An Event for an empty copy or fill: UR rejects size 0 (the OpenCL adapter even returns
     success from an empty fill without making its event), so enqueue a plain wait instead."""
-    return _enqueue_command(queue, lib.urEnqueueEventsWait, (), wait_for, (), blocking)
+    return enqueue_command(queue, lib.urEnqueueEventsWait, (), wait_for, (), blocking)
 
 
 def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: bool, wait_for,
                     keep_alive: tuple) -> Event:
     if nbytes == 0:
         return _enqueue_nothing(queue, blocking, wait_for)
-    return _enqueue_command(queue, lib.urEnqueueUSMMemcpy,
+    return enqueue_command(queue, lib.urEnqueueUSMMemcpy,
                             (False, ffi.cast("void *", dst), ffi.cast("void *", src), nbytes),
                             wait_for, keep_alive, blocking)
 
@@ -224,7 +210,7 @@ class USMArray(_handle.Resource):
         if pattern.nbytes & (pattern.nbytes - 1):  # UR wants a power-of-two pattern size
             return self.copy_from(np.full(count, pattern), offset=offset, queue=queue,
                                   blocking=blocking, wait_for=wait_for)
-        return _enqueue_command(
+        return enqueue_command(
             queue, lib.urEnqueueUSMFill,
             (ffi.cast("void *", self.data_ptr() + offset * pattern.nbytes), pattern.nbytes,
              ffi.from_buffer(pattern), count * pattern.nbytes),
@@ -304,7 +290,7 @@ class Buffer(_handle.Resource):
         """Copy a numpy array into the buffer at byte ``offset``."""
         host = np.ascontiguousarray(source)
         self._check("write", queue, offset, host)
-        return _enqueue_command(
+        return enqueue_command(
             queue, lib.urEnqueueMemBufferWrite,
             (self.handle, False, offset, host.nbytes, ffi.from_buffer(host)), wait_for, (host,),
             blocking)
@@ -317,7 +303,7 @@ class Buffer(_handle.Resource):
         if not destination.flags.c_contiguous or not destination.flags.writeable:
             raise ValueError("read needs a writeable C-contiguous numpy array")
         self._check("read", queue, offset, destination)
-        return _enqueue_command(
+        return enqueue_command(
             queue, lib.urEnqueueMemBufferRead,
             (self.handle, False, offset, destination.nbytes, ffi.from_buffer(destination)),
             wait_for, (destination,), blocking)

@@ -39,6 +39,20 @@ def enqueue(function, *args) -> None:
         check(result, function.__name__)
 
 
+def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: tuple,
+                     blocking: bool) -> Event:
+    """Enqueue ``function(queue, *args, wait list, event)``; the Event keeps ``keep_alive``
+    until the command completes and is waited for if ``blocking`` (interruptibly, unlike UR's
+    own blocking copies)."""
+    count, events = wait_list(wait_for, queue.context)
+    out = ffi.new("ur_event_handle_t *")
+    enqueue(function, queue.handle, *args, count, events, out)
+    event = Event(out[0], queue, keep_alive)
+    if blocking:
+        event.wait()
+    return event
+
+
 def wait_list(wait_for, context=None) -> tuple[int, object]:
     """``(count, ur_event_handle_t[])`` for UR's wait-list arguments; raises on a non-Event or,
     given ``context``, an event of another context."""
@@ -237,10 +251,8 @@ class Queue(_handle.Resource):
 
     def barrier(self, wait_for=()) -> Event:
         """A barrier: later commands start after ``wait_for`` (default: everything before)."""
-        count, events = wait_list(wait_for, self.context)
-        out = ffi.new("ur_event_handle_t *")
-        enqueue(lib.urEnqueueEventsWaitWithBarrier, self.handle, count, events, out)
-        return Event(out[0], self)
+        return enqueue_command(self, lib.urEnqueueEventsWaitWithBarrier, (), wait_for, (),
+                               blocking=False)
 
     def __repr__(self) -> str:
         kind = "out-of-order" if self.out_of_order else "in-order"

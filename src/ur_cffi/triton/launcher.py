@@ -180,7 +180,6 @@ class Launcher:
         context = stream.context
         if function is not self._checked_function or context is not self._checked_context:
             self._check_function(function, context)
-        words = self._words
         addresses = []
         for word, position, name, element in self.pointers:
             arg = args[position]
@@ -202,14 +201,8 @@ class Launcher:
             driver.mark_empty_launch(stream, scope)
         else:
             with driver.launch_lock:
-                for word, address in addresses:
-                    words[word] = address
-                try:
-                    self._packer.pack_into(self._buffer, self._values_start, *values,
-                                           grid_x * self.local_size, grid_y, grid_z)
-                except (struct.error, OverflowError, TypeError):
-                    self._explain([args[position] for position in self.scalars],
-                                  (grid_x, grid_y, grid_z))
+                self._fill(self._words, self._buffer, addresses, values,
+                           (grid_x, grid_y, grid_z), args)
                 result = _enqueue(stream.handle, function.handle, 3, _NULL, self._global_size,
                                   self._local_size, self.kernel_arg_count, self._args, _NULL,
                                   scope.wait_count, scope.wait_events, self._out)
@@ -225,6 +218,15 @@ class Launcher:
             raise ValueError(f"kernel {self.name!r}: grid {grid} is empty, a launch of it runs "
                              "nothing: there is nothing to prepare")
         block, arg_array, buffer, words, global_size, local_size = self._new_block()
+        self._fill(words, buffer, addresses, values, grid, args)
+        call_args = (3, _NULL, global_size, local_size, self.kernel_arg_count, arg_array, _NULL,
+                     0, _NULL, _NULL)
+        # Release count -1: the first call checks that no argument was closed meanwhile.
+        return PreparedLaunch(function, stream, tuple(args), call_args, (-1, block))
+
+    def _fill(self, words, buffer, addresses, values, grid, args) -> None:
+        """Write a launch's pointer addresses, scalars and work sizes into an argument block
+        (its 64-bit ``words`` and its ``buffer``)."""
         for word, address in addresses:
             words[word] = address
         try:
@@ -232,10 +234,6 @@ class Launcher:
                                    grid[0] * self.local_size, grid[1], grid[2])
         except (struct.error, OverflowError, TypeError):
             self._explain([args[position] for position in self.scalars], grid)
-        call_args = (3, _NULL, global_size, local_size, self.kernel_arg_count, arg_array, _NULL,
-                     0, _NULL, _NULL)
-        # Release count -1: the first call checks that no argument was closed meanwhile.
-        return PreparedLaunch(function, stream, tuple(args), call_args, (-1, block))
 
     def _bfloat16(self, values: list) -> list:
         """``values`` with the bf16 scalars replaced by their 16-bit patterns."""
