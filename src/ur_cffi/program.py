@@ -266,7 +266,7 @@ class Kernel(_handle.Resource):
         properties, value_buffers = self._pack(queue, args)
         call_args = (dims, offset_array, ffi.new("size_t[]", global_sizes), local_array,
                      len(args), properties, ffi.NULL, 0, ffi.NULL, ffi.NULL)
-        return call_args, (released, (value_buffers, offset_array, local_array))
+        return call_args, (released, value_buffers)
 
     def _pack(self, queue: Queue, args) -> tuple:
         """``(ur_exp_kernel_arg_properties_t[], the by-value buffers they point into)``."""

@@ -182,13 +182,11 @@ def prepare(fn, grid, *args, **kwargs):
     if driver is None:
         raise RuntimeError("ur_cffi.triton is not active: call ur_cffi.triton.activate()")
     thread = get_ident()
-    driver.preparing.add(thread)
+    driver.preparing[thread] = None
     try:
         fn[grid](*args, **kwargs)
-        prepared = driver.prepared.pop(thread, None)
     finally:
-        driver.preparing.discard(thread)
-        driver.prepared.pop(thread, None)
+        prepared = driver.preparing.pop(thread, None)
     if prepared is None:
         raise RuntimeError(f"Triton did not reach ur_cffi's launcher for {fn!r}")
     return prepared

@@ -131,8 +131,9 @@ class URDriver(DriverBase):
         self._last_event: Event | None = None
         self._latest = _LatestEvent()
         self._latest_queue: Queue | None = None
-        self.preparing: set[int] = set()  # threads in ur_cffi.triton.prepare: launchers pack
-        self.prepared: dict = {}  # their launch into a PreparedLaunch here instead of launching
+        # Threads in ur_cffi.triton.prepare -> None, until a launcher, instead of launching,
+        # puts the PreparedLaunch of the launch there.
+        self.preparing: dict = {}
         self._targets: dict = {}
         self._work_groups: dict = {}
 

@@ -193,8 +193,8 @@ class Launcher:
             values = self._bfloat16(values)
         driver = self.driver
         if driver.preparing and get_ident() in driver.preparing:
-            driver.prepared[get_ident()] = self._prepare((grid_x, grid_y, grid_z), stream,
-                                                         function, addresses, values, args)
+            driver.preparing[get_ident()] = self._prepare((grid_x, grid_y, grid_z), stream,
+                                                          function, addresses, values, args)
             return
         scope = driver.scope()
         if not (grid_x and grid_y and grid_z):
