@@ -3,15 +3,13 @@ children keeping parents alive, ClosedError after close, and no UR object leaked
 allocate/free cycles according to UR's own leak checker."""
 
 import gc
-import os
-import subprocess
-import sys
 import textwrap
 import weakref
 
 import numpy as np
 import pytest
 
+import crash_probe
 import ur_cffi
 from ur_cffi import _handle, ffi, info, lib
 from ur_cffi.enums import (
@@ -287,27 +285,25 @@ LEAK_SCRIPT = textwrap.dedent("""
 SPURIOUS = "There are no valid references to handle 0"
 
 
-def run_with_leak_checking(tmp_path, mode):
-    script = tmp_path / "cycles.py"
-    script.write_text(LEAK_SCRIPT)
+def run_with_leak_checking(mode):
     # The loader reads UR_CFFI_VALIDATION (full validation + leak checking layers); UR's logger
     # for those layers prints only when UR_LOG_VALIDATION asks it to.
-    env = dict(os.environ, UR_CFFI_VALIDATION="1", UR_LOG_VALIDATION="level:warning;output:stderr")
-    done = subprocess.run([sys.executable, str(script), mode], env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = crash_probe.child_env(UR_CFFI_VALIDATION="1",
+                                UR_LOG_VALIDATION="level:warning;output:stderr")
+    done = crash_probe.run_child([mode], code=LEAK_SCRIPT, env=env, check=False, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "torn down" in done.stdout
     reports = [line for line in done.stderr.splitlines() if SPURIOUS not in line]
     return done.stdout, reports
 
 
-def test_10000_cycles_leak_nothing_by_urs_leak_checker(tmp_path):
-    _, reports = run_with_leak_checking(tmp_path, "clean")
+def test_10000_cycles_leak_nothing_by_urs_leak_checker():
+    _, reports = run_with_leak_checking("clean")
     assert reports == []
 
 
-def test_the_leak_checker_reports_a_deliberate_leak(tmp_path):
-    stdout, reports = run_with_leak_checking(tmp_path, "leak")
+def test_the_leak_checker_reports_a_deliberate_leak():
+    stdout, reports = run_with_leak_checking("leak")
     leaked = stdout.split("leaked ")[1].split()[0]
     assert f"Retained 1 reference(s) to handle {leaked}" in "\n".join(reports)
     # Nothing of ur_cffi's own is reported along with it.
@@ -346,12 +342,9 @@ PARENTS_FIRST = textwrap.dedent("""
 """)
 
 
-def test_closing_parents_before_children_is_safe(tmp_path):
+def test_closing_parents_before_children_is_safe():
     """A freed USM pointer once went to urUSMFree with a released context: a segfault."""
-    script = tmp_path / "parents_first.py"
-    script.write_text(PARENTS_FIRST)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120)
+    done = crash_probe.run_child(code=PARENTS_FIRST, check=False, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == ["arrays after their context [False, False, False]",
                                         "freed", "event after its queue 0 False",
@@ -386,10 +379,7 @@ TEARDOWN = textwrap.dedent("""
 """)
 
 
-def test_objects_are_closed_after_loader_teardown(tmp_path):
-    script = tmp_path / "teardown.py"
-    script.write_text(TEARDOWN)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120)
+def test_objects_are_closed_after_loader_teardown():
+    done = crash_probe.run_child(code=TEARDOWN, check=False, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "[0.0, 1.0, 2.0, 3.0]"
