@@ -4,13 +4,11 @@ change of argument, size, queue or memory, and a closed object must raise, never
 
 import ctypes
 import gc
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+import crash_probe
 import ur_cffi
 from ur_cffi.enums import ur_event_status_t
 
@@ -223,11 +221,9 @@ def test_blocking_waits_finish_exactly(add, queue, rng):
 
 @pytest.mark.parametrize("value, expected", [("0", False), ("1", True), ("", True)])
 def test_the_environment_chooses_the_wait_kind(value, expected):
-    env = dict(os.environ, UR_CFFI_INTERRUPTIBLE_WAITS=value)
-    done = subprocess.run([sys.executable, "-c",
-                           "import ur_cffi; print(ur_cffi.interruptible_waits())"],
-                          env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = crash_probe.run_child(code="import ur_cffi; print(ur_cffi.interruptible_waits())",
+                                 env=crash_probe.child_env(UR_CFFI_INTERRUPTIBLE_WAITS=value),
+                                 timeout=120)
     assert done.stdout.strip() == str(expected)
 
 
