@@ -56,7 +56,7 @@ def interruptible_waits() -> bool:
 
 def blocks_directly() -> bool:
     """Whether a wait here is the plain blocking UR call: waits are not interruptible, or this
-    is not the main thread (where signals are handled)."""
+    is not the main thread (only it handles signals, so nothing could interrupt anyway)."""
     return not _interruptible or threading.current_thread() is not threading.main_thread()
 
 
@@ -71,18 +71,21 @@ def _held(name: str, args: tuple) -> tuple[list, str, str]:
     return [], "", ""
 
 
-def wait(blocking_call, name: str, *args, is_done=None) -> None:
+def wait(blocking_call, name: str, *args, probe=None) -> None:
     """Run ``blocking_call(*args)`` (UR's ``urQueueFinish`` or ``urEventWait``) and check its
     result; in the main thread, unless waits are set not to be interruptible, a Ctrl-C
     interrupts it with ``KeyboardInterrupt``.
 
-    ``is_done()``, if given, reports completion without blocking.  After an interrupt the
-    objects stay usable: waiting again, or closing them, waits for the device as usual.
+    ``probe()``, if given, is called only when the wait polls, and returns ``is_done()``, which
+    reports completion without blocking (making it may cost an enqueue, so a blocking wait
+    never does).  After an interrupt the objects stay usable: waiting again, or closing them,
+    waits for the device as usual.
     """
     if blocks_directly():
         check(blocking_call(*args), name)
         return
-    if is_done is not None:
+    if probe is not None:
+        is_done = probe()
         deadline = time.perf_counter() + SPIN_SECONDS
         while not is_done():
             if time.perf_counter() > deadline:

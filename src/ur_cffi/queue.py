@@ -129,7 +129,10 @@ class Event(_handle.Resource):
     def wait(self) -> None:
         """Block until the command completes; raises its error if it failed."""
         handle = ffi.new("ur_event_handle_t[1]", [self.handle])
-        _waiting.wait(lib.urEventWait, "urEventWait", 1, handle, is_done=self._is_done)
+        _waiting.wait(lib.urEventWait, "urEventWait", 1, handle, probe=self._probe)
+
+    def _probe(self):
+        return self._is_done
 
     def _is_done(self) -> bool:
         status = ffi.new("ur_event_status_t *")
@@ -220,12 +223,13 @@ class Queue(_handle.Resource):
     def finish(self) -> None:
         """Block until every command submitted to this queue has completed."""
         handle = self._handle
-        if handle is None or not _waiting.blocks_directly():
-            _waiting.wait(lib.urQueueFinish, "urQueueFinish", self.handle, is_done=self._probe())
+        if handle is not None and _waiting.blocks_directly():
+            # _waiting.wait's own first branch, inlined: finish after each launch is a hot path
+            result = lib.urQueueFinish(handle)
+            if result:
+                check(result, "urQueueFinish")
             return
-        result = lib.urQueueFinish(handle)
-        if result:
-            check(result, "urQueueFinish")
+        _waiting.wait(lib.urQueueFinish, "urQueueFinish", self.handle, probe=self._probe)
 
     def _probe(self):
         """A cheap completion check for :meth:`finish`: the status of the latest command's
