@@ -40,26 +40,39 @@ class HeaderError(Exception):
 # Finding the header and the loader
 
 
+# Where ur_api.h stands under an include directory: oneAPI 2026 and later, 2025.1 to 2025.3,
+# 2025.0 (and the same three layouts inside the intel-sycl-rt wheel).
+HEADER_SUBDIRS = ("unified-runtime", "", "sycl")
+
+
+def oneapi_roots() -> list[Path]:
+    """Compiler trees of an installed oneAPI: ``CMPLR_ROOT`` (set by ``setvars.sh``),
+    ``ONEAPI_ROOT``, and the tree above ``icpx`` on the PATH."""
+    roots = []
+    if os.environ.get("CMPLR_ROOT"):
+        roots.append(Path(os.environ["CMPLR_ROOT"]))
+    if os.environ.get("ONEAPI_ROOT"):
+        root = Path(os.environ["ONEAPI_ROOT"])
+        roots += [root / "compiler" / "latest", root]
+    icpx = shutil.which("icpx")
+    if icpx:
+        roots.append(Path(icpx).resolve().parent.parent)
+    return roots
+
+
 def header_candidates() -> list[Path]:
     """Where ``ur_api.h`` is looked for, in order of preference."""
     candidates = []
     if os.environ.get("UR_INCLUDE_DIR"):
         candidates.append(Path(os.environ["UR_INCLUDE_DIR"]))
-    oneapi_roots = []
-    if os.environ.get("ONEAPI_ROOT"):
-        root = Path(os.environ["ONEAPI_ROOT"])
-        oneapi_roots += [root / "compiler" / "latest", root]
-    icpx = shutil.which("icpx")
-    if icpx:
-        oneapi_roots.append(Path(icpx).resolve().parent.parent)
-    for root in oneapi_roots:
-        candidates += [root / "include" / "unified-runtime", root / "include"]
+    for root in oneapi_roots():
+        candidates += [root / "include" / sub for sub in HEADER_SUBDIRS]
     # The intel-sycl-rt wheel installs its headers under its environment's data directory,
     # which during an isolated pip build is the build environment, not sys.prefix.
     candidates += [path.parent for path in wheel_files("intel-sycl-rt", HEADER_NAME)]
     for prefix in dict.fromkeys([sysconfig.get_paths()["data"], sys.prefix, sys.base_prefix]):
-        candidates.append(Path(prefix) / "include" / "unified-runtime")
-    return list(dict.fromkeys(candidates))
+        candidates += [Path(prefix) / "include" / sub for sub in HEADER_SUBDIRS]
+    return [Path(os.path.normpath(c)) for c in dict.fromkeys(candidates)]
 
 
 def wheel_files(distribution: str, name: str) -> list[Path]:
@@ -211,7 +224,7 @@ _SUPPORTED_DECL_TYPES = (c_ast.FuncDecl, c_ast.Struct, c_ast.Union, c_ast.Enum)
 
 
 def _check_supported(node: c_ast.Node) -> None:
-    where = f"{node.coord.file}:{node.coord.line}" if node.coord else "?"
+    where = _where(node)
     if isinstance(node, c_ast.FuncDef):
         raise HeaderError(f"{where}: function body of {node.decl.name!r} (only declarations bind)")
     if isinstance(node, c_ast.Pragma | c_ast.StaticAssert):
@@ -256,24 +269,55 @@ def _leading_bracket(comment: str) -> str | None:
 def parse_info_types(header_text: str) -> dict[str, str]:
     """Map each enumerator whose doc comment opens with ``[type]`` to that type text.
 
-    UR documents the value type of every info query this way (``/// [::ur_bool_t] ...``
-    above ``UR_DEVICE_INFO_IMAGE_SUPPORT``); the preprocessor drops comments, so this
-    reads the raw header.
+    UR documents the value type of every info query this way, in one of two placements: a
+    ``/// [::ur_bool_t] ...`` line above the enumerator (UR 0.12), or a trailing
+    ``///< [::ur_bool_t] ...`` after it (UR 0.10 and 0.11).  The preprocessor drops comments,
+    so this reads the raw header.
     """
     info_types, pending, in_comment = {}, None, False
     for line in header_text.splitlines():
         stripped = line.strip()
-        if stripped.startswith("///"):
+        if stripped.startswith("///") and not stripped.startswith("///<"):
             if not in_comment:
                 pending = _leading_bracket(stripped[3:].strip())
             in_comment = True
             continue
         in_comment = False
-        match = re.match(r"(\w+)\s*(?:\[\[[^\]]*\]\])?\s*=", stripped)
-        if match and pending is not None:
-            info_types[match.group(1)] = pending
+        match = re.match(r"(\w+)\s*(?:\[\[[^\]]*\]\])?\s*(=[^/]*|,)", stripped)
+        if match:
+            trailing = re.search(r"///<\s*(.*)$", stripped)
+            found = _leading_bracket(trailing.group(1)) if trailing else None
+            if found is not None:
+                info_types[match.group(1)] = found
+            elif pending is not None and match.group(2).startswith("="):
+                info_types[match.group(1)] = pending
         pending = None
     return info_types
+
+
+def _where(node: c_ast.Node) -> str:
+    return f"{node.coord.file}:{node.coord.line}" if node.coord else "?"
+
+
+def _fold_repeated_functions(nodes: list[c_ast.Node], writer) -> list[c_ast.Node]:
+    """Drop a function declared again identically (UR 0.12 of oneAPI 2025.2 declares
+    ``urBindlessImagesFreeMappedLinearMemoryExp`` twice); a conflicting redeclaration raises
+    :class:`HeaderError` naming both places."""
+    first: dict[str, tuple[c_ast.Node, str]] = {}
+    kept = []
+    for node in nodes:
+        if isinstance(node, c_ast.Decl) and isinstance(node.type, c_ast.FuncDecl):
+            text = writer.visit(node)
+            if node.name in first:
+                earlier, earlier_text = first[node.name]
+                if text != earlier_text:
+                    raise HeaderError(
+                        f"{_where(node)}: {node.name!r} is declared differently than at "
+                        f"{_where(earlier)}:\n  {earlier_text}\n  {text}")
+                continue
+            first[node.name] = (node, text)
+        kept.append(node)
+    return kept
 
 
 def generate(preprocessed: str, header_text: str = "", filename: str = HEADER_NAME) -> Bindings:
@@ -284,7 +328,7 @@ def generate(preprocessed: str, header_text: str = "", filename: str = HEADER_NA
         raise HeaderError(f"cannot parse {filename}: {error}") from None
 
     enums, structs, unions, known = {}, [], [], {}
-    functions, typedefs, kept = [], [], []
+    typedefs, kept = [], []
     for node in ast.ext:
         if _from_stub(node):
             continue
@@ -297,11 +341,12 @@ def generate(preprocessed: str, header_text: str = "", filename: str = HEADER_NA
             typedefs.append(node.name)
             if isinstance(node.type.type, c_ast.Enum) and node.type.type.values is not None:
                 enums[node.name] = enums.pop(node.type.type.name or node.name, None) or {}
-        elif isinstance(node.type, c_ast.FuncDecl):
-            functions.append(node.name)
         kept.append(node)
 
     writer = c_generator.CGenerator()
+    kept = _fold_repeated_functions(kept, writer)
+    functions = [node.name for node in kept
+                 if isinstance(node, c_ast.Decl) and isinstance(node.type, c_ast.FuncDecl)]
     declarations = [writer.visit(node) + ";" for node in kept]
     constants = parse_defines(header_text)
     version = None
@@ -334,6 +379,25 @@ def generate_from_header(header: Path) -> Bindings:
 FACTS_SYMBOL = "ur_cffi_header_facts"
 
 
+def _libraries_module():
+    """``ur_cffi/_libraries.py``, loaded by path (the package itself needs the built module)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_ur_cffi_libraries",
+                                                  HERE / "src" / "ur_cffi" / "_libraries.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def loader_identity(loader_dir: Path) -> dict | None:
+    """The identity (``_libraries.loader_identity``) of the loader in ``loader_dir``."""
+    for name in ("libur_loader.so.0", "libur_loader.so"):
+        if (loader_dir / name).exists():
+            return _libraries_module().loader_identity(loader_dir / name)
+    return None
+
+
 def make_ffibuilder(header: Path | None = None, bindings: Bindings | None = None):
     """Return a cffi ``FFI`` with the whole header declared and ``ur_cffi._ur`` as its source."""
     import cffi
@@ -341,9 +405,12 @@ def make_ffibuilder(header: Path | None = None, bindings: Bindings | None = None
     header = header or find_header()
     bindings = bindings or generate_from_header(header)
     loader_dir = find_loader_dir(header)
+    libraries = _libraries_module()
     facts = json.dumps(
-        {"header": str(header), "version": bindings.version, "info_types": bindings.info_types}
+        {"ur_cffi_build": 1, "header": str(header), "version": bindings.version,
+         "loader": loader_identity(loader_dir), "info_types": bindings.info_types}
     )
+    assert facts.encode().startswith(libraries.FACTS_MARKER)
     ffibuilder = cffi.FFI()
     ffibuilder.cdef(bindings.cdef)
     ffibuilder.cdef(f"static const char *const {FACTS_SYMBOL};")
@@ -362,24 +429,36 @@ def make_ffibuilder(header: Path | None = None, bindings: Bindings | None = None
     return ffibuilder
 
 
-def main() -> None:
-    """``make regen``: rebuild ``src/ur_cffi/_ur*.so`` from whatever header is found."""
+def describe(header: Path, bindings: Bindings) -> str:
+    """What ``make regen`` reports about a header: where it is, its UR version, the loader
+    that goes with it and what was bound."""
+    loader = loader_identity(find_loader_dir(header))
+    return "\n".join([
+        f"header: {header}",
+        f"UR API version: {bindings.version}",
+        f"loader: {loader['path']} ({loader['release']})" if loader else "loader: none found",
+        f"bound: {len(bindings.functions)} functions, {len(bindings.enums)} enums, "
+        f"{len(bindings.structs)} structs, {len(bindings.unions)} unions, "
+        f"{len(bindings.constants)} constants",
+    ])
+
+
+def main(argv: list[str]) -> None:
+    """``make regen``: rebuild ``src/ur_cffi/_ur*.so`` from whatever header is found.
+    ``--describe`` prints what it would build from, and builds nothing."""
     header = find_header()
     bindings = generate_from_header(header)
+    if argv == ["--describe"]:
+        print(describe(header, bindings))
+        return
     built = Path(make_ffibuilder(header, bindings).compile(tmpdir=str(HERE / "build" / "regen")))
     package = HERE / "src" / "ur_cffi"
     for stale in package.glob("_ur.*so"):  # e.g. an editable install's _ur.abi3.so
         stale.unlink()
     shutil.copy2(built, package / built.name)
-    print(f"header: {header}")
-    print(f"UR API version: {bindings.version}")
-    print(
-        f"bound: {len(bindings.functions)} functions, {len(bindings.enums)} enums, "
-        f"{len(bindings.structs)} structs, {len(bindings.unions)} unions, "
-        f"{len(bindings.constants)} constants"
-    )
+    print(describe(header, bindings))
     print(f"module: {(package / built.name).relative_to(HERE)}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -101,3 +102,76 @@ def test_ur_include_dir_wins(monkeypatch, tmp_path):
     (tmp_path / "ur_api.h").write_text("/* stand-in */\n")
     monkeypatch.setenv("UR_INCLUDE_DIR", str(tmp_path))
     assert build_ffi.find_header() == (tmp_path / "ur_api.h").resolve()
+
+
+def test_identical_repeated_declarations_are_folded(tmp_path):
+    """oneAPI 2025.2's header declares urBindlessImagesFreeMappedLinearMemoryExp twice."""
+    header = tmp_path / "twice.h"
+    header.write_text("#include <stdint.h>\ntypedef int r_t;\n"
+                      "r_t twiceFree(void *p, uint32_t n);\n"
+                      "r_t twiceOther(void);\n"
+                      "r_t twiceFree(void *p, uint32_t n);\n")
+    bindings = build_ffi.generate_from_header(header)
+    assert bindings.functions == ["twiceFree", "twiceOther"]
+    assert bindings.cdef.count("twiceFree") == 1
+    ffi = cffi.FFI()
+    ffi.cdef(bindings.cdef)  # cffi itself refuses a function declared twice
+
+
+def test_conflicting_repeated_declarations_name_both_lines(tmp_path):
+    header = tmp_path / "conflict.h"
+    header.write_text("#include <stdint.h>\ntypedef int r_t;\n"
+                      "r_t clash(void *p);\n"
+                      "\n"
+                      "r_t clash(void *p, uint32_t n);\n")
+    with pytest.raises(build_ffi.HeaderError) as error:
+        build_ffi.generate_from_header(header)
+    message = str(error.value)
+    assert "'clash'" in message and "conflict.h:5" in message and "conflict.h:3" in message
+
+
+def test_info_types_in_both_comment_placements():
+    """UR 0.12 documents an info value type above its enumerator, 0.10 and 0.11 after it."""
+    text = """typedef enum ur_x_info_t {
+      /// [::ur_bool_t] above
+      UR_X_INFO_ABOVE = 0,
+      UR_X_INFO_AFTER = 1,                  ///< [size_t[]] after, with a [bracket] later
+      UR_X_INFO_LAST [[deprecated]] = 2,    ///< [char[]][optional-query] deprecated, after
+      UR_X_INFO_NONE = 3,                   ///< no type
+      UR_X_INFO_FORCE_UINT32 = 0x7fffffff
+    } ur_x_info_t;
+    ur_result_t urXGet(ur_x_handle_t hX, ///< [in] handle of the x
+                       size_t n);        ///< [in] count
+    """
+    assert build_ffi.parse_info_types(text) == {
+        "UR_X_INFO_ABOVE": "::ur_bool_t", "UR_X_INFO_AFTER": "size_t[]",
+        "UR_X_INFO_LAST": "char[]"}
+
+
+@pytest.mark.parametrize("layout", ["unified-runtime", "", "sycl"])
+@pytest.mark.parametrize("variable", ["CMPLR_ROOT", "ONEAPI_ROOT", "icpx"])
+def test_header_found_in_every_oneapi_layout(monkeypatch, tmp_path, layout, variable):
+    """oneAPI 2026 keeps ur_api.h in include/unified-runtime, 2025.1-2025.3 in include, 2025.0
+    in include/sycl; the tree is named by setvars.sh's CMPLR_ROOT, ONEAPI_ROOT, or found
+    above icpx on the PATH."""
+    for name in ("UR_INCLUDE_DIR", "CMPLR_ROOT", "ONEAPI_ROOT"):
+        monkeypatch.delenv(name, raising=False)
+    compiler = tmp_path / "oneapi" / "compiler" / "latest"
+    include = compiler / "include" / layout
+    include.mkdir(parents=True, exist_ok=True)
+    (include / "ur_api.h").write_text("/* stand-in */\n")
+    (compiler / "lib").mkdir()
+    (compiler / "lib" / "libur_loader.so.0").write_bytes(b"")
+    if variable == "CMPLR_ROOT":
+        monkeypatch.setenv("CMPLR_ROOT", str(compiler))
+    elif variable == "ONEAPI_ROOT":
+        monkeypatch.setenv("ONEAPI_ROOT", str(tmp_path / "oneapi"))
+    else:
+        (compiler / "bin").mkdir()
+        icpx = compiler / "bin" / "icpx"
+        icpx.write_text("#!/bin/sh\n")
+        icpx.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{compiler / 'bin'}:{os.environ['PATH']}")
+    found = build_ffi.find_header()
+    assert found == (include / "ur_api.h").resolve()
+    assert build_ffi.find_loader_dir(found) == compiler / "lib"
