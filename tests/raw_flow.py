@@ -28,8 +28,8 @@ def run(spv_path: str) -> dict:
     import numpy as np
 
     from ur_cffi import ffi, lib, spirv
-    from ur_cffi.enums import (ur_device_type_t, ur_exp_kernel_arg_type_t, ur_mem_flag_t,
-                               ur_structure_type_t)
+    from ur_cffi import enums
+    from ur_cffi.enums import ur_device_type_t, ur_mem_flag_t
 
     def ok(result, name):
         assert result == 0, f"{name} returned {result}"
@@ -41,9 +41,12 @@ def run(spv_path: str) -> dict:
     adapters = ffi.new("ur_adapter_handle_t[]", count[0])
     ok(lib.urAdapterGet(count[0], adapters, ffi.NULL), "urAdapterGet")
     checks["adapters"] = count[0]
-    ok(lib.urPlatformGet(adapters[0], 0, ffi.NULL, count), "urPlatformGet")
+    # Up to oneAPI 2025.2 urPlatformGet takes an array of adapters and its length.
+    takes_list = ffi.typeof(lib.urPlatformGet).args[0] == ffi.typeof("ur_adapter_handle_t *")
+    lead = (adapters, 1) if takes_list else (adapters[0],)
+    ok(lib.urPlatformGet(*lead, 0, ffi.NULL, count), "urPlatformGet")
     platforms = ffi.new("ur_platform_handle_t[]", count[0])
-    ok(lib.urPlatformGet(adapters[0], count[0], platforms, ffi.NULL), "urPlatformGet")
+    ok(lib.urPlatformGet(*lead, count[0], platforms, ffi.NULL), "urPlatformGet")
     ok(lib.urDeviceGet(platforms[0], ur_device_type_t.UR_DEVICE_TYPE_ALL, 1,
                        device_out := ffi.new("ur_device_handle_t *"), ffi.NULL), "urDeviceGet")
     device = device_out[0]
@@ -92,21 +95,31 @@ def run(spv_path: str) -> dict:
     values = [ffi.new("uint64_t *", int(ffi.cast("uintptr_t", x_dev))),
               ffi.new("uint64_t *", int(ffi.cast("uintptr_t", y_dev))),
               ffi.new("float *", a), ffi.new("int32_t *", n)]
-    args = ffi.new("ur_exp_kernel_arg_properties_t[4]")
-    for index, value in enumerate(values):
-        args[index].stype = ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES
-        args[index].type = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_VALUE
-        args[index].index = index
-        args[index].size = ffi.sizeof(ffi.typeof(value).item)
-        args[index].value.value = value
     block, work_group = 128, 16  # BLOCK elements per program, num_warps * threads_per_warp
     groups = -(-n // block)
     global_size = ffi.new("size_t[3]", [groups * work_group, 1, 1])
     local_size = ffi.new("size_t[3]", [work_group, 1, 1])
     event_out = ffi.new("ur_event_handle_t *")
-    ok(lib.urEnqueueKernelLaunchWithArgsExp(queue, kernel_out[0], 1, ffi.NULL, global_size,
-                                            local_size, 4, args, ffi.NULL, 0, ffi.NULL,
-                                            event_out), "urEnqueueKernelLaunchWithArgsExp")
+    if hasattr(lib, "urEnqueueKernelLaunchWithArgsExp"):  # oneAPI 2026 and later
+        args = ffi.new("ur_exp_kernel_arg_properties_t[4]")
+        for index, value in enumerate(values):
+            args[index].stype = enums.ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES
+            args[index].type = enums.ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_VALUE
+            args[index].index = index
+            args[index].size = ffi.sizeof(ffi.typeof(value).item)
+            args[index].value.value = value
+        ok(lib.urEnqueueKernelLaunchWithArgsExp(queue, kernel_out[0], 1, ffi.NULL, global_size,
+                                                local_size, 4, args, ffi.NULL, 0, ffi.NULL,
+                                                event_out), "urEnqueueKernelLaunchWithArgsExp")
+    else:  # arguments set on the kernel, then a launch of 9, 10 or 11 parameters
+        for index, value in enumerate(values):
+            ok(lib.urKernelSetArgValue(kernel_out[0], index, ffi.sizeof(ffi.typeof(value).item),
+                                       ffi.NULL, value), "urKernelSetArgValue")
+        properties = {9: (), 10: (ffi.NULL,), 11: (0, ffi.NULL)}[
+            len(ffi.typeof(lib.urEnqueueKernelLaunch).args)]
+        ok(lib.urEnqueueKernelLaunch(queue, kernel_out[0], 1, ffi.NULL, global_size, local_size,
+                                     *properties, 0, ffi.NULL, event_out),
+           "urEnqueueKernelLaunch")
     ok(lib.urQueueFinish(queue), "urQueueFinish")  # no sleeping: the kernel ran on this queue
     y = np.full(n, np.nan, np.float32)
     ok(lib.urEnqueueUSMMemcpy(queue, True, ffi.from_buffer(y), y_dev, nbytes, 0, ffi.NULL,

@@ -41,7 +41,7 @@ def _header_enums(text: str) -> dict[str, dict[str, str]]:
 
 def test_every_function_is_bound(header_text):
     declared = set(re.findall(r"UR_APIEXPORT\s+ur_result_t\s+UR_APICALL\s+(\w+)\(", header_text))
-    assert len(declared) >= 251  # UR 0.12 has 251; a newer header only adds
+    assert declared  # as many as this release's header declares (197 in 0.10, 251 in 2026.2)
     bound = {name for name in dir(lib)
              if callable(getattr(lib, name)) and not isinstance(getattr(lib, name), ffi.CData)}
     assert bound == declared
@@ -56,13 +56,14 @@ def test_every_struct_and_union_is_bound_complete(header_text):
         assert ffi.typeof(f"struct {name}").fields, name
     for name in unions:
         assert ffi.typeof(f"union {name}").fields, name
-    # Layout comes from the C compiler in API mode: spot-check one struct UR launches with.
-    assert ffi.offsetof("ur_exp_kernel_arg_properties_t", "value") == 32
+    # Layout comes from the C compiler in API mode: spot-check one struct of every release.
+    assert ffi.offsetof("ur_usm_desc_t", "pNext") == 8
+    assert ffi.sizeof("ur_usm_desc_t") == 24
 
 
 def test_every_enum_member_and_value_is_bound(header_text):
     declared = _header_enums(header_text)
-    assert sorted(declared) == enums.ENUM_TYPE_NAMES and len(declared) >= 86
+    assert sorted(declared) == enums.ENUM_TYPE_NAMES and declared
     for name, members in declared.items():
         for member, text in members.items():
             value = getattr(lib, member)  # every member, aliases included, is in lib

@@ -8,8 +8,9 @@ import pytest
 
 import ur_cffi
 from kernels import LCG_A, LCG_C, lcg_reference
+from ur_cffi import Backend
+from ur_cffi._release import BACKEND_PREFIX
 from ur_cffi.enums import (
-    ur_backend_t,
     ur_device_info_t,
     ur_device_type_t,
     ur_device_usm_access_capability_flag_t as usm_flag,
@@ -37,9 +38,9 @@ def test_devices_lists_the_cpu_device(device):
     assert all(d.type == ur_device_type_t.UR_DEVICE_TYPE_CPU for d in cpus)
     assert all(d.type == ur_device_type_t.UR_DEVICE_TYPE_GPU for d in ur_cffi.devices("gpu"))
     assert device in ur_cffi.devices(backend="opencl")
-    assert device in ur_cffi.devices("cpu", backend=ur_backend_t.UR_BACKEND_OPENCL)
+    assert device in ur_cffi.devices("cpu", backend=Backend[BACKEND_PREFIX + "OPENCL"])
     assert device not in ur_cffi.devices(backend="level_zero")
-    assert all(d.backend == ur_backend_t.UR_BACKEND_LEVEL_ZERO
+    assert all(d.backend == Backend[BACKEND_PREFIX + "LEVEL_ZERO"]
                for d in ur_cffi.devices(backend="level_zero"))
 
 
@@ -75,7 +76,7 @@ def test_device_properties_have_their_python_types(device):
     for flags in (device.usm_host_support, device.usm_device_support, device.usm_shared_support):
         assert isinstance(flags, usm_flag)
         assert usm_flag.UR_DEVICE_USM_ACCESS_CAPABILITY_FLAG_ACCESS in flags
-    assert device.backend is ur_backend_t.UR_BACKEND_OPENCL
+    assert device.backend is Backend[BACKEND_PREFIX + "OPENCL"]
     assert device.backend == device.platform.backend == device.platform.adapter.backend
     assert isinstance(device.platform.name, str) and device.platform.name
     extensions = device.extensions

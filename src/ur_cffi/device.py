@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 import weakref
 
-from . import _handle, _waiting, loader
+from . import _handle, _release, _waiting, loader
+from ._release import Backend
 from ._ur import ffi, lib
-from .enums import ur_backend_t, ur_device_info_t, ur_device_type_t, ur_result_t
+from .enums import ur_device_info_t, ur_device_type_t, ur_result_t
 from .errors import UNSUPPORTED, URError, check
 from .info import query
 
@@ -39,7 +40,8 @@ class Device(_handle.Resource):
         """Held to add to the queues, and by a queue's release around ``urQueueRelease``, so
         :meth:`synchronize` can retain a queue's handle before another thread releases it.
         Reentrant: a queue collected while its thread holds the lock releases under it."""
-        self._device_wait: bool | None = None  # is urDeviceWaitExp supported? (learnt on use)
+        # Is urDeviceWaitExp supported?  Learnt on first use where the UR release has it.
+        self._device_wait: bool | None = None if _release.HAS_DEVICE_WAIT else False
         self._properties: dict = {}
 
     def close(self) -> None:
@@ -73,7 +75,7 @@ class Device(_handle.Resource):
                                       "USM shared-allocation capabilities (flags).")
 
     @property
-    def backend(self) -> ur_backend_t:
+    def backend(self) -> Backend:
         """The backend (Level Zero, OpenCL, CUDA, HIP, ...) of the device's platform."""
         return self.platform.backend
 
@@ -169,7 +171,7 @@ def _member(enum, prefix: str, name: str):
 
 
 def devices(device_type: ur_device_type_t | str | None = None,
-            backend: ur_backend_t | str | None = None) -> list[Device]:
+            backend: Backend | str | None = None) -> list[Device]:
     """All root devices of all adapters, optionally only one type (``"gpu"``, ``"cpu"``) or backend.
 
     ``ONEAPI_DEVICE_SELECTOR`` filters what the loader reports, as in SYCL.
@@ -183,7 +185,7 @@ def devices(device_type: ur_device_type_t | str | None = None,
     if isinstance(device_type, str):
         device_type = _member(ur_device_type_t, "UR_DEVICE_TYPE_", device_type)
     if isinstance(backend, str):
-        backend = _member(ur_backend_t, "UR_BACKEND_", backend)
+        backend = _member(Backend, _release.BACKEND_PREFIX, backend)
     if device_type not in (None, ur_device_type_t.UR_DEVICE_TYPE_ALL):
         found = [d for d in found if d.type == device_type]
     if backend is not None:

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 
-from . import _handle, _waiting, queue
+from . import _handle, _release, _waiting, queue
 from ._ur import ffi, lib
 from .enums import ur_adapter_info_t, ur_platform_info_t
 from .errors import check
@@ -88,21 +88,19 @@ class Adapter(_handle.Resource):
 
     @property
     def backend(self):
-        """The adapter's ``ur_backend_t``."""
+        """The adapter's backend (a :data:`ur_cffi.Backend`)."""
         return query("urAdapterGetInfo", self.handle, ur_adapter_info_t.UR_ADAPTER_INFO_BACKEND)
 
     @property
     def version(self) -> int:
-        """The adapter's own version number."""
-        return query("urAdapterGetInfo", self.handle, ur_adapter_info_t.UR_ADAPTER_INFO_VERSION)
+        """The adapter's own version number; ``NotImplementedError`` where the UR release has
+        no ``UR_ADAPTER_INFO_VERSION`` (oneAPI 2025.0)."""
+        return query("urAdapterGetInfo", self.handle,
+                     _release.require("ur_adapter_info_t", "UR_ADAPTER_INFO_VERSION"))
 
     def platforms(self) -> list[Platform]:
         """The adapter's platforms (``urPlatformGet``)."""
-        count = ffi.new("uint32_t *")
-        check(lib.urPlatformGet(self.handle, 0, ffi.NULL, count), "urPlatformGet")
-        handles = ffi.new("ur_platform_handle_t[]", count[0])
-        check(lib.urPlatformGet(self.handle, count[0], handles, ffi.NULL), "urPlatformGet")
-        return [Platform(handles[i], self) for i in range(count[0])]
+        return [Platform(handle, self) for handle in _release.platforms(self.handle)]
 
     def close(self) -> None:
         """Adapters live as long as the loader; they are released at :func:`teardown`."""
@@ -127,7 +125,7 @@ class Platform:
 
     @property
     def backend(self):
-        """The platform's ``ur_backend_t``."""
+        """The platform's backend (a :data:`ur_cffi.Backend`)."""
         return self.info(ur_platform_info_t.UR_PLATFORM_INFO_BACKEND)
 
     @property

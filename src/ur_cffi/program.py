@@ -7,26 +7,15 @@ import math
 
 import numpy as np
 
-from . import _handle, spirv
+from . import _handle, _release, spirv
+from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
 from ._ur import ffi, lib
-from .enums import (
-    ur_exp_kernel_arg_type_t,
-    ur_kernel_info_t,
-    ur_program_build_info_t,
-    ur_program_info_t,
-    ur_structure_type_t,
-)
+from .enums import ur_kernel_info_t, ur_program_build_info_t, ur_program_info_t
 from .errors import URError, check
 from .info import query
 from .memory import Buffer, USMArray
 from .queue import Event, Queue, enqueue_lock, wait_list
 
-# Plain ints: cffi stores an IntEnum into a struct field about ten times slower.
-_ARG_STYPE = int(ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES)
-_VALUE = int(ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_VALUE)
-_POINTER = int(ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_POINTER)
-_MEM_OBJ = int(ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_MEM_OBJ)
-_LOCAL = int(ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_LOCAL)
 _POINTER_SIZE = ffi.sizeof("void *")
 
 # Declared dtypes a Python int or float converts to through cffi (which range-checks ints).
@@ -65,15 +54,8 @@ class Program(_handle.Resource):
     def from_binary(cls, context, binary: bytes, options: str = "", device=None) -> Program:
         """Create from a native binary (e.g. :attr:`binaries` of an earlier build) and build."""
         device = device or context.devices[0]
-        binary = bytes(binary)
-        out = ffi.new("ur_program_handle_t *")
-        devices = ffi.new("ur_device_handle_t[1]", [device.handle])
-        lengths = ffi.new("size_t[1]", [len(binary)])
-        data = ffi.new("char[]", binary)
-        pointers = ffi.new("uint8_t *[1]", [ffi.cast("uint8_t *", data)])
-        check(lib.urProgramCreateWithBinary(context.handle, 1, devices, lengths, pointers,
-                                            ffi.NULL, out), "urProgramCreateWithBinary")
-        program = cls(context, out[0])
+        program = cls(context, _release.program_from_binary(context.handle, device.handle,
+                                                            bytes(binary)))
         program.build(options)
         return program
 
@@ -230,8 +212,8 @@ class Kernel(_handle.Resource):
 
     def _check_and_pack(self, queue: Queue, global_size, local_size, args,
                         global_offset) -> tuple:
-        """``(urEnqueueKernelLaunchWithArgsExp's arguments after the kernel, with no wait list
-        and no event, (release count when checked, buffers they point into))``."""
+        """``(the launch's arguments after the kernel (``_release.enqueue_launch``), with no
+        wait list and no event, (release count when checked, memory they point into))``."""
         self.handle  # noqa: B018 - raises if closed
         queue.handle  # noqa: B018
         if len(args) != self.num_args:
@@ -263,19 +245,18 @@ class Kernel(_handle.Resource):
                                  "differ in dimensions")
             offset_array = ffi.new("size_t[]", offsets)
         released = _handle.released
-        properties, value_buffers = self._pack(queue, args)
+        block, arguments, value_buffers = self._pack(queue, args)
         call_args = (dims, offset_array, ffi.new("size_t[]", global_sizes), local_array,
-                     len(args), properties, ffi.NULL, 0, ffi.NULL, ffi.NULL)
-        return call_args, (released, value_buffers)
+                     len(args), arguments, ffi.NULL, 0, ffi.NULL, ffi.NULL)
+        return call_args, (released, (block, value_buffers))
 
     def _pack(self, queue: Queue, args) -> tuple:
-        """``(ur_exp_kernel_arg_properties_t[], the by-value buffers they point into)``."""
-        properties = ffi.new("ur_exp_kernel_arg_properties_t[]", max(len(args), 1))
+        """``(argument block, its argument list for the launch, the by-value buffers it points
+        into)`` (see ``_release.new_arguments``)."""
+        block, arguments, words = _release.new_arguments(len(args))
         value_buffers = []
         for index, arg in enumerate(args):
             declared = self.signature[index] if self.signature else None
-            entry = properties[index]
-            entry.stype, entry.index = _ARG_STYPE, index
             if isinstance(arg, USMArray):
                 if not _accepts(declared, "ptr"):
                     raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "
@@ -283,8 +264,7 @@ class Kernel(_handle.Resource):
                 if arg.context is not queue.context:
                     raise ValueError(f"argument {index} of {self.name!r}: the USMArray belongs "
                                      "to another context than the queue")
-                entry.type, entry.size = _POINTER, _POINTER_SIZE
-                entry.value.pointer = arg.handle
+                write_argument(words, index, POINTER, _POINTER_SIZE, arg.data_ptr())
             elif isinstance(arg, Local):
                 if not _accepts(declared, "local"):
                     raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "
@@ -293,22 +273,23 @@ class Kernel(_handle.Resource):
                     raise ValueError(f"argument {index} of {self.name!r}: Local({arg.nbytes}) "
                                      "exceeds the device's local memory of "
                                      f"{queue.device.local_mem_size} bytes")
-                entry.type, entry.size = _LOCAL, arg.nbytes
+                write_argument(words, index, LOCAL, arg.nbytes)
             elif isinstance(arg, Buffer):
                 if not _accepts(declared, "mem"):
                     raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "
                                     "got a Buffer")
-                entry.type, entry.size = _MEM_OBJ, _POINTER_SIZE
-                entry.value.memObjTuple.hMem = arg.handle
+                write_argument(words, index, MEM_OBJ, _POINTER_SIZE, _address(arg.handle))
             elif declared == "ptr" and isinstance(arg, (int, np.integer)):
-                entry.type, entry.size = _POINTER, _POINTER_SIZE
-                entry.value.pointer = ffi.cast("void *", int(arg))
+                write_argument(words, index, POINTER, _POINTER_SIZE, int(arg))
             else:
                 buffer, size = _value_buffer(self.name, index, arg, declared)
                 value_buffers.append(buffer)
-                entry.type, entry.size = _VALUE, size
-                entry.value.value = buffer
-        return properties, tuple(value_buffers)
+                write_argument(words, index, VALUE, size, _address(buffer))
+        return block, arguments, tuple(value_buffers)
+
+
+def _address(cdata) -> int:
+    return int(ffi.cast("uintptr_t", cdata))
 
 
 class PreparedLaunch:
@@ -347,14 +328,14 @@ def _launch(kernel: Kernel, queue: Queue, call_args: tuple, wait_for, event: boo
     lock = enqueue_lock
     lock.acquire()
     try:
-        result = _enqueue(queue._handle, kernel._handle, *call_args)
+        result = _release.enqueue_launch(queue._handle, kernel._handle, *call_args)
     except TypeError:  # a handle is None: closed, or inherited across fork()
         queue.handle, kernel.handle  # noqa: B018 - raise ClosedError
         raise
     finally:
         lock.release()
     if result:
-        check(result, "urEnqueueKernelLaunchWithArgsExp", f"kernel {kernel.name!r}")
+        check(result, _release.LAUNCH, f"kernel {kernel.name!r}")
     if not event:
         queue._last_event = None  # Queue.finish has no event of the latest command
         return None
@@ -362,7 +343,6 @@ def _launch(kernel: Kernel, queue: Queue, call_args: tuple, wait_for, event: boo
     return Event(out[0], queue)
 
 
-_enqueue = lib.urEnqueueKernelLaunchWithArgsExp
 _EVENT_OUT = ffi.typeof("ur_event_handle_t *")
 _NULL = ffi.NULL
 

@@ -20,10 +20,10 @@ import threading
 
 from triton.backends.driver import DriverBase
 
+from .. import _release
 from .._handle import Resource
 from .._ur import ffi, lib
 from ..device import default_device
-from ..enums import ur_kernel_info_t
 from ..errors import URError, check
 from ..info import query
 from ..program import Kernel
@@ -91,9 +91,13 @@ class Utils:
 
 def _kernel_info(kernel: Kernel, name: str) -> int:
     """A register or spill count for Triton's metadata; 0 where the adapter has none (the
-    OpenCL CPU adapter answers UNSUPPORTED_ENUMERATION or INVALID_SIZE)."""
+    OpenCL CPU adapter answers UNSUPPORTED_ENUMERATION or INVALID_SIZE) or the UR release has
+    no such query (``UR_KERNEL_INFO_SPILL_MEM_SIZE`` is new in UR 0.12)."""
+    prop = _release.enumerator("ur_kernel_info_t", name)
+    if prop is None:
+        return 0
     try:
-        return int(query("urKernelGetInfo", kernel.handle, ur_kernel_info_t[name]))
+        return int(query("urKernelGetInfo", kernel.handle, prop))
     except URError:
         return 0
 

@@ -1,4 +1,4 @@
-"""Kernel launches for Triton's JIT through ``urEnqueueKernelLaunchWithArgsExp``.
+"""Kernel launches for Triton's JIT on a ur_cffi queue.
 
 Triton calls ``driver.launcher_cls(src, metadata)`` once per compiled kernel, then the
 launcher for every launch, as in ``XPULauncher`` (``triton/backends/intel/driver.py``)::
@@ -8,10 +8,11 @@ launcher for every launch, as in ``XPULauncher`` (``triton/backends/intel/driver
 
 ``args`` are the kernel's arguments in signature order, constexprs included; which of them the
 kernel takes and in what layout comes from ``abi.py``.  Everything that does not change
-between launches is prepared at construction: the ``ur_exp_kernel_arg_properties_t`` array
-(types, indices, sizes, the local-memory argument), one buffer for the scalar values and the
+between launches is prepared at construction: the argument entries (``_release``'s layout:
+kinds, indices, sizes, the local-memory argument), one buffer for the scalar values and the
 work sizes, and a ``struct`` format that writes them in one call.  A launch then writes the
-pointer addresses and packs the scalars and work sizes, and makes one UR call.
+pointer addresses and packs the scalars and work sizes, and enqueues through
+``_release.enqueue_launch``.
 
 Arguments are checked before anything is enqueued: the count; pointers must be ur_cffi
 ``USMArray`` of the queue's context and of the element type the kernel was compiled for, None
@@ -27,31 +28,21 @@ from __future__ import annotations
 import struct
 from threading import get_ident
 
+from .. import _release
+from .._release import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, VALUE_OFFSET, write_argument
 from .._ur import ffi, lib
-from ..enums import (
-    ur_exp_kernel_arg_type_t,
-    ur_structure_type_t,
-    ur_usm_alloc_info_t,
-    ur_usm_type_t,
-)
+from ..enums import ur_usm_alloc_info_t, ur_usm_type_t
 from ..errors import check
 from ..memory import USMArray
 from ..program import Kernel, PreparedLaunch
 from ..queue import Queue
 from . import abi
 
-_ARG = "ur_exp_kernel_arg_properties_t"
-_ARG_SIZE = ffi.sizeof(_ARG)
-_VALUE_OFFSET = ffi.offsetof(_ARG, "value")
 _POINTER_SIZE = ffi.sizeof("void *")
 _SIZE_T = {4: "I", 8: "Q"}[ffi.sizeof("size_t")]
-_STYPE = ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES
-_VALUE = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_VALUE
-_POINTER = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_POINTER
-_LOCAL = ur_exp_kernel_arg_type_t.UR_EXP_KERNEL_ARG_TYPE_LOCAL
 _USM_TYPE = ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_TYPE
 _USM_UNKNOWN = ur_usm_type_t.UR_USM_TYPE_UNKNOWN
-_enqueue = lib.urEnqueueKernelLaunchWithArgsExp
+_enqueue = _release.enqueue_launch
 _NULL = ffi.NULL
 
 _elements: dict = {}  # dtype -> Triton element type ("fp32"), as Triton's JIT names it
@@ -105,7 +96,7 @@ class Launcher:
         # One block: the argument array, then the scalar values, then the work sizes.
         value_formats = [rules.scalar_format(ty) for kind, _, _, ty in entries
                          if kind == "value"]
-        values_start = len(entries) * _ARG_SIZE
+        values_start = len(entries) * ARGUMENT_SIZE
         values_format, value_offsets = _layout(value_formats)
         sizes_offset = _align(values_start + struct.calcsize("<" + values_format),
                               ffi.sizeof("size_t"))
@@ -124,7 +115,7 @@ class Launcher:
         value_index = 0
         for index, (kind, position, name, ty) in enumerate(entries):
             if kind == "pointer":
-                word = (index * _ARG_SIZE + _VALUE_OFFSET) // 8
+                word = (index * ARGUMENT_SIZE + VALUE_OFFSET) // 8
                 self.pointers.append((word, position, name, rules.pointer_element(ty)))
             elif kind == "value":
                 if ty == "bf16":
@@ -134,36 +125,35 @@ class Launcher:
         self.value_types = [ty for kind, _, _, ty in entries if kind == "value"]
         self.value_names = [name for kind, _, name, _ in entries if kind == "value"]
         self._checked_function = self._checked_context = None
-        self._shared_block = self._new_block()  # every launch's, under the driver's lock
+        # Every launch's, under the driver's lock, rewritten for each.
+        self._shared_block = self._new_block(volatile=True)
         (self._block, self._args, self._buffer, self._words, self._global_size,
          self._local_size) = self._shared_block
 
-    def _new_block(self) -> tuple:
-        """A fresh argument block: ``(memory, the ur_exp_kernel_arg_properties_t array, its
-        buffer, its 64-bit words, the global size, the local size)``, with everything that
-        does not change between launches filled in."""
+    def _new_block(self, volatile: bool = False) -> tuple:
+        """A fresh argument block: ``(memory, its argument list for the launch, its buffer, its
+        64-bit words, the global size, the local size)``, with everything that does not change
+        between launches filled in."""
         size, values_start, value_formats, value_offsets, sizes_offset, shared = self._layout
-        block = ffi.new("char[]", size)
-        args = ffi.cast(_ARG + " *", block)
+        block, arguments, words = _release.new_arguments(
+            len(self.entries), size - values_start, volatile)
         buffer = ffi.buffer(block)
         global_size = ffi.cast("size_t *", block + sizes_offset)
         local_size = ffi.cast("size_t *", block + sizes_offset + 3 * ffi.sizeof("size_t"))
         local_size[0], local_size[1], local_size[2] = self.local_size, 1, 1
+        values = int(ffi.cast("uintptr_t", block)) + values_start
         value_index = 0
         for index, (kind, _, _, _) in enumerate(self.entries):
-            arg = args[index]
-            arg.stype, arg.index = _STYPE, index
             if kind in ("pointer", "scratch"):
-                arg.type, arg.size = _POINTER, _POINTER_SIZE
+                write_argument(words, index, POINTER, _POINTER_SIZE)
             elif kind == "local":
-                arg.type, arg.size = _LOCAL, shared
+                write_argument(words, index, LOCAL, shared)
             else:
-                arg.type = _VALUE
-                arg.size = struct.calcsize("<" + value_formats[value_index])
-                arg.value.value = block + values_start + value_offsets[value_index]
+                write_argument(words, index, VALUE,
+                               struct.calcsize("<" + value_formats[value_index]),
+                               values + value_offsets[value_index])
                 value_index += 1
-        return (block, args, buffer, memoryview(buffer).cast("B").cast("Q"), global_size,
-                local_size)
+        return block, arguments, buffer, words, global_size, local_size
 
     def __call__(self, grid_x, grid_y, grid_z, stream, function, kernel_metadata,
                  launch_metadata, enter_hook, exit_hook, *args):
@@ -207,7 +197,7 @@ class Launcher:
                                   self._local_size, self.kernel_arg_count, self._args, _NULL,
                                   scope.wait_count, scope.wait_events, self._out)
                 if result:
-                    check(result, "urEnqueueKernelLaunchWithArgsExp", f"kernel {self.name!r}")
+                    check(result, _release.LAUNCH, f"kernel {self.name!r}")
                 driver.record(self._out[0], stream)
         if exit_hook is not None:
             exit_hook(launch_metadata)

@@ -1,0 +1,254 @@
+"""What differs between the UR releases ur_cffi runs on, decided once, here, at import.
+
+ur_cffi is built against the ``ur_api.h`` of the runtime it will load (oneAPI 2025.0 to 2026.2,
+UR API 0.10 to 0.12).  Those headers differ; each difference is settled below from what the
+compiled module declares (a function, an enum, a parameter list), never from a version number,
+and the rest of the package calls the one API this module gives:
+
+=============================  ===========================================  ==================
+difference                     releases                                     here
+=============================  ===========================================  ==================
+backend enum                   ``ur_platform_backend_t`` up to 2025.2,      :data:`Backend`
+                               ``ur_backend_t`` after
+platforms of an adapter        ``urPlatformGet(adapters[], n, ...)`` up to  :func:`platforms`
+                               2025.2, ``urPlatformGet(adapter, ...)`` after
+program from a binary          one device in UR 0.10, a device list after   :func:`program_
+                                                                            from_binary`
+kernel launch                  ``urEnqueueKernelLaunchWithArgsExp`` from    :data:`LAUNCH`,
+                               2026.0 (only it in 2026.2);                  :func:`new_
+                               ``urKernelSetArg*`` + ``urEnqueueKernelLaunch``   arguments`,
+                               before, in three shapes (9 parameters up to  :data:`enqueue_
+                               2025.2, a launch-property list in 2025.3, an launch`
+                               ext-properties pointer in 2026.0/2026.1)
+device-wide wait               ``urDeviceWaitExp`` from 2026.0              :data:`HAS_
+                                                                            DEVICE_WAIT`
+info enumerators               e.g. ``UR_ADAPTER_INFO_VERSION`` (0.11+),    :func:`enumerator`
+                               ``UR_KERNEL_INFO_SPILL_MEM_SIZE`` (0.12)
+=============================  ===========================================  ==================
+
+Kernel arguments travel in one layout on every release: an entry of :data:`ARGUMENT_SIZE`
+bytes per argument, laid out as UR 0.12's ``ur_exp_kernel_arg_properties_t`` (checked against
+it where the header has it): structure type, next pointer, kind and index (32 bits each),
+size, and the value word (a USM address, the address of a by-value argument's bytes, or a
+memory handle).  Where the launch takes such an array it gets this memory as it is; elsewhere
+:data:`enqueue_launch` sets each argument on the kernel with ``urKernelSetArg*`` first (under
+the caller's enqueue lock: UR keeps those arguments on the kernel handle), skipping that when
+the kernel last ran with the same unchanged argument block.
+"""
+
+from __future__ import annotations
+
+from . import enums
+from ._ur import ffi, lib
+from .errors import check
+
+_NULL = ffi.NULL
+
+
+def _parameters(function: str) -> list[str]:
+    return [arg.cname for arg in ffi.typeof(getattr(lib, function)).args]
+
+
+def has(function: str) -> bool:
+    """Whether the header this module was built from declares UR function ``function``."""
+    return hasattr(lib, function)
+
+
+def enumerator(enum_name: str, member: str):
+    """Member ``member`` of enum ``enum_name``, or None where this release has no such member."""
+    return getattr(getattr(enums, enum_name, None), member, None)
+
+
+def require(enum_name: str, member: str):
+    """Member ``member`` of ``enum_name``; ``NotImplementedError`` naming it where this release
+    has none."""
+    found = enumerator(enum_name, member)
+    if found is None:
+        raise NotImplementedError(
+            f"{member} is not in the UR API {lib.UR_API_VERSION_CURRENT >> 16}."
+            f"{lib.UR_API_VERSION_CURRENT & 0xFFFF} header ur_cffi was built from")
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Backends and platforms
+
+Backend = getattr(enums, "ur_backend_t", None) or enums.ur_platform_backend_t
+"""The enum of UR backends: ``ur_backend_t``, or ``ur_platform_backend_t`` where the header has
+no ``ur_backend_t`` (oneAPI up to 2025.2)."""
+
+BACKEND_PREFIX = "UR_BACKEND_" if Backend.__name__ == "ur_backend_t" else "UR_PLATFORM_BACKEND_"
+"""The common prefix of :data:`Backend`'s members, before ``OPENCL``, ``LEVEL_ZERO``, ..."""
+
+_PLATFORM_GET_TAKES_ADAPTER_LIST = _parameters("urPlatformGet")[0].endswith("* *")
+
+
+def platforms(adapter_handle) -> list:
+    """The platform handles of one adapter (``urPlatformGet``)."""
+    count = ffi.new("uint32_t *")
+    if _PLATFORM_GET_TAKES_ADAPTER_LIST:
+        adapters = ffi.new("ur_adapter_handle_t[1]", [adapter_handle])
+        lead = (adapters, 1)
+    else:
+        lead = (adapter_handle,)
+    check(lib.urPlatformGet(*lead, 0, _NULL, count), "urPlatformGet")
+    if count[0] == 0:  # an adapter without platforms (Level Zero with no GPU)
+        return []
+    handles = ffi.new("ur_platform_handle_t[]", count[0])
+    check(lib.urPlatformGet(*lead, count[0], handles, _NULL), "urPlatformGet")
+    return [handles[i] for i in range(count[0])]
+
+
+# --------------------------------------------------------------------------------------------
+# Programs
+
+_BINARY_FOR_ONE_DEVICE = _parameters("urProgramCreateWithBinary")[1] != "uint32_t"
+
+
+def program_from_binary(context_handle, device_handle, binary: bytes):
+    """A new program handle from ``binary`` for one device (``urProgramCreateWithBinary``)."""
+    out = ffi.new("ur_program_handle_t *")
+    data = ffi.new("uint8_t[]", binary)
+    if _BINARY_FOR_ONE_DEVICE:
+        result = lib.urProgramCreateWithBinary(context_handle, device_handle, len(binary), data,
+                                               _NULL, out)
+    else:
+        devices = ffi.new("ur_device_handle_t[1]", [device_handle])
+        lengths = ffi.new("size_t[1]", [len(binary)])
+        pointers = ffi.new("uint8_t *[1]", [data])
+        result = lib.urProgramCreateWithBinary(context_handle, 1, devices, lengths, pointers,
+                                               _NULL, out)
+    check(result, "urProgramCreateWithBinary")
+    return out[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Devices
+
+HAS_DEVICE_WAIT = has("urDeviceWaitExp")
+"""Whether ``urDeviceWaitExp`` exists; without it ``Device.synchronize`` finishes queues."""
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel launches
+
+_WORDS = 6
+ARGUMENT_SIZE = 8 * _WORDS
+"""Bytes per kernel argument entry."""
+VALUE_OFFSET = 32
+"""Offset of an entry's value word (the address, value pointer or memory handle)."""
+
+HAS_LAUNCH_WITH_ARGS = has("urEnqueueKernelLaunchWithArgsExp")
+LAUNCH = ("urEnqueueKernelLaunchWithArgsExp" if HAS_LAUNCH_WITH_ARGS
+          else "urEnqueueKernelLaunch")
+"""The UR function a kernel launch's result is reported under."""
+
+if HAS_LAUNCH_WITH_ARGS:
+    _kinds = enums.ur_exp_kernel_arg_type_t
+    VALUE = int(_kinds.UR_EXP_KERNEL_ARG_TYPE_VALUE)
+    POINTER = int(_kinds.UR_EXP_KERNEL_ARG_TYPE_POINTER)
+    MEM_OBJ = int(_kinds.UR_EXP_KERNEL_ARG_TYPE_MEM_OBJ)
+    LOCAL = int(_kinds.UR_EXP_KERNEL_ARG_TYPE_LOCAL)
+    _STRUCTURE = int(enums.ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES)
+    _entry = "ur_exp_kernel_arg_properties_t"
+    assert (ffi.sizeof(_entry), ffi.offsetof(_entry, "type"), ffi.offsetof(_entry, "index"),
+            ffi.offsetof(_entry, "size"), ffi.offsetof(_entry, "value")) == \
+        (ARGUMENT_SIZE, 16, 20, 24, VALUE_OFFSET), "ur_exp_kernel_arg_properties_t changed"
+    _ENTRY_POINTER = ffi.typeof(_entry + " *")
+else:
+    VALUE, POINTER, MEM_OBJ, LOCAL = 0, 1, 2, 3  # our own: no UR launch reads them
+    _STRUCTURE = 0
+
+
+def new_arguments(count: int, extra_bytes: int = 0, volatile: bool = False) -> tuple:
+    """Memory for ``count`` argument entries followed by ``extra_bytes`` of the caller's:
+    ``(block, arguments, words)``: the ``char[]`` block, what :data:`enqueue_launch` takes as
+    its argument list, and the block as 64-bit words (``memoryview``).
+
+    ``volatile``: the caller rewrites the entries between launches (else they are fixed once
+    written, which lets a release without argument lists skip setting them again)."""
+    size = ARGUMENT_SIZE * count + extra_bytes
+    block = ffi.new("char[]", (size + 7) // 8 * 8 or 8)
+    words = memoryview(ffi.buffer(block)).cast("B").cast("Q")
+    if HAS_LAUNCH_WITH_ARGS:
+        arguments = ffi.cast(_ENTRY_POINTER, block)
+    else:
+        arguments = _ArgumentList(words, volatile)
+    return block, arguments, words
+
+
+def write_argument(words, index: int, kind: int, size: int, value: int = 0) -> None:
+    """Fill entry ``index``: argument ``index`` of ``kind`` (:data:`VALUE`, :data:`POINTER`,
+    :data:`MEM_OBJ`, :data:`LOCAL`) and ``size`` bytes; ``value`` is the value word."""
+    base = index * _WORDS
+    words[base] = _STRUCTURE
+    words[base + 1] = 0
+    words[base + 2] = kind | index << 32
+    words[base + 3] = size
+    words[base + 4] = value
+    words[base + 5] = 0
+
+
+class _ArgumentList:
+    """An argument block where the launch takes no argument list."""
+
+    __slots__ = ("words", "volatile")
+
+    def __init__(self, words, volatile: bool):
+        self.words, self.volatile = words, volatile
+
+
+def _set_arguments(kernel, count: int, words) -> None:
+    """``urKernelSetArg*`` for each of the ``count`` entries in ``words``."""
+    for base in range(0, count * _WORDS, _WORDS):
+        kind_index, size, value = words[base + 2], words[base + 3], words[base + 4]
+        kind, index = kind_index & 0xFFFFFFFF, kind_index >> 32
+        if kind == POINTER:
+            function = "urKernelSetArgPointer"
+            result = lib.urKernelSetArgPointer(kernel, index, _NULL, ffi.cast("void *", value))
+        elif kind == VALUE:
+            function = "urKernelSetArgValue"
+            result = lib.urKernelSetArgValue(kernel, index, size, _NULL,
+                                             ffi.cast("void *", value))
+        elif kind == LOCAL:
+            function = "urKernelSetArgLocal"
+            result = lib.urKernelSetArgLocal(kernel, index, size, _NULL)
+        else:
+            function = "urKernelSetArgMemObj"
+            result = lib.urKernelSetArgMemObj(kernel, index, _NULL,
+                                              ffi.cast("ur_mem_handle_t", value))
+        if result:
+            check(result, function, f"argument {index}")
+
+
+_applied: dict = {}  # kernel handle -> the fixed argument list its arguments were set from
+
+
+def _launcher_for_set_arguments():
+    """``enqueue_launch`` for releases whose launch takes no argument list."""
+    extra = len(_parameters("urEnqueueKernelLaunch")) - 9
+    # No launch properties: none (9 parameters), a count and a list (11), a pointer (10).
+    launch_properties = {0: (), 1: (_NULL,), 2: (0, _NULL)}[extra]
+    launch = lib.urEnqueueKernelLaunch
+
+    def enqueue_launch(queue, kernel, dims, offsets, global_sizes, local_sizes, count,
+                       arguments, _properties, wait_count, wait_events, event_out):
+        if arguments.volatile or _applied.get(kernel) is not arguments:
+            _applied.pop(kernel, None)
+            _set_arguments(kernel, count, arguments.words)
+            if not arguments.volatile:
+                if len(_applied) > 4096:  # handles of released kernels; cheap to forget
+                    _applied.clear()
+                _applied[kernel] = arguments
+        return launch(queue, kernel, dims, offsets, global_sizes, local_sizes,
+                      *launch_properties, wait_count, wait_events, event_out)
+
+    return enqueue_launch
+
+
+enqueue_launch = (lib.urEnqueueKernelLaunchWithArgsExp if HAS_LAUNCH_WITH_ARGS
+                  else _launcher_for_set_arguments())
+"""Enqueue a kernel launch: ``(queue, kernel, work_dim, offsets, global_sizes, local_sizes,
+argument_count, arguments, NULL, wait_count, wait_events, event_out)`` as
+``urEnqueueKernelLaunchWithArgsExp`` takes them, with ``arguments`` from :func:`new_arguments`;
+returns the ``ur_result_t``.  Call it under ``queue.enqueue_lock``."""
