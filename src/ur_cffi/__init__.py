@@ -14,10 +14,18 @@ from . import _libraries
 _libraries.expose_cpu_runtime()
 _libraries.preload_loader()
 
-from ._ur import ffi, lib  # noqa: E402
+try:
+    from ._ur import ffi, lib  # noqa: E402
+except ImportError as error:
+    _libraries.explain_failed_load(error)
+    raise
 from . import enums, errors, info, loader  # noqa: E402
+
+_libraries.check_loader(info.HEADER_FACTS.get("loader"))
+
 from ._handle import ClosedError  # noqa: E402
 from ._waiting import interruptible_waits, set_interruptible_waits  # noqa: E402
+from ._release import Backend  # noqa: E402
 from .context import Context  # noqa: E402
 from .device import Device, default_device, devices  # noqa: E402
 from .errors import URError, check  # noqa: E402
@@ -28,7 +36,7 @@ from .queue import Event, Queue  # noqa: E402
 
 __all__ = [
     "ffi", "lib", "enums", "errors", "info", "loader", "init", "check", "URError",
-    "ClosedError", "Device", "devices", "default_device", "Context", "Queue", "Event",
+    "ClosedError", "Backend", "Device", "devices", "default_device", "Context", "Queue", "Event",
     "USMArray", "Buffer", "asarray", "empty", "zeros", "Program", "Kernel", "Local",
     "PreparedLaunch", "set_interruptible_waits", "interruptible_waits",
 ]  # fmt: skip

@@ -5,11 +5,18 @@ linker's path.  Loading ``libur_loader.so.0`` by absolute path first satisfies t
 module's dependency on it (its own ``RUNPATH $ORIGIN`` finds the rest), and pointing the OpenCL
 ICD loader at ``libintelocl.so`` gives the loader's built-in OpenCL adapter the CPU device.
 Settings the user made win over everything here.
+
+It also tells which loader the compiled module was built for and which one a process opened
+(:func:`loader_identity`): a module built against one UR release's header does not work with
+another release's loader, so ``import ur_cffi`` checks (:func:`check_loader`).  ``build_ffi.py``
+loads this file by path, so it imports nothing of the package.
 """
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import json
 import os
 import shutil
 import sys
@@ -64,3 +71,111 @@ def preload_loader() -> Path | None:
     if loader is not None:
         ctypes.CDLL(str(loader), mode=ctypes.RTLD_GLOBAL)
     return loader
+
+
+class LoaderMismatchError(ImportError):
+    """The UR loader this process opened is not the one ur_cffi's module was built for."""
+
+
+REBUILD_HINT = (
+    "Rebuild ur_cffi against the runtime you use, with that release's ur_api.h installed "
+    "(pip install \"intel-sycl-rt==<the intel-cmplr-lib-ur version>\", or an installed oneAPI): "
+    "pip install --no-build-isolation --force-reinstall --no-deps <ur_cffi source>, or "
+    "`make regen` in a source checkout")
+
+
+def loader_identity(path: Path) -> dict:
+    """What identifies the loader file at ``path``: its resolved ``path``, a ``digest`` of its
+    bytes, its size and modification time (``stat``) and a ``release`` a person can read (the
+    owning wheel's version, else the path)."""
+    path = Path(path).resolve()
+    digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    stat = path.stat()
+    return {"path": str(path), "digest": digest, "release": _release_of(path),
+            "stat": [stat.st_size, stat.st_mtime_ns]}
+
+
+def _release_of(path: Path) -> str:
+    from importlib import metadata
+
+    try:
+        distribution = metadata.distribution("intel-cmplr-lib-ur")
+    except metadata.PackageNotFoundError:
+        return str(path)
+    for file in distribution.files or ():
+        if file.name == path.name or file.name == LOADER_SONAME:
+            if Path(file.locate()).resolve() == path:
+                return f"intel-cmplr-lib-ur {distribution.version}"
+    return str(path)
+
+
+def opened_loader() -> Path | None:
+    """The ``libur_loader.so`` file this process has mapped, None if none is."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if "/libur_loader.so" in line:
+                    return Path(line.split(None, 5)[5].strip())
+    except OSError:
+        pass
+    return None
+
+
+def check_loader(built_for: dict | None) -> None:
+    """Raise :class:`LoaderMismatchError` if the opened loader is not ``built_for`` (the
+    :func:`loader_identity` recorded at build time)."""
+    opened = opened_loader()
+    if not built_for or opened is None:
+        return
+    stat = opened.resolve().stat()
+    if str(opened.resolve()) == built_for["path"] and \
+            [stat.st_size, stat.st_mtime_ns] == built_for["stat"]:
+        return  # the very file the module was built against, untouched since: no need to read it
+    found = loader_identity(opened)
+    if found["digest"] != built_for["digest"]:
+        raise LoaderMismatchError(
+            f"ur_cffi was built for the UR loader of {built_for['release']} "
+            f"({built_for['path']}), but this process opened {found['release']} "
+            f"({found['path']}). {REBUILD_HINT}")
+
+
+def explain_failed_load(error: ImportError) -> None:
+    """Raise :class:`LoaderMismatchError` from ``error`` (the compiled module did not load) if
+    the module was built for another loader than the one found, naming both."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("ur_cffi._ur")
+    except (ImportError, ValueError):
+        return
+    facts = _facts_in_file(spec.origin) if spec and spec.origin else None
+    loader = _first(LOADER_SONAME)
+    built_for = (facts or {}).get("loader")
+    if not built_for or loader is None:
+        return
+    found = loader_identity(loader)
+    if found["digest"] != built_for["digest"]:
+        raise LoaderMismatchError(
+            f"ur_cffi's module was built for the UR loader of {built_for['release']} "
+            f"({built_for['path']}) and does not load with {found['release']} "
+            f"({found['path']}): {error}. {REBUILD_HINT}") from error
+
+
+def _facts_in_file(module_file: str) -> dict | None:
+    """The build facts embedded in the compiled module's file, read without loading it."""
+    try:
+        data = Path(module_file).read_bytes()
+    except OSError:
+        return None
+    start = data.find(FACTS_MARKER)
+    if start < 0:
+        return None
+    end = data.find(b"\0", start)
+    try:
+        return json.loads(data[start:end].decode())
+    except ValueError:
+        return None
+
+
+FACTS_MARKER = b'{"ur_cffi_build": 1'
+"""How the build facts string in the compiled module begins."""
