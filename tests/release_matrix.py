@@ -1,0 +1,128 @@
+"""ur_cffi against every oneAPI runtime release PyPI carries, each in its own environment.
+
+For each release: a virtual environment under ``.venv-releases/`` that gets that release's
+runtime wheels first (as an environment with PyTorch XPU has them), then ur_cffi exactly as the
+README says for that case (``pip install --no-build-isolation``, which must leave the runtime at
+its version); then ``python -m ur_cffi`` must list the CPU device, ``examples/demo.py`` must
+print ``MSE: 0.0``, and the core slice of the tests must pass.  The result table (also
+``.venv-releases/matrix.md`` and ``matrix.json``) is what the README's support table shows.
+
+    python tests/release_matrix.py [RELEASE ...]     # default: every release below
+
+Set ``PIP_FIND_LINKS`` to a folder of downloaded wheels to spare the downloads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RELEASES = ["2025.0.4", "2025.1.0", "2025.2.0", "2025.3.1", "2026.0.0", "2026.1.0"]
+"""The releases checked here; the newest (2026.2.0) runs the whole suite in ``make test``."""
+RUNTIME = ["intel-cmplr-lib-ur", "intel-cmplr-lib-rt", "intel-opencl-rt", "intel-sycl-rt"]
+CORE_SLICE = ["tests/test_generator.py", "tests/test_bindings.py", "tests/test_raw_flow.py",
+              "tests/test_device.py",
+              "tests/test_memory.py", "tests/test_program_kernel.py",
+              "tests/test_launch_reuse.py", "tests/test_triton.py"]
+"""Bindings, devices, memory, programs and kernels, Triton."""
+VENVS = ROOT / ".venv-releases"
+
+
+def run(command: list[str], log, **kwargs) -> subprocess.CompletedProcess:
+    log.write(f"$ {' '.join(command)}\n")
+    log.flush()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, **kwargs)
+    log.write(done.stdout + done.stderr)
+    log.flush()
+    return done
+
+
+def check_release(release: str) -> dict:
+    """Install, build and test against ``release``; a dict of what happened."""
+    venv = VENVS / release
+    python = str(venv / "bin" / "python")
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    row = {"release": release, "api": None, "build": "not reached", "device": "not reached",
+           "demo": "not reached", "tests": "not reached", "runtime_kept": None}
+    started = time.monotonic()
+    with open(VENVS / f"{release}.log", "w") as log:
+        if not (venv / "bin" / "python").exists():
+            run([sys.executable, "-m", "venv", str(venv)], log, check=True)
+        pip = [python, "-m", "pip", "install", "-q"]
+        # The runtime first, as the user's environment has it; then ur_cffi as the README says.
+        done = run(pip + [f"{name}=={release}" for name in RUNTIME]
+                   + ["setuptools>=68", "cffi>=1.17", "pycparser>=3"], log, env=env)
+        if done.returncode:
+            row["build"] = "runtime install failed"
+            return row
+        done = run(pip + ["--no-build-isolation", ".[cpu,triton,test]"], log, env=env)
+        row["build"] = "ok" if done.returncode == 0 else "failed"
+        kept = run([python, "-m", "pip", "show", "intel-cmplr-lib-ur"], log, env=env).stdout
+        row["runtime_kept"] = f"Version: {release}" in kept
+        if done.returncode:
+            return row
+        described = run([python, "build_ffi.py", "--describe"], log)
+        row["regen"] = described.stdout.strip()
+        version = re.search(r"UR API version: (\S+)", described.stdout)
+        row["api"] = version.group(1) if version else None
+
+        listed = run([python, "-m", "ur_cffi"], log, timeout=120)
+        row["device"] = "CPU" if "UR_DEVICE_TYPE_CPU" in listed.stdout else "no CPU device"
+        demo = run([python, "examples/demo.py"], log, timeout=300)
+        row["demo"] = "MSE 0" if demo.returncode == 0 and "MSE: 0.0" in demo.stdout \
+            else "failed"
+        tests = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *CORE_SLICE], log,
+                    timeout=1800)
+        summary = [line for line in tests.stdout.splitlines() if re.search(r"\d+ (passed|failed)",
+                                                                            line)]
+        row["tests"] = summary[-1].strip("= ") if summary else f"exit {tests.returncode}"
+        row["tests_ok"] = tests.returncode == 0
+    row["seconds"] = round(time.monotonic() - started)
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| oneAPI | UR API | build | runtime kept | `python -m ur_cffi` | demo | core tests "
+             "| time |", "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        kept = {True: "yes", False: "**replaced**", None: "-"}[row["runtime_kept"]]
+        lines.append(f"| {row['release']} | {row['api'] or '-'} | {row['build']} | {kept} | "
+                     f"{row['device']} | {row['demo']} | {row['tests']} | "
+                     f"{row.get('seconds', '-')} s |")
+    return "\n".join(lines)
+
+
+def passed(row: dict) -> bool:
+    return (row["build"] == "ok" and row["runtime_kept"] and row["device"] == "CPU"
+            and row["demo"] == "MSE 0" and row.get("tests_ok", False))
+
+
+def main(releases: list[str]) -> int:
+    VENVS.mkdir(exist_ok=True)
+    rows = []
+    for release in releases:
+        print(f"== oneAPI {release}", flush=True)
+        row = check_release(release)
+        rows.append(row)
+        print(f"   {row}", flush=True)
+    report = table(rows)
+    (VENVS / "matrix.md").write_text(report + "\n")
+    (VENVS / "matrix.json").write_text(json.dumps(rows, indent=1))
+    print(report)
+    for row in rows:
+        if "regen" in row:
+            print(f"\n`build_ffi.py --describe` with oneAPI {row['release']}:\n{row['regen']}")
+    failed = [row["release"] for row in rows if not passed(row)]
+    if failed:
+        print(f"\nfailed: {', '.join(failed)} (logs: {VENVS}/<release>.log)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or RELEASES))
