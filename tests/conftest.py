@@ -50,6 +50,21 @@ def kernels(tmp_path_factory):
     return crash_probe.kernel_dir(tmp_path_factory.getbasetemp())
 
 
+@pytest.fixture(scope="session")
+def validation_layer_report():
+    """What UR's validation layer reports for a correct raw program (``validation_control.py``):
+    empty where the layer is sound, so that reports about ur_cffi mean something."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, str(Path(__file__).parent / "validation_control.py")],
+                          env=dict(os.environ, UR_CFFI_VALIDATION="1"), capture_output=True,
+                          text=True, timeout=120)
+    assert "control done" in done.stdout, done.stderr[-2000:]
+    return "" if done.returncode == 0 else done.stderr
+
+
 @pytest.fixture
 def queue(context, device):
     """A fresh in-order queue per test, finished and released afterwards."""

@@ -146,7 +146,7 @@ def run_end_to_end(script, cache_dir, *args, validation=False):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_end_to_end_in_fresh_processes(tmp_path, rng):
+def test_end_to_end_in_fresh_processes(tmp_path, rng, validation_layer_report):
     """Compile and launch with torch unimportable; the second process reuses both Triton's
     compiled SPIR-V and ur_cffi's native binary (no SPIR-V build), and exits with
     ur_cffi.triton still active under UR's leak checker.
@@ -163,7 +163,12 @@ def test_end_to_end_in_fresh_processes(tmp_path, rng):
     assert first["event_complete"] == "UR_EVENT_STATUS_COMPLETE"
     assert first["restored"] and not first["torch"]
     assert first["stats"]["from_il"] == 1 and first["stats"]["from_binary"] == 0
-    second = run_end_to_end(script, cache, n, "--exit-active", validation=True)
+    # Where UR's leak checker misreports a correct raw program (oneAPI 2025.0's does), its
+    # verdict on ur_cffi would mean nothing: the second process then runs without it.
+    sound = not validation_layer_report
+    if not sound:
+        assert "nonexistent handle" in validation_layer_report, validation_layer_report
+    second = run_end_to_end(script, cache, n, "--exit-active", validation=sound)
     assert second["error"] < 1e-5 and not second["torch"]
     assert second["stats"]["from_il"] == 0 and second["stats"]["from_binary"] == 1, second
 

@@ -33,7 +33,9 @@ def _why_no_devices() -> list[str]:
 def main() -> int:
     """Print what the UR loader finds; exit 1 if it finds no device."""
     print(f"ur_cffi: UR API {HEADER_FACTS['version']} (bindings from {HEADER_FACTS['header']})")
-    print(f"loader:  {_libraries._first(_libraries.LOADER_SONAME) or 'found by the dynamic linker'}")
+    built_for = HEADER_FACTS.get("loader") or {}
+    print(f"loader:  {_libraries.opened_loader() or 'found by the dynamic linker'} (built for "
+          f"{built_for.get('release', 'an unrecorded loader')})")
     print(f"OpenCL ICDs: {os.environ.get('OCL_ICD_FILENAMES', '(system default)')}")
     adapters = loader.init()
     if not adapters:
@@ -43,7 +45,11 @@ def main() -> int:
         return 1
     found = devices()
     for index, adapter in enumerate(adapters):
-        print(f"\nadapter {index}: {adapter.backend.name} (version {adapter.version})")
+        try:
+            version = f" (version {adapter.version})"
+        except NotImplementedError:  # no UR_ADAPTER_INFO_VERSION before oneAPI 2025.1
+            version = ""
+        print(f"\nadapter {index}: {adapter.backend.name}{version}")
         platforms = adapter.platforms()
         if not platforms:
             print("  no platforms")
