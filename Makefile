@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= cpu,triton,test
 
-.PHONY: setup test example examples regen bench clean
+.PHONY: setup test test-suite matrix example examples regen bench clean
 
 setup: $(VENV)/.installed
 
@@ -15,8 +15,15 @@ $(VENV)/.installed: pyproject.toml setup.py build_ffi.py
 	$(PY) -m pip install -e ".[$(EXTRAS)]"
 	touch $@
 
-test: setup
+# Every supported oneAPI release in its own environment (tests/release_matrix.py), then the
+# whole suite on the newest, in .venv.
+test: matrix test-suite
+
+test-suite: setup
 	$(PY) -m pytest
+
+matrix: setup
+	$(PY) tests/release_matrix.py
 
 example: setup
 	$(PY) examples/demo.py
@@ -37,4 +44,4 @@ bench: $(VENV)/.bench-installed
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf build $(VENV) src/ur_cffi/_ur.c src/ur_cffi/_ur*.so src/*.egg-info
+	rm -rf build $(VENV) .venv-releases src/ur_cffi/_ur.c src/ur_cffi/_ur*.so src/*.egg-info

@@ -162,3 +162,42 @@ def test_impossible_allocation_raises(queue):
                                    ur_result_t.UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY,
                                    ur_result_t.UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)
 
+
+
+LOADER_CHECK = """
+import sys
+try:
+    import ur_cffi
+except ImportError as error:
+    print(type(error).__name__, error)
+    sys.exit(0)
+print("imported", ur_cffi._libraries.opened_loader())
+"""
+
+
+@pytest.mark.parametrize("altered", [False, True])
+def test_import_checks_the_loader_is_the_one_built_for(tmp_path, altered):
+    """A copy of the loader elsewhere is the same loader; a different file (the copy with bytes
+    appended, which still loads) makes ``import ur_cffi`` name both and the rebuild command."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    built_for = HEADER_FACTS["loader"]
+    copy = tmp_path / "libur_loader.so.0"
+    shutil.copy(built_for["path"], copy)
+    if altered:
+        with open(copy, "ab") as file:
+            file.write(b"\0" * 64)
+    env = dict(os.environ, UR_LIBRARY_DIR=str(tmp_path),
+               LD_LIBRARY_PATH=str(Path(built_for["path"]).parent))
+    done = subprocess.run([sys.executable, "-c", LOADER_CHECK], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    if altered:
+        assert done.stdout.startswith("LoaderMismatchError"), done.stdout
+        assert built_for["release"] in done.stdout and str(copy) in done.stdout
+        assert "--no-build-isolation" in done.stdout
+    else:
+        assert done.stdout.strip() == f"imported {copy}"

@@ -34,6 +34,8 @@ def library_dirs() -> list[Path]:
         dirs.append(Path(os.environ["UR_LIBRARY_DIR"]))
     for prefix in (sysconfig.get_paths()["data"], sys.prefix, sys.base_prefix):
         dirs.append(Path(prefix) / "lib")
+    if os.environ.get("CMPLR_ROOT"):  # set by oneAPI's setvars.sh
+        dirs.append(Path(os.environ["CMPLR_ROOT"]) / "lib")
     if os.environ.get("ONEAPI_ROOT"):
         root = Path(os.environ["ONEAPI_ROOT"])
         dirs += [root / "compiler" / "latest" / "lib", root / "lib"]
