@@ -43,12 +43,20 @@ def run(spv_path: str) -> dict:
     checks["adapters"] = count[0]
     # Up to oneAPI 2025.2 urPlatformGet takes an array of adapters and its length.
     takes_list = ffi.typeof(lib.urPlatformGet).args[0] == ffi.typeof("ur_adapter_handle_t *")
-    lead = (adapters, 1) if takes_list else (adapters[0],)
-    ok(lib.urPlatformGet(*lead, 0, ffi.NULL, count), "urPlatformGet")
-    platforms = ffi.new("ur_platform_handle_t[]", count[0])
-    ok(lib.urPlatformGet(*lead, count[0], platforms, ffi.NULL), "urPlatformGet")
-    ok(lib.urDeviceGet(platforms[0], ur_device_type_t.UR_DEVICE_TYPE_ALL, 1,
-                       device_out := ffi.new("ur_device_handle_t *"), ffi.NULL), "urDeviceGet")
+    lead = (adapters, count[0]) if takes_list else None
+    device_out = ffi.new("ur_device_handle_t *")
+    for index in range(checks["adapters"]):  # the first platform with a CPU device
+        ok(lib.urPlatformGet(*(lead or (adapters[index],)), 0, ffi.NULL, count), "urPlatformGet")
+        platforms = ffi.new("ur_platform_handle_t[]", max(count[0], 1))
+        if count[0]:
+            ok(lib.urPlatformGet(*(lead or (adapters[index],)), count[0], platforms, ffi.NULL),
+               "urPlatformGet")
+        found = [platforms[i] for i in range(count[0])
+                 if lib.urDeviceGet(platforms[i], ur_device_type_t.UR_DEVICE_TYPE_CPU, 1,
+                                    device_out, ffi.NULL) == 0]
+        if found or lead:
+            break
+    assert found, "no CPU device"
     device = device_out[0]
     context_out = ffi.new("ur_context_handle_t *")
     ok(lib.urContextCreate(1, device_out, ffi.NULL, context_out), "urContextCreate")

@@ -230,9 +230,13 @@ def _launcher_for_set_arguments():
     # No launch properties: none (9 parameters), a count and a list (11), a pointer (10).
     launch_properties = {0: (), 1: (_NULL,), 2: (0, _NULL)}[extra]
     launch = lib.urEnqueueKernelLaunch
+    # UR 0.12 of oneAPI 2025.2 still requires the offsets (its validation layer refuses NULL).
+    no_offsets = ffi.new("size_t[3]")
 
     def enqueue_launch(queue, kernel, dims, offsets, global_sizes, local_sizes, count,
                        arguments, _properties, wait_count, wait_events, event_out):
+        if offsets == _NULL:
+            offsets = no_offsets
         if arguments.volatile or _applied.get(kernel) is not arguments:
             _applied.pop(kernel, None)
             _set_arguments(kernel, count, arguments.words)
