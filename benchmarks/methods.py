@@ -64,6 +64,7 @@ class Setup:
         self.host_dst = np.full(copy_bytes, 1, np.uint8)
         self.device_buffer = ur_cffi.empty(copy_bytes, np.uint8, queue=self.queue)
         self.device_buffer.copy_from(self.host_src)
+        self.graphs: list = []  # how to release the graph methods' command buffers
 
     def kernel_args(self) -> tuple:
         """The Kernel.launch arguments after the sizes."""
@@ -73,6 +74,8 @@ class Setup:
         self.x.fill(-1)
 
     def close(self) -> None:
+        for release in self.graphs:  # before the kernel their commands launch
+            release()
         for resource in (self.device_buffer, self.x, self.kernel, self.program, self.queue,
                          self.context):
             resource.close()
@@ -542,3 +545,120 @@ def dpctl_sycl(setup: Setup) -> Method:
     }
     return Method("dpctl", f"dpctl {dpctl.__version__} submit_async(...).wait()", ops, verify,
                   {"flush": "SYCL has no queue flush"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Graphs: the back-to-back launches recorded once, replayed with one enqueue and a finish
+
+
+def _graph_method(name: str, label: str, setup: Setup, record) -> Method:
+    """A method whose back-to-back workload replays a graph of ``count`` launches (made once
+    per count by ``record(count)``, which returns what replays it) and finishes (blocking)."""
+    queue, graphs = setup.queue, {}
+
+    def back_to_back(count):
+        replay = graphs.get(count)
+        if replay is None:
+            replay = graphs[count] = record(count)
+        replay()
+        queue.finish()
+
+    def verify():
+        setup.poison()
+        ops["back_to_back"](1)
+        return _read_x(setup)
+
+    ops = _with_blocking_waits({"back_to_back": back_to_back})
+    missing = "a graph replays the back-to-back launches"
+    return Method(name, label, ops, verify, {w: missing for w in WORKLOADS if w != "back_to_back"},
+                  keep_alive=(graphs,))
+
+
+def _native_graphs(setup: Setup) -> None:
+    supported, _, why = ur_cffi.graph.command_buffer_support(setup.device)
+    if not supported:
+        raise Unavailable(why)
+
+
+def graph_raw(setup: Setup) -> Method:
+    """A UR command buffer of the launches made with the raw layer, replayed with
+    ``urEnqueueCommandBufferExp``: the floor for graphs."""
+    _native_graphs(setup)
+    if not hasattr(lib, "urCommandBufferAppendKernelLaunchWithArgsExp"):
+        raise Unavailable("this UR has no urCommandBufferAppendKernelLaunchWithArgsExp")
+    raw = RawLaunch(setup)
+    queue, kern, NULL = setup.queue.handle, setup.kernel.handle, ffi.NULL
+    enums = ur_cffi.enums
+
+    def record(count):
+        desc = ffi.new("ur_exp_command_buffer_desc_t *", {
+            "stype": enums.ur_structure_type_t.UR_STRUCTURE_TYPE_EXP_COMMAND_BUFFER_DESC,
+            "isInOrder": True})
+        out = ffi.new("ur_exp_command_buffer_handle_t *")
+        ur_cffi.check(lib.urCommandBufferCreateExp(setup.context.handle, setup.device.handle,
+                                                   desc, out), "urCommandBufferCreateExp")
+        buffer = out[0]
+        setup.graphs.append(lambda: lib.urCommandBufferReleaseExp(buffer))
+        for _ in range(count):
+            ur_cffi.check(lib.urCommandBufferAppendKernelLaunchWithArgsExp(
+                buffer, kern, 1, NULL, raw.global_size, raw.local_size, raw.num_args, raw.args,
+                0, NULL, 0, NULL, 0, NULL, NULL, NULL, NULL),
+                "urCommandBufferAppendKernelLaunchWithArgsExp")
+        ur_cffi.check(lib.urCommandBufferFinalizeExp(buffer), "urCommandBufferFinalizeExp")
+
+        def replay():
+            if lib.urEnqueueCommandBufferExp(queue, buffer, 0, NULL, NULL):
+                _fail("urEnqueueCommandBufferExp")
+        return replay
+
+    return _graph_method("graph_raw", "graph: UR command buffer, raw layer "
+                         "(urEnqueueCommandBufferExp), blocking finish", setup, record)
+
+
+def _recorded(setup: Setup, native: bool | None, launch):
+    """``record(count)`` for :func:`_graph_method`: a ``ur_cffi.Graph`` of ``count`` calls of
+    ``launch()`` recorded on the setup's queue."""
+
+    def record(count):
+        graph = ur_cffi.Graph(setup.context, native=native)
+        setup.graphs.append(graph.close)
+        with graph.recording(setup.queue):
+            for _ in range(count):
+                launch()
+        graph.finalize()
+        return lambda: graph.replay(setup.queue, event=False)
+
+    return record
+
+
+def graph_launch(setup: Setup) -> Method:
+    """``Kernel.launch`` calls recorded into a ``ur_cffi.Graph``, replayed."""
+    _native_graphs(setup)
+    queue, kern, block, args = setup.queue, setup.kernel, kernel.BLOCK, setup.kernel_args()
+    return _graph_method(
+        "graph", "graph: ur_cffi.Graph of Kernel.launch calls, replay(event=False), blocking "
+        "finish", setup,
+        _recorded(setup, None, lambda: kern.launch(queue, block, block, *args, event=False)))
+
+
+def graph_triton(setup: Setup) -> Method:
+    """Triton ``kernel[grid]`` calls recorded into a ``ur_cffi.Graph``, replayed."""
+    _native_graphs(setup)
+    import ur_cffi.triton as ur_triton
+
+    ur_triton.activate(setup.queue)
+    jit, x, n = kernel.tiny[(1,)], setup.x, kernel.N
+    return _graph_method(
+        "graph_triton", "graph: ur_cffi.Graph of Triton kernel[grid] calls, replay(event=False), "
+        "blocking finish", setup,
+        _recorded(setup, None, lambda: jit(x, n, BLOCK=kernel.BLOCK, num_warps=kernel.NUM_WARPS)))
+
+
+def graph_one_by_one(setup: Setup) -> Method:
+    """The same graph of ``Kernel.launch`` calls made with ``native=False``: a replay
+    enqueues the launches one by one (what a device without command buffers gets)."""
+    queue, kern, block, args = setup.queue, setup.kernel, kernel.BLOCK, setup.kernel_args()
+    return _graph_method(
+        "graph_one_by_one", "graph: ur_cffi.Graph(native=False) of Kernel.launch calls, replayed "
+        "one by one, blocking finish", setup,
+        _recorded(setup, False, lambda: kern.launch(queue, block, block, *args, event=False)))

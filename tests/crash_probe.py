@@ -27,6 +27,13 @@ NUM_WARPS, THREADS_PER_WARP = 4, 16
 LOCAL_SIZE = NUM_WARPS * THREADS_PER_WARP
 BLOCK = 256  # elements per program (work-group)
 
+SPIN_LIMIT = 20_000_000
+"""Rounds after which the ``spin`` kernel ends by itself if no flag releases it: 2.5 to 7 s on
+the 2-core CI machine, quiet or with its other core busy (3 to 8 million rounds a second).  The
+tests set the flag within milliseconds; the limit bounds the run of a control that holds the
+kernel's waiter on purpose, or of a test that fails (a wait that keeps the GIL, a Ctrl-C that
+does not interrupt), to seconds."""
+
 SIGNATURES = {
     # Triton's signature, and ur_cffi's Kernel signature for the same arguments.
     "axpy": ({"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "a": "fp32", "n": "i32"},
@@ -59,8 +66,8 @@ else:
 
     @triton.jit
     def spin(flag_ptr, out_ptr, max_steps, BLOCK: tl.constexpr):
-        # Runs until the host sets *flag_ptr (or max_steps rounds pass), then stores how many
-        # rounds it waited: a kernel exactly as long as a test wants, whatever the machine.
+        # Runs until the host sets *flag_ptr (or max_steps rounds pass, SPIN_LIMIT say), then
+        # stores how many rounds it waited: a kernel exactly as long as a test wants.
         steps = 0
         while (tl.atomic_add(flag_ptr, 0) == 0) & (steps < max_steps):  # an atomic: re-read
             steps += 1

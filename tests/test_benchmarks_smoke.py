@@ -16,7 +16,8 @@ from benchmarks import report
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = ("flush", "launch_finish", "back_to_back", "copy_h2d", "copy_d2h", "usm_alloc_free")
 METHODS = ("c", "raw", "wrapper", "lean", "prepared", "triton", "triton_prepared",
-           "triton_dispatch", "ctypes", "dpctl")
+           "triton_dispatch", "graph_raw", "graph", "graph_triton", "graph_one_by_one", "ctypes",
+           "dpctl")
 ALWAYS_RUN = ("c", "raw", "wrapper", "ctypes")  # need nothing beyond ur_cffi and a C compiler
 LAUNCHES_ONLY = ("lean", "prepared")  # the same, launch workloads only
 FIGURE_KEYS = {"value", "value_a", "value_b", "ratio_to_c", "ratio_to_c_a", "ratio_to_c_b",

@@ -260,8 +260,11 @@ def test_launch_with_local_memory(build_triton, queue, rng):
     typed.launch(queue, groups * compiled.local_size, compiled.local_size,
                  ur_cffi.asarray(x, queue=queue), out, n, ur_cffi.Local(compiled.shared)).wait()
     assert np.array_equal(out.to_numpy(), padded.reshape(groups, 256).sum(axis=1))
-    for size in (0, -1, 1.5):
-        with pytest.raises(ValueError, match="positive integer"):
+    for size in (0, -1):
+        with pytest.raises(ValueError, match=f"Local memory size {size} is out of range"):
+            ur_cffi.Local(size)
+    for size in (1.5, True, None):
+        with pytest.raises(TypeError, match="Local memory size must be an integer"):
             ur_cffi.Local(size)
 
 
@@ -335,11 +338,16 @@ def test_sizes_are_checked(add, queue, device):
         kernel.launch(queue, (128, 2), 128, *args)
     with pytest.raises(ValueError, match="exceeds the device's maximum work-group size"):
         kernel.launch(queue, 2 * device.max_work_group_size, 2 * device.max_work_group_size, *args)
-    with pytest.raises(ValueError, match="global_size 0 must be 1 to 3 positive integers"):
+    with pytest.raises(ValueError, match=r"global_size 0 is out of range \[1, "):
         kernel.launch(queue, 0, None, *args)
+    for size in (True, 128.0, (128, np.bool_(True)), "128"):
+        with pytest.raises(TypeError, match="global_size"):
+            kernel.launch(queue, size, None, *args)
+    with pytest.raises(TypeError, match="local_size must be an integer, not bool"):
+        kernel.launch(queue, 128, True, *args)
     with pytest.raises(ValueError, match="global_size"):
         kernel.launch(queue, (1, 1, 1, 1), None, *args)
     with pytest.raises(ValueError, match="global_offset .* differ in dimensions"):
         kernel.launch(queue, (128, 1), None, *args, global_offset=0)
-    with pytest.raises(ValueError, match="global_offset -1 must be 1 to 3 non-negative"):
+    with pytest.raises(ValueError, match=r"global_offset -1 is out of range \[0, "):
         kernel.launch(queue, 128, None, *args, global_offset=-1)

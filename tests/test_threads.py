@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import ctypes
 import secrets
+import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -159,64 +161,104 @@ def test_threads_creating_and_closing_queues_while_the_device_synchronizes():
     assert "synchronized" in done.stdout
 
 
-def overlaps(context, device, spin, axpy, wait: str, waiter: str, max_steps: int) -> bool:
+def overlaps(context, device, spin, axpy, wait: str, waiter: str,
+             max_steps: int = crash_probe.SPIN_LIMIT) -> bool:
     """``waiter`` ("main" or "worker") waits by ``wait`` for a kernel that spins until a flag
-    is set, while the other thread submits, waits for and checks 20 short jobs on a second
-    queue, notes whether the spinning kernel is still running, and then sets the flag.
+    is set, while the other thread, once the kernel runs, submits 20 short jobs on a second
+    queue, notes whether the waiter is still waiting (and the kernel still running), sets the
+    flag, and then waits for and checks the 20 jobs.
 
-    True if the kernel was still running (and still waited for) after those jobs.  Had the
-    wait held the GIL, the other thread could only have run after the kernel ended by itself,
-    after ``max_steps`` rounds."""
+    True if the waiter was still in its wait once all 20 jobs were submitted.  Decided by order,
+    not by time: the GIL changes hands here only where a thread gives it up (the switch interval
+    is raised), so the other thread runs only once the waiter is inside its wait, and the kernel
+    ends only by the flag, set after the check, or by itself after ``max_steps`` rounds (seconds,
+    against milliseconds for the submissions).  Had the wait held the GIL, the other thread could
+    only have run after the kernel ended by itself."""
     rng = np.random.default_rng()
     with ur_cffi.Queue(context, device) as long_queue, \
             ur_cffi.Queue(context, device) as short_queue:
         flag = ur_cffi.zeros(1, np.int32, queue=long_queue, kind="host")
-        spun = ur_cffi.zeros(1, np.int32, queue=long_queue)
+        spun = ur_cffi.empty(1, np.int32, queue=long_queue)
+        spun.fill(-1)  # the kernel stores how many rounds it spun: 0 if released at once
         host = np.zeros(1, np.int32)
-        long_event = spin.launch(long_queue, LOCAL, LOCAL, flag, spun, max_steps,
-                                 ur_cffi.Local(4))
-        entered, outcome = threading.Event(), {"exact": 0}
+        # The control's call is looked up beforehand: the waiter goes straight into its wait.
+        gil_holding_finish = ctypes.PyDLL(None).urQueueFinish  # ctypes.PyDLL keeps the GIL
+        long_handle = ctypes.c_void_p(int(ur_cffi.ffi.cast("uintptr_t", long_queue.handle)))
+        entered, returned = threading.Event(), threading.Event()
+        outcome, errors = {"exact": 0}, []
+
+        def release_the_kernel():
+            ctypes.c_int32.from_address(flag.data_ptr()).value = 1
 
         def block():
-            entered.set()
-            if wait == "finish":
-                long_queue.finish()
-            elif wait == "event.wait":
-                long_event.wait()
-            elif wait == "blocking copy":  # queued behind the kernel on the in-order queue
-                spun.copy_to(host)
-            else:  # the control: ctypes.PyDLL keeps the GIL during the call
-                gil_holding_finish = ctypes.PyDLL(None).urQueueFinish
-                gil_holding_finish(ctypes.c_void_p(int(ur_cffi.ffi.cast(
-                    "uintptr_t", long_queue.handle))))
+            try:
+                entered.set()
+                if wait == "finish":
+                    long_queue.finish()
+                elif wait == "event.wait":
+                    long_event.wait()
+                elif wait == "blocking copy":  # queued behind the kernel on the in-order queue
+                    spun.copy_to(host)
+                else:  # the control
+                    gil_holding_finish(long_handle)
+                returned.set()
+            except BaseException as error:  # a thread's exception would vanish
+                errors.append(("waiter", repr(error)))
+                release_the_kernel()
 
         def short_jobs():
-            entered.wait()
-            for _ in range(20):
-                n = int(rng.integers(1, 3 * BLOCK))
-                x = rng.standard_normal(n).astype(np.float32)
-                with ur_cffi.asarray(x, queue=short_queue) as dx, \
-                        ur_cffi.empty(n, queue=short_queue) as out:
-                    out.fill(np.nan)
+            # Submitted during the wait, waited for after it: the CPU runtime need not run a
+            # second queue's commands while a kernel spins (on the 2-core CI machine, quiet,
+            # about one run in ten had the short queue's first copy wait for the spinning
+            # kernel to end by itself).
+            jobs = []
+            try:
+                entered.wait()
+                while long_event.status in (ur_event_status_t.UR_EVENT_STATUS_QUEUED,
+                                            ur_event_status_t.UR_EVENT_STATUS_SUBMITTED):
+                    time.sleep(1e-3)  # until the kernel runs (or has ended, in the control)
+                for _ in range(20):
+                    n = int(rng.integers(1, 3 * BLOCK))
+                    x = rng.standard_normal(n).astype(np.float32)
+                    result = np.full(n, np.nan, np.float32)
+                    dx = ur_cffi.empty(n, queue=short_queue)
+                    out = ur_cffi.empty(n, queue=short_queue)
+                    jobs.append((x, result, dx, out))
+                    dx.copy_from(x, blocking=False)
+                    out.fill(np.nan, blocking=False)
                     axpy.launch(short_queue, groups(n) * LOCAL, LOCAL, dx, dx, out,
                                 np.float32(1.0), n)
-                    outcome["exact"] += np.array_equal(out.to_numpy(), 2 * x)
-            outcome["overlapped"] = (
-                long_event.status != ur_event_status_t.UR_EVENT_STATUS_COMPLETE)
-            ctypes.c_int32.from_address(flag.data_ptr()).value = 1  # let the kernel end
+                    out.copy_to(result, blocking=False)
+                outcome["overlapped"] = not returned.is_set() and (
+                    long_event.status != ur_event_status_t.UR_EVENT_STATUS_COMPLETE)
+            except BaseException as error:
+                errors.append(("jobs", repr(error)))
+            finally:
+                release_the_kernel()
+            short_queue.finish()
+            outcome["exact"] = sum(np.array_equal(result, 2 * x) for x, result, _, _ in jobs)
+            for _, _, dx, out in jobs:
+                dx.close()
+                out.close()
 
-        # `waiter` waits for the long kernel; the other thread runs the short jobs.
-        here, there = (block, short_jobs) if waiter == "main" else (short_jobs, block)
-        thread = threading.Thread(target=there)
-        thread.start()
-        here()
-        if waiter == "worker":
-            outcome["overlapped"] &= thread.is_alive()  # and the worker is still waiting
-        thread.join()
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(60.0)  # longer than any test: no forced GIL hand-over
+        try:
+            long_event = spin.launch(long_queue, LOCAL, LOCAL, flag, spun, max_steps,
+                                     ur_cffi.Local(4))
+            # `waiter` waits for the long kernel; the other thread runs the short jobs.
+            here, there = (block, short_jobs) if waiter == "main" else (short_jobs, block)
+            thread = threading.Thread(target=there)
+            thread.start()
+            here()
+            thread.join()
+        finally:
+            sys.setswitchinterval(switch_interval)
         long_queue.finish()
+        assert errors == []
         assert outcome["exact"] == 20
         spun_rounds = spun.to_numpy()[0]
-        assert 0 < spun_rounds <= max_steps
+        assert 0 <= spun_rounds <= max_steps  # the kernel ran, and ended by the flag or itself
         if wait == "blocking copy":
             assert host[0] == spun_rounds
         return outcome["overlapped"]
@@ -227,16 +269,16 @@ def overlaps(context, device, spin, axpy, wait: str, waiter: str, max_steps: int
 def test_a_blocking_wait_lets_other_threads_run(device, context, axpy_program, spin, wait,
                                                 waiter):
     with axpy_program.kernel("axpy", signature=SIGNATURE) as axpy:
-        assert overlaps(context, device, spin, axpy, wait, waiter, max_steps=2**31 - 1)
+        assert overlaps(context, device, spin, axpy, wait, waiter)
 
 
 @pytest.mark.parametrize("waiter", ["main", "worker"])
 def test_the_overlap_check_catches_a_wait_that_holds_the_gil(device, context, axpy_program,
                                                             spin, waiter):
-    # The kernel ends by itself after 20 million rounds (about a second here).
+    # The same check with a wait that keeps the GIL: the kernel ends by itself (after
+    # SPIN_LIMIT rounds, a few seconds), and only then can the other thread run.
     with axpy_program.kernel("axpy", signature=SIGNATURE) as axpy:
-        assert not overlaps(context, device, spin, axpy, "GIL-holding finish", waiter,
-                            max_steps=20_000_000)
+        assert not overlaps(context, device, spin, axpy, "GIL-holding finish", waiter)
 
 
 FINISH_WHILE_ENQUEUEING = textwrap.dedent("""

@@ -84,3 +84,14 @@ def test_repeated_launches(tmp_path_factory):
         "the same, finishing with blocking waits"]
     assert all(exact == "True" and float(us) > 0 for _, us, exact in rows)
     assert stdout.splitlines()[-1] == "all exact: True"
+
+
+def test_graph_step(tmp_path_factory):
+    stdout = run("graph_step.py", tmp_path_factory)
+    assert re.match(r"recorded 5 commands \(copy, launch, launch, launch, copy\) into (a UR "
+                    r"command buffer|its commands replayed one by one)$", stdout, re.MULTILINE)
+    steps = re.findall(r"^step (\d): weights (\d), max error (\S+)$", stdout, re.MULTILINE)
+    assert [(int(step), int(weights)) for step, weights, _ in steps] == \
+        [(step, step // 4) for step in range(8)]
+    assert all(float(error) < 1e-5 for _, _, error in steps)
+    assert stdout.splitlines()[-1].endswith("one enqueue per step: every step within 1e-5")

@@ -5,6 +5,7 @@ Layers, each in its own place:
 - ``ur_cffi.enums`` / ``ur_cffi.errors``: every UR enum and result code, derived from it;
 - ``Device``, ``Context``, ``Queue``, ``Event``, USM arrays, ``Program``, ``Kernel``: the
   hand-written layer with owned handles and exact synchronization;
+- ``Graph``: launches, copies and fills recorded once and replayed with one enqueue;
 - ``ur_cffi.triton``: a Triton driver that launches on a ur_cffi queue, with no PyTorch.
 """
 
@@ -33,10 +34,11 @@ from .loader import init  # noqa: E402
 from .memory import Buffer, USMArray, asarray, empty, zeros  # noqa: E402
 from .program import Kernel, Local, PreparedLaunch, Program  # noqa: E402
 from .queue import Event, Queue  # noqa: E402
+from .graph import Graph, GraphCommand  # noqa: E402
 
 __all__ = [
     "ffi", "lib", "enums", "errors", "info", "loader", "init", "check", "URError",
     "ClosedError", "Backend", "Device", "devices", "default_device", "Context", "Queue", "Event",
     "USMArray", "Buffer", "asarray", "empty", "zeros", "Program", "Kernel", "Local",
-    "PreparedLaunch", "set_interruptible_waits", "interruptible_waits",
+    "PreparedLaunch", "set_interruptible_waits", "interruptible_waits", "Graph", "GraphCommand",
 ]  # fmt: skip

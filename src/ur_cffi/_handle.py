@@ -13,6 +13,8 @@ import itertools
 import os
 import weakref
 
+from . import _interrupts
+from ._interrupts import callback_section, section
 from ._ur import ffi, lib
 from .errors import check
 
@@ -54,15 +56,28 @@ class _OwnerRef(weakref.ref):
     __slots__ = ("serial",)
 
 
+def owns(handle) -> bool:
+    """Whether some owner releases ``handle`` (a UR handle or USM pointer among its release
+    arguments).  Scans the registry: for the rare paths that must find out after an
+    interruption (Ctrl-C) whether an owner took a handle."""
+    return any(any(arg is handle or (type(arg) is type(handle) and arg == handle)
+                   for arg in entry[2]) for entry in list(_live.values()))
+
+
 def _release(serial: int) -> int:
-    entry = _live.pop(serial, None)
-    if entry is None or _forked:  # a forked child must not release its parent's objects
-        return 0
-    return entry[1](*entry[2])
+    with section:  # a release is never cut in half by Ctrl-C (_interrupts)
+        entry = _live.pop(serial, None)
+        if entry is None or _forked:  # a forked child must not release its parent's objects
+            return 0
+        return entry[1](*entry[2])
 
 
 def _collected(owner_ref: _OwnerRef) -> None:
-    _release(owner_ref.serial)
+    with callback_section:
+        _release(owner_ref.serial)
+
+
+_interrupts._callbacks.add(_collected.__code__)
 
 
 def release_all() -> None:
@@ -118,14 +133,27 @@ class Resource:
         """Release the UR handle now; closing twice is harmless."""
         if self._handle is None:
             return
-        self._handle = None
-        result = _release(self._serial)
+        with section:
+            self._handle = None
+            result = _release(self._serial)
         if result:
             check(result, self._release_function)
 
     def __enter__(self):
         self.handle  # noqa: B018 - raises if already closed
         return self
+
+    def __copy__(self):
+        raise TypeError(f"a {type(self).__name__} owns its UR handle alone and cannot be copied; "
+                        "share the object itself")
+
+    def __deepcopy__(self, memo):
+        self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        hint = " (to_numpy() gives its data)" if hasattr(self, "to_numpy") else ""
+        raise TypeError(f"a {type(self).__name__} holds a UR handle of this process and cannot "
+                        f"be pickled{hint}")
 
     def __exit__(self, *exc_info) -> None:
         self.close()

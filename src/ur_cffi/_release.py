@@ -24,7 +24,19 @@ device-wide wait               ``urDeviceWaitExp`` from 2026.0              :dat
                                                                             DEVICE_WAIT`
 info enumerators               e.g. ``UR_ADAPTER_INFO_VERSION`` (0.11+),    :func:`enumerator`
                                ``UR_KERNEL_INFO_SPILL_MEM_SIZE`` (0.12)
+command buffers (``Graph``)    ``urEnqueueCommandBufferExp``, updates by    :data:`HAS_COMMAND_
+                               command buffer, appends with event lists     BUFFERS`,
+                               from 2025.2 (before: other shapes, not       :func:`append_
+                               handled: a Graph replays command by          launch`
+                               command); a launch appended with its
+                               arguments in 2026.2, from arguments set on
+                               the kernel before
 =============================  ===========================================  ==================
+
+Alike in every release: ``urDeviceGetSelected`` (``ur_cffi.devices()`` with
+``ONEAPI_DEVICE_SELECTOR`` set).  What its releases do with a malformed selector differs
+(ignore it, drop every adapter, ``INVALID_VALUE``, an abort in 2025.2, a crash in 2025.0), so
+none is passed to UR: ``loader.device_selector()`` refuses it first, on every release.
 
 Kernel arguments travel in one layout on every release: an entry of :data:`ARGUMENT_SIZE`
 bytes per argument, laid out as UR 0.12's ``ur_exp_kernel_arg_properties_t`` (checked against
@@ -189,6 +201,12 @@ def write_argument(words, index: int, kind: int, size: int, value: int = 0) -> N
     words[base + 5] = 0
 
 
+def read_argument(words, index: int) -> tuple[int, int, int]:
+    """``(kind, size, value word)`` of entry ``index`` (as :func:`write_argument` wrote it)."""
+    base = index * _WORDS
+    return words[base + 2] & 0xFFFFFFFF, words[base + 3], words[base + 4]
+
+
 class _ArgumentList:
     """An argument block where the launch takes no argument list."""
 
@@ -256,3 +274,72 @@ enqueue_launch = (lib.urEnqueueKernelLaunchWithArgsExp if HAS_LAUNCH_WITH_ARGS
 argument_count, arguments, NULL, wait_count, wait_events, event_out)`` as
 ``urEnqueueKernelLaunchWithArgsExp`` takes them, with ``arguments`` from :func:`new_arguments`;
 returns the ``ur_result_t``.  Call it under ``queue.enqueue_lock``."""
+
+
+# --------------------------------------------------------------------------------------------
+# Command buffers (ur_cffi.Graph)
+
+def _command_buffers_handled() -> bool:
+    # The shapes of UR 0.12 from oneAPI 2025.2 on: appends take an event wait list besides the
+    # sync points (11 parameters for a USM copy, 15 for a launch), updates name their command
+    # in the descriptor, a command buffer is submitted with urEnqueueCommandBufferExp, and its
+    # command handles are its own (there is no urCommandBufferReleaseCommandExp).
+    return (has("urEnqueueCommandBufferExp") and has("urCommandBufferFinalizeExp")
+            and not has("urCommandBufferReleaseCommandExp")
+            and len(_parameters("urCommandBufferAppendUSMMemcpyExp")) == 11
+            and len(_parameters("urCommandBufferAppendUSMFillExp")) == 12
+            and len(_parameters("urCommandBufferAppendKernelLaunchExp")) == 15
+            and _parameters("urCommandBufferUpdateKernelLaunchExp")[1] == "uint32_t")
+
+
+HAS_COMMAND_BUFFERS = _command_buffers_handled()
+"""Whether a ``ur_cffi.Graph`` can be a UR command buffer with this header's functions (oneAPI
+2025.2 on); where not, a graph replays its commands one by one."""
+
+HAS_APPEND_WITH_ARGS = has("urCommandBufferAppendKernelLaunchWithArgsExp")
+"""Whether a launch is appended with its argument list (oneAPI 2026.2), not from arguments
+set on the kernel handle first."""
+
+
+def argument_words(arguments, count: int):
+    """The ``count`` entries of an argument list from :func:`new_arguments` as 64-bit words."""
+    if isinstance(arguments, _ArgumentList):
+        return arguments.words
+    return memoryview(ffi.buffer(arguments, count * ARGUMENT_SIZE)).cast("B").cast("Q")
+
+
+def copy_arguments(arguments, count: int) -> tuple:
+    """``(block, arguments, words)`` as :func:`new_arguments` gives them, holding the ``count``
+    entries of ``arguments`` with the bytes of every by-value argument copied into the new
+    block: it depends on no memory of the original's."""
+    words = argument_words(arguments, count)
+    values = [(index, words[index * _WORDS + 3]) for index in range(count)
+              if words[index * _WORDS + 2] & 0xFFFFFFFF == VALUE]
+    extra = sum((size + 7) // 8 * 8 for _, size in values)
+    block, copied, copied_words = new_arguments(count, extra)
+    copied_words[:count * _WORDS] = words[:count * _WORDS]
+    offset = ARGUMENT_SIZE * count
+    start = int(ffi.cast("uintptr_t", block))
+    for index, size in values:
+        ffi.memmove(block + offset, ffi.cast("void *", words[index * _WORDS + 4]), size)
+        copied_words[index * _WORDS + 4] = start + offset
+        offset += (size + 7) // 8 * 8
+    return block, copied, copied_words
+
+
+def append_launch(buffer, kernel, dims, offsets, global_sizes, local_sizes, count, arguments,
+                  point_count, points, point_out, command_out) -> int:
+    """Append a kernel launch to command buffer ``buffer`` after ``point_count`` sync
+    ``points``, with ``arguments`` from :func:`new_arguments`; returns the ``ur_result_t``.
+    Call it under ``queue.enqueue_lock``: without
+    ``urCommandBufferAppendKernelLaunchWithArgsExp`` the arguments are set on the kernel
+    handle first, as for a launch."""
+    if HAS_APPEND_WITH_ARGS:
+        return lib.urCommandBufferAppendKernelLaunchWithArgsExp(
+            buffer, kernel, dims, offsets, global_sizes, local_sizes, count, arguments, 0, _NULL,
+            point_count, points, 0, _NULL, point_out, _NULL, command_out)
+    _applied.pop(kernel, None)  # the kernel's arguments are no longer those of a launch
+    _set_arguments(kernel, count, argument_words(arguments, count))
+    return lib.urCommandBufferAppendKernelLaunchExp(
+        buffer, kernel, dims, offsets, global_sizes, local_sizes, 0, _NULL, point_count, points,
+        0, _NULL, point_out, _NULL, command_out)

@@ -15,9 +15,20 @@ class Context(_handle.Resource):
 
     def __init__(self, devices):
         """Create a context for ``devices`` (a list of :class:`~ur_cffi.Device`)."""
+        from .device import Device
+
+        if isinstance(devices, Device):
+            devices = [devices]
+        if isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
+            raise TypeError(f"devices must be a list of ur_cffi Devices, not "
+                            f"{type(devices).__name__} {devices!r}")
         devices = list(devices)
         if not devices:
             raise ValueError("a Context needs at least one device")
+        for device in devices:
+            if not isinstance(device, Device):
+                raise TypeError(f"devices must be ur_cffi Devices, not {type(device).__name__} "
+                                f"{device!r}")
         handles = ffi.new("ur_device_handle_t[]", [d.handle for d in devices])
         out = ffi.new("ur_context_handle_t *")
         check(lib.urContextCreate(len(devices), handles, ffi.NULL, out), "urContextCreate")

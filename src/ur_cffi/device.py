@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 
@@ -146,16 +147,29 @@ _cache: dict = {"generation": None, "devices": []}
 def _enumerate() -> list[Device]:
     found = []
     count = ffi.new("uint32_t *")
-    for adapter in loader.init():
+    adapters = loader.init()
+    # With a selector set, urDeviceGetSelected applies all of it (device types, indices,
+    # negative terms), as SYCL does; loader.init() applies only its backends and device types.
+    # loader.device_selector() refuses a malformed one, which some releases crash on.
+    selected = loader.device_selector() is not None
+    name = "urDeviceGetSelected" if selected else "urDeviceGet"
+    get = getattr(lib, name)
+    for adapter in adapters:
         for platform in adapter.platforms():
-            result = lib.urDeviceGet(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL,
-                                     0, ffi.NULL, count)
+            result = get(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL, 0, ffi.NULL,
+                         count)
+            if selected and result == ur_result_t.UR_RESULT_ERROR_INVALID_VALUE:
+                # A well-formed selector this release's UR does not take (oneAPI 2025.0
+                # knows no native_cpu backend, for one).
+                raise loader.DeviceSelectorError(
+                    os.environ.get(loader.SELECTOR_ENV, ""),
+                    f"is refused by UR's {name} ({ur_result_t(result).name})")
             if result == ur_result_t.UR_RESULT_ERROR_DEVICE_NOT_FOUND or count[0] == 0:
                 continue
-            check(result, "urDeviceGet")
+            check(result, name)
             handles = ffi.new("ur_device_handle_t[]", count[0])
-            check(lib.urDeviceGet(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL,
-                                  count[0], handles, ffi.NULL), "urDeviceGet")
+            check(get(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL, count[0], handles,
+                      ffi.NULL), name)
             found += [Device(handles[i], platform) for i in range(count[0])]
     return found
 
@@ -174,7 +188,9 @@ def devices(device_type: ur_device_type_t | str | None = None,
             backend: Backend | str | None = None) -> list[Device]:
     """All root devices of all adapters, optionally only one type (``"gpu"``, ``"cpu"``) or backend.
 
-    ``ONEAPI_DEVICE_SELECTOR`` filters what the loader reports, as in SYCL.
+    With ``ONEAPI_DEVICE_SELECTOR`` set, the devices UR's ``urDeviceGetSelected`` selects, as in
+    SYCL (types, indices, sub-devices, ``!`` terms); ``loader.DeviceSelectorError`` (a
+    ``ValueError``) if it is malformed.  It is read when the loader initialises.
     """
     with _cache_lock:
         loader.init()
@@ -197,6 +213,10 @@ def default_device() -> Device:
     """The first GPU if there is one, else the first device; raises ``RuntimeError`` if none."""
     found = devices()
     if not found:
+        if loader.device_selector() is not None:
+            raise RuntimeError(f"no UR device is selected by {loader.SELECTOR_ENV}="
+                               f"{os.environ[loader.SELECTOR_ENV]!r}; unset it to use every "
+                               "device")
         raise RuntimeError("no UR device found; run `python -m ur_cffi` to see why")
     gpus = [d for d in found if d.type == ur_device_type_t.UR_DEVICE_TYPE_GPU]
     return (gpus or found)[0]

@@ -12,6 +12,13 @@ and the process exits with status :data:`VALIDATION_EXIT_STATUS`, so a test run 
 After ``fork()`` a child process cannot use what its parent initialised: every object raises
 ``ClosedError``, and so does ``init()`` (and so ``devices()``).  Fork before the first use of
 ur_cffi, or use multiprocessing's ``"spawn"`` or ``"forkserver"`` start method.
+
+``ONEAPI_DEVICE_SELECTOR`` is checked here (:func:`device_selector`) before UR reads it: UR's
+loader applies its backend and device-type parts when ``urLoaderInit`` picks adapters, and
+``urDeviceGetSelected`` applies all of it (``ur_cffi.devices()``), but neither reports a
+malformed selector reliably: by release, UR ignores it, drops every adapter, answers
+``UR_RESULT_ERROR_INVALID_VALUE``, aborts (oneAPI 2025.2) or crashes (2025.0), so ur_cffi raises
+:class:`DeviceSelectorError` instead of passing one on.
 """
 
 from __future__ import annotations
@@ -52,6 +59,10 @@ SPURIOUS_VALIDATION_MESSAGES = frozenset({"There are no valid references to hand
 _LOG_LINE = re.compile(r"<VALIDATION>\[(\w+)\]: ?(.*?)\s*$")
 _CONTINUATION = re.compile(r"Handle \S+ was recorded for first time here:$|#\d+ ")
 
+SELECTOR_ENV = "ONEAPI_DEVICE_SELECTOR"
+"""The variable that selects devices, as in SYCL: ``[!]backend:device[,device...]`` terms
+separated by ``;`` (empty or unset: every device)."""
+
 _lock = threading.RLock()
 _state: dict = {"adapters": None, "validation": False, "atexit": False, "generation": 0,
                 "log": None, "own_log": False, "forked": False}
@@ -67,11 +78,141 @@ class ValidationError(RuntimeError):
                          + "\n".join(problems))
 
 
+class DeviceSelectorError(ValueError):
+    """``ONEAPI_DEVICE_SELECTOR`` is malformed, or UR refused it; ``.selector`` is its value,
+    and ``reason`` (``"is malformed: ..."``) follows it in the message."""
+
+    def __init__(self, selector: str, reason: str):
+        self.selector = selector
+        backends = ", ".join(_selector_backends())
+        super().__init__(
+            f"{SELECTOR_ENV}={selector!r} {reason}. The form is "
+            "'[!]backend:device[,device...]', terms separated by ';' (backend: *, "
+            f"{backends}; device: *, cpu, gpu, fpga or an index, optionally followed by "
+            "'.sub-device' and '.sub-sub-device', each an index or *), e.g. 'opencl:cpu', "
+            f"'level_zero:0,1' or '!opencl:gpu'; unset {SELECTOR_ENV} to select every device")
+
+
+def _selector_backends() -> list[str]:
+    """The backend names a selector may use: those of the header's backend enum."""
+    names = (m.name.removeprefix(_release.BACKEND_PREFIX).lower() for m in _release.Backend)
+    return [name for name in names if name != "unknown"]
+
+
+_SELECTOR_INDEX = re.compile(r"[0-9]+")  # ASCII digits only
+
+
+def _selector_device_problem(device: str) -> str | None:
+    """Why ``device`` (one ``root[.sub[.subsub]]`` of a term) is malformed, or None."""
+    parts = device.split(".")
+    if len(parts) > 3:
+        return f"device {device!r} has more than two '.'"
+    wildcard = False
+    for level, part in enumerate(parts):
+        if part == "*":
+            wildcard = True
+        elif wildcard:
+            return f"device {device!r}: only '*' may follow '*' (as in '*.*')"
+        elif _SELECTOR_INDEX.fullmatch(part):
+            # UR reads indices with stoul: one past 64 bits crashes oneAPI 2025.0, and
+            # 2**64 - 1 selects every device.
+            if int(part) >= 2**32:
+                return f"device {device!r}: index {part} is too large"
+        elif level or part.lower() not in ("cpu", "gpu", "fpga"):
+            kind = "* or an index" if level else "*, cpu, gpu, fpga or an index"
+            return f"device {device!r}: {part!r} is not {kind}"
+    return None
+
+
+def device_selector() -> tuple | None:
+    """``ONEAPI_DEVICE_SELECTOR``'s terms as ``(negative, backend, devices)`` tuples, or None
+    when it is unset or empty; raises :class:`DeviceSelectorError` if it is malformed.
+
+    The grammar is the one UR documents for ``urDeviceGetSelected``; backend names come from
+    the header's backend enum, and each backend (and each ``!backend``) has one term.
+    """
+    selector = os.environ.get(SELECTOR_ENV)
+    if not selector:
+        return None
+
+    def malformed(reason: str):
+        return DeviceSelectorError(selector, f"is malformed: {reason}")
+
+    # Each rule below keeps from UR what some release crashes on: an empty backend or term
+    # (a trailing ';' excepted) or an index past 64 bits (oneAPI 2025.0), a backend in two
+    # terms (2025.0, and an abort in 2025.2).
+    terms, seen = [], set()
+    for text in selector.removesuffix(";").split(";"):
+        if not text:
+            raise malformed("it has an empty term")
+        if text.count(":") != 1:
+            raise malformed(f"term {text!r} needs one ':' between backend and devices")
+        backend, devices = text.split(":")
+        negative = backend.startswith("!")
+        name = backend[negative:].lower()
+        if not name:
+            raise malformed(f"term {text!r} names no backend")
+        if name != "*" and name not in _selector_backends():
+            raise malformed(f"term {text!r}: unknown backend {backend[negative:]!r}")
+        if (negative, name) in seen:
+            raise malformed(f"backend {backend!r} has two terms; list its devices in one, "
+                            f"e.g. '{backend}:cpu,gpu'")
+        seen.add((negative, name))
+        if not devices:
+            raise malformed(f"term {text!r} names no device")
+        for device in devices.split(","):
+            problem = (_selector_device_problem(device) if device
+                       else f"term {text!r} has an empty device")
+            if problem:
+                raise malformed(problem)
+        terms.append((negative, name, tuple(devices.split(","))))
+    return tuple(terms)
+
+
 def _after_fork_in_child() -> None:
     # The child shares the parent's UR state but not its runtime threads; it must not use it,
     # release it or tear it down (the parent still owns it).
     if _state["adapters"] is not None:
         _state["forked"] = True
+        _exit_past_the_runtime()
+
+
+_child_exit: dict = {}
+
+
+def _exit_past_the_runtime() -> None:
+    """Make this forked child end without the runtime libraries' own exit handlers.
+
+    Intel's CPU OpenCL runtime waits at exit for its worker threads, which a forked child does
+    not have: with work in flight at the fork, the child would never exit.  Python's own exit
+    steps (atexit functions, flushing) still run; then ``os._exit`` ends the process with the
+    status ``sys.exit`` was given (1 after an uncaught exception), skipping the C-level ones.
+    """
+    parent_exit = sys.exit
+
+    def child_exit(status=None):
+        _child_exit["status"] = status
+        parent_exit(status)
+
+    sys.exit = child_exit
+    atexit.register(_leave_child)
+
+
+def _leave_child() -> None:
+    atexit.unregister(_leave_child)
+    atexit._run_exitfuncs()  # the others, as Python would run them after this one
+    status = _child_exit.get("status")
+    if getattr(sys, "last_value", None) is not None and status is None:
+        status = 1  # an uncaught exception, already printed
+    if status is not None and not isinstance(status, int):
+        print(status, file=sys.stderr)
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    os._exit(status or 0)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -142,6 +283,7 @@ def init(validation: bool | None = None) -> list[Adapter]:
 
     ``validation`` (default: the ``UR_CFFI_VALIDATION`` variable) enables UR's full validation
     and leak-checking layers; it can only be chosen before the first initialisation.
+    Raises :class:`DeviceSelectorError` if ``ONEAPI_DEVICE_SELECTOR`` is malformed.
     """
     if validation is None:
         validation = os.environ.get(VALIDATION_ENV, "") not in ("", "0")
@@ -155,6 +297,7 @@ def init(validation: bool | None = None) -> list[Adapter]:
             if validation and not _state["validation"]:
                 raise RuntimeError("the UR loader is already initialised without validation")
             return _state["adapters"]
+        device_selector()  # urLoaderInit reads it: refuse a malformed one first
         _loader_init(validation)
         count = ffi.new("uint32_t *")
         check(lib.urAdapterGet(0, ffi.NULL, count), "urAdapterGet")

@@ -10,36 +10,53 @@ import math
 
 import numpy as np
 
-from . import _handle
+from . import _checks, _handle
+from ._interrupts import section
 from ._ur import ffi, lib
-from .enums import ur_mem_flag_t
+from .enums import ur_mem_flag_t, ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
-from .queue import Event, Queue, enqueue_command
+from .queue import Event, Queue, enqueue_command, wait_list
 
 USM_KINDS = ("device", "host", "shared")
-
-
-def _shape(shape) -> tuple[int, ...]:
-    try:
-        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    except TypeError:
-        raise TypeError(f"shape {shape!r} must be an integer or a sequence of integers") from None
-    for extent in shape:
-        if not isinstance(extent, (int, np.integer)) or extent < 0:
-            raise ValueError(f"shape {shape} must hold non-negative integers")
-    return tuple(int(e) for e in shape)
 
 
 SIZE_MAX = 2 ** (8 * ffi.sizeof("size_t")) - 1
 
 
-def _span(what: str, offset: int, count: int, size: int) -> None:
-    """Raise unless ``[offset, offset + count)`` lies inside ``[0, size)``."""
-    for name, value in (("offset", offset), ("count", count)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-            raise TypeError(f"{what}: {name} {value!r} is not an integer")
-    if offset < 0 or count < 0 or offset + count > size:
+def _shape(shape) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer, bool, np.bool_)):
+        shape = (shape,)
+    elif isinstance(shape, (str, bytes)):
+        raise TypeError(f"shape {shape!r} must be an integer or a sequence of integers")
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise TypeError(f"shape {shape!r} must be an integer or a sequence of integers") from None
+    return tuple(_checks.integer(f"shape {shape} extent", extent) for extent in shape)
+
+
+def _span(what: str, offset, count, size: int) -> tuple[int, int]:
+    """``(offset, count)`` as Python ints; raises unless ``[offset, offset + count)`` lies
+    inside ``[0, size)``."""
+    offset = _checks.integer(f"{what}: offset", offset)
+    count = _checks.integer(f"{what}: count", count)
+    if offset + count > size:
         raise ValueError(f"{what}: {count} element(s) at offset {offset} do not fit in {size}")
+    return offset, count
+
+
+def _dtype(dtype) -> np.dtype:
+    if dtype is None:  # numpy would read it as float64
+        raise TypeError("dtype None: name the element type")
+    try:
+        return np.dtype(dtype)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"dtype {dtype!r} is not a numpy dtype ({error})") from None
+
+
+def _check_queue(queue) -> None:
+    if not isinstance(queue, Queue):
+        raise TypeError(f"queue must be a ur_cffi Queue, not {type(queue).__name__} {queue!r}")
 
 
 def _no_objects(dtype: np.dtype, what: str) -> None:
@@ -70,6 +87,19 @@ def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: boo
                             wait_for, keep_alive, blocking)
 
 
+def is_usm(context, address: int) -> bool:
+    """Whether UR knows ``address`` as USM memory (device, host or shared) of ``context``; host
+    memory such as a numpy array's, and memory of other contexts, is not."""
+    out = ffi.new("ur_usm_type_t *")
+    result = lib.urUSMGetMemAllocInfo(context.handle, ffi.cast("void *", address), _USM_TYPE,
+                                      ffi.sizeof("ur_usm_type_t"), out, ffi.NULL)
+    return result == 0 and out[0] != _USM_UNKNOWN
+
+
+_USM_TYPE = int(ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_TYPE)
+_USM_UNKNOWN = int(ur_usm_type_t.UR_USM_TYPE_UNKNOWN)
+
+
 def _free(queue, context, pointer) -> int:
     _handle.note_release()
     # Commands on the array's queue may still use the memory (an asynchronous copy, a kernel):
@@ -91,21 +121,24 @@ class USMArray(_handle.Resource):
     _release_function = "urUSMFree"
 
     def __init__(self, queue: Queue, shape, dtype=np.float32, kind: str = "device"):
-        if not isinstance(queue, Queue):
-            raise TypeError(f"USMArray needs a Queue, not {type(queue).__name__}")
-        if kind not in USM_KINDS:
+        _check_queue(queue)
+        if not isinstance(kind, str) or kind not in USM_KINDS:
             raise ValueError(f"kind must be one of {USM_KINDS}, not {kind!r}")
         queue.handle  # noqa: B018 - raises ClosedError if the queue is closed
         self.queue, self.kind = queue, kind
-        self.shape, self.dtype = _shape(shape), np.dtype(dtype)
+        self.shape, self.dtype = _shape(shape), _dtype(dtype)
         _no_objects(self.dtype, "USMArray")
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
         if self.nbytes > SIZE_MAX:
             raise ValueError(f"shape {self.shape} of {self.dtype} is {self.nbytes} bytes, more "
                              f"than size_t holds ({SIZE_MAX})")
-        context, device = queue.context.handle, queue.device.handle
         out = ffi.new("void **")
+        with section:  # Ctrl-C waits until this array owns the memory (_interrupts)
+            self._allocate(queue, out)
+
+    def _allocate(self, queue: Queue, out) -> None:
+        context, device, kind = queue.context.handle, queue.device.handle, self.kind
         nbytes = max(self.nbytes, 1)  # UR rejects empty allocations; an empty array still owns one
         if kind == "device":
             function = "urUSMDeviceAlloc"
@@ -117,16 +150,22 @@ class USMArray(_handle.Resource):
             function = "urUSMSharedAlloc"
             result = lib.urUSMSharedAlloc(context, device, ffi.NULL, ffi.NULL, nbytes, out)
         if result:
-            check(result, function, f"{nbytes} bytes; the device's largest allocation is "
+            check(result, function, f"shape {self.shape} of {self.dtype}: {nbytes} bytes; the "
+                                    "device's largest allocation is "
                                     f"{queue.device.max_mem_alloc_size}")
         self._address = int(ffi.cast("uintptr_t", out[0]))
         # USM memory has no reference count, so the allocation holds one on its context for
         # urUSMFree (closing the Context first must not free it: the CPU runtime segfaults),
         # and one on its queue, which is finished before the memory is freed.
-        check(lib.urContextRetain(context), "urContextRetain")
-        check(lib.urQueueRetain(queue.handle), "urQueueRetain")
-        self._own(out[0], parents=(queue,), release_args=(queue.handle, context, out[0]),
-                  release=_free)
+        try:
+            check(lib.urContextRetain(context), "urContextRetain")
+            check(lib.urQueueRetain(queue.handle), "urQueueRetain")
+            self._own(out[0], parents=(queue,), release_args=(queue.handle, context, out[0]),
+                      release=_free)
+        except BaseException:  # interrupted (Ctrl-C) before this array owned the memory
+            if not _handle.owns(out[0]):
+                lib.urUSMFree(context, out[0])
+            raise
 
     @property
     def context(self):
@@ -140,7 +179,9 @@ class USMArray(_handle.Resource):
         return self._address
 
     def _queue_for(self, queue: Queue | None) -> Queue:
-        queue = queue or self.queue
+        if queue is None:
+            return self.queue
+        _check_queue(queue)
         if queue.context is not self.queue.context:
             raise ValueError(f"{queue!r} is not of the context this array was allocated in")
         return queue
@@ -155,20 +196,29 @@ class USMArray(_handle.Resource):
                 raise ValueError("copy_from: the source array belongs to another context")
             if source.dtype != self.dtype:
                 raise TypeError(f"copy_from: dtype {source.dtype} does not match {self.dtype}")
-            _span("copy_from", offset, source.size, self.size)
+            offset, _ = _span("copy_from", offset, source.size, self.size)
+            if source is self and source.size and offset < source.size:
+                raise ValueError(f"copy_from: the array onto itself at offset {offset} "
+                                 "overlaps (UR copies between distinct ranges only)")
             return _enqueue_memcpy(queue, self.data_ptr() + offset * self.dtype.itemsize,
                                    source.data_ptr(), source.nbytes, blocking, wait_for,
                                    (source, self))
         host = np.ascontiguousarray(_host_view(source, self.dtype, "copy_from"))
-        _span("copy_from", offset, host.size, self.size)
+        offset, _ = _span("copy_from", offset, host.size, self.size)
         return _enqueue_memcpy(queue, self.data_ptr() + offset * self.dtype.itemsize,
                                host.ctypes.data, host.nbytes, blocking, wait_for, (host, self))
 
     def copy_to(self, destination, *, offset: int = 0, queue: Queue | None = None,
                 blocking: bool = True, wait_for=()) -> Event:
         """Copy ``destination.size`` elements from ``offset`` of this array into a C-contiguous
-        numpy array or a USMArray of the same dtype.  Returns the copy's Event."""
+        numpy array or a USMArray of the same dtype.  Returns the copy's Event.
+
+        On an out-of-order queue the copy waits for ``wait_for``, or, if none is given, for
+        everything submitted to the queue before it (a barrier), so it never reads data that a
+        kernel submitted earlier has yet to write."""
         queue = self._queue_for(queue)
+        if queue.out_of_order and wait_list(wait_for)[0] == 0:
+            wait_for = (queue.barrier(),)
         if isinstance(destination, USMArray):
             return destination.copy_from(self, offset=0, queue=queue, blocking=blocking,
                                          wait_for=wait_for) if offset == 0 and \
@@ -177,7 +227,7 @@ class USMArray(_handle.Resource):
         host = _host_view(destination, self.dtype, "copy_to")
         if not host.flags.c_contiguous or not host.flags.writeable:
             raise ValueError("copy_to needs a writeable C-contiguous numpy array")
-        _span("copy_to", offset, host.size, self.size)
+        offset, _ = _span("copy_to", offset, host.size, self.size)
         return _enqueue_memcpy(queue, host.ctypes.data,
                                self.data_ptr() + offset * self.dtype.itemsize, host.nbytes,
                                blocking, wait_for, (host, self))
@@ -187,24 +237,32 @@ class USMArray(_handle.Resource):
             raise ValueError("copy_to: the destination array belongs to another context")
         if destination.dtype != self.dtype:
             raise TypeError(f"copy_to: dtype {destination.dtype} does not match {self.dtype}")
-        _span("copy_to", offset, destination.size, self.size)
+        offset, _ = _span("copy_to", offset, destination.size, self.size)
+        if destination is self and offset < self.size:
+            raise ValueError(f"copy_to: the array onto itself from offset {offset} overlaps "
+                             "(UR copies between distinct ranges only)")
         return _enqueue_memcpy(queue, destination.data_ptr(),
                                self.data_ptr() + offset * self.dtype.itemsize,
                                destination.nbytes, blocking, wait_for, (self, destination))
 
-    def to_numpy(self, *, queue: Queue | None = None) -> np.ndarray:
-        """A new numpy array holding this array's contents (a blocking copy)."""
+    def to_numpy(self, *, queue: Queue | None = None, wait_for=()) -> np.ndarray:
+        """A new numpy array holding this array's contents (a blocking copy, ordered as
+        :meth:`copy_to` orders it)."""
         out = np.empty(self.shape, self.dtype)
-        self.copy_to(out, queue=queue)
+        self.copy_to(out, queue=queue, wait_for=wait_for)
         return out
 
     def fill(self, value, *, offset: int = 0, count: int | None = None,
              queue: Queue | None = None, blocking: bool = True, wait_for=()) -> Event:
         """Set ``count`` elements (default: all from ``offset``) to ``value``."""
         queue = self._queue_for(queue)
-        count = self.size - offset if count is None else count
-        _span("fill", offset, count, self.size)
-        pattern = np.array(value, dtype=self.dtype)
+        offset = _checks.integer("fill: offset", offset)
+        if count is None:
+            if offset > self.size:
+                raise ValueError(f"fill: offset {offset} is past the end of {self.size} elements")
+            count = self.size - offset
+        offset, count = _span("fill", offset, count, self.size)
+        pattern = _checks.scalar("fill: value", value, self.dtype)
         if count == 0:
             return _enqueue_nothing(queue, blocking, wait_for)
         if pattern.nbytes & (pattern.nbytes - 1):  # UR wants a power-of-two pattern size
@@ -261,8 +319,17 @@ class Buffer(_handle.Resource):
 
     def __init__(self, context, nbytes: int,
                  flags: ur_mem_flag_t = ur_mem_flag_t.UR_MEM_FLAG_READ_WRITE):
-        if not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
-            raise ValueError(f"Buffer size must be a positive integer, not {nbytes!r}")
+        from .context import Context
+
+        if not isinstance(context, Context):
+            raise TypeError(f"context must be a ur_cffi Context, not {type(context).__name__}")
+        nbytes = _checks.integer("Buffer size", nbytes, minimum=1)
+        largest = min(device.max_mem_alloc_size for device in context.devices)
+        if nbytes > largest:
+            raise ValueError(f"Buffer size {nbytes} exceeds the device's largest allocation "
+                             f"({largest} bytes)")
+        if not isinstance(flags, (int, ur_mem_flag_t)) or isinstance(flags, bool):
+            raise TypeError(f"flags must be ur_mem_flag_t, not {type(flags).__name__} {flags!r}")
         out = ffi.new("ur_mem_handle_t *")
         check(lib.urMemBufferCreate(context.handle, flags, nbytes, ffi.NULL, out),
               "urMemBufferCreate", f"{nbytes} bytes")
@@ -276,20 +343,23 @@ class Buffer(_handle.Resource):
         check(lib.urMemGetNativeHandle(self.handle, device.handle, out), "urMemGetNativeHandle")
         return int(out[0])
 
-    def _check(self, what: str, queue: Queue, offset: int, host: np.ndarray) -> None:
+    def _check(self, what: str, queue: Queue, offset, host: np.ndarray) -> int:
         _no_objects(host.dtype, what)
+        _check_queue(queue)
+        offset = _checks.integer(f"{what}: offset", offset)
         nbytes = host.nbytes
         if queue.context is not self.context:
             raise ValueError(f"{what}: {queue!r} is not of this buffer's context")
         if offset < 0 or offset + nbytes > self.nbytes:
             raise ValueError(f"{what}: {nbytes} bytes at offset {offset} do not fit in "
                              f"{self.nbytes}")
+        return offset
 
     def write(self, queue: Queue, source: np.ndarray, *, offset: int = 0, blocking: bool = True,
               wait_for=()) -> Event:
         """Copy a numpy array into the buffer at byte ``offset``."""
         host = np.ascontiguousarray(source)
-        self._check("write", queue, offset, host)
+        offset = self._check("write", queue, offset, host)
         return enqueue_command(
             queue, lib.urEnqueueMemBufferWrite,
             (self.handle, False, offset, host.nbytes, ffi.from_buffer(host)), wait_for, (host,),
@@ -302,7 +372,7 @@ class Buffer(_handle.Resource):
             raise TypeError(f"read needs a numpy array, not {type(destination).__name__}")
         if not destination.flags.c_contiguous or not destination.flags.writeable:
             raise ValueError("read needs a writeable C-contiguous numpy array")
-        self._check("read", queue, offset, destination)
+        offset = self._check("read", queue, offset, destination)
         return enqueue_command(
             queue, lib.urEnqueueMemBufferRead,
             (self.handle, False, offset, destination.nbytes, ffi.from_buffer(destination)),

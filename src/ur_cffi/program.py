@@ -7,14 +7,15 @@ import math
 
 import numpy as np
 
-from . import _handle, _release, spirv
+from . import _checks, _handle, _release, signatures, spirv
+from ._interrupts import section
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
 from ._ur import ffi, lib
-from .enums import ur_kernel_info_t, ur_program_build_info_t, ur_program_info_t
-from .errors import URError, check
+from .enums import ur_kernel_info_t, ur_program_build_info_t, ur_program_info_t, ur_result_t
+from .errors import UNSUPPORTED, URError, check
 from .info import query
-from .memory import Buffer, USMArray
-from .queue import Event, Queue, enqueue_lock, wait_list
+from .memory import Buffer, USMArray, is_usm
+from .queue import Event, Queue, adopt, enqueue_lock, recording, wait_list
 
 _POINTER_SIZE = ffi.sizeof("void *")
 
@@ -28,19 +29,23 @@ _C_SCALARS = {np.dtype(name): f"{ctype} *" for name, ctype in (
 class Program(_handle.Resource):
     """A built UR program.  Make one with :meth:`from_il` or :meth:`from_binary`."""
 
-    __slots__ = ("context",)
+    __slots__ = ("context", "binary_entries")
     _release_function = "urProgramRelease"
 
     def __init__(self, context, handle):
         """Take ownership of a ``ur_program_handle_t`` (use the factories instead)."""
         self.context = context
+        # {kernel: parameter sizes} from the binary, where the adapter cannot say (signatures)
+        self.binary_entries = None
         self._own(handle, parents=(context,))
 
     @classmethod
     def from_il(cls, context, il: bytes, options: str = "") -> Program:
         """Create from SPIR-V and build.  A malformed SPIR-V module raises ``ValueError``
         before UR sees it; a failed build raises with the build log in the message."""
-        il = bytes(il)
+        _check_context(context)
+        _checks.no_nul("options", options)
+        il = _bytes("il", il)
         if il[:4] in (spirv.MAGIC.to_bytes(4, "little"), spirv.MAGIC.to_bytes(4, "big")):
             spirv.validate(il)  # the CPU runtime crashes on truncated modules
         out = ffi.new("ur_program_handle_t *")
@@ -53,16 +58,24 @@ class Program(_handle.Resource):
     @classmethod
     def from_binary(cls, context, binary: bytes, options: str = "", device=None) -> Program:
         """Create from a native binary (e.g. :attr:`binaries` of an earlier build) and build."""
+        _check_context(context)
+        _checks.no_nul("options", options)
         device = device or context.devices[0]
+        if device not in context.devices:
+            raise ValueError(f"device {device!r} is not a device of {context!r}")
+        binary = _bytes("binary", binary)
+        entries = signatures.binary_entries(device, binary)
         program = cls(context, _release.program_from_binary(context.handle, device.handle,
-                                                            bytes(binary)))
+                                                            binary))
+        program.binary_entries = entries
         program.build(options)
         return program
 
     def build(self, options: str = "") -> None:
         """``urProgramBuild``; on failure the raised error's message carries the build log."""
+        options = _checks.no_nul("options", options)
         try:
-            check(lib.urProgramBuild(self.context.handle, self.handle, options.encode()),
+            check(lib.urProgramBuild(self.context.handle, self.handle, options),
                   "urProgramBuild")
         except URError as error:
             logs = "\n".join(self.build_log(device) for device in self.context.devices)
@@ -77,9 +90,15 @@ class Program(_handle.Resource):
 
     @property
     def kernel_names(self) -> list[str]:
-        """The names of the program's kernels."""
-        names = query("urProgramGetInfo", self.handle,
-                      ur_program_info_t.UR_PROGRAM_INFO_KERNEL_NAMES)
+        """The names of the program's kernels (from its binary where the adapter cannot say:
+        see ``ur_cffi.signatures``)."""
+        try:
+            names = query("urProgramGetInfo", self.handle,
+                          ur_program_info_t.UR_PROGRAM_INFO_KERNEL_NAMES)
+        except URError as error:
+            if self.binary_entries is None or error.result not in UNSUPPORTED:
+                raise
+            return list(self.binary_entries)
         return [name for name in names.split(";") if name]
 
     @property
@@ -104,9 +123,7 @@ class Local:
     __slots__ = ("_nbytes",)
 
     def __init__(self, nbytes: int):
-        if not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
-            raise ValueError(f"Local memory size must be a positive integer, not {nbytes!r}")
-        self._nbytes = int(nbytes)
+        self._nbytes = _checks.integer("Local memory size", nbytes, minimum=1)
 
     @property
     def nbytes(self) -> int:
@@ -124,14 +141,47 @@ def _sizes(name: str, value, smallest: int = 1) -> tuple[int, ...]:
     if type(value) is int and smallest <= value <= _SIZE_MAX:  # the common case, first
         return (value,)
     try:
-        sizes = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+        sizes = (value,) if isinstance(value, (int, np.integer, bool, np.bool_)) \
+            else tuple(value)
     except TypeError:
         raise TypeError(f"{name} {value!r} must be an integer or 1 to 3 integers") from None
-    if not 1 <= len(sizes) <= 3 or not all(isinstance(s, (int, np.integer))
-                                           and smallest <= s <= _SIZE_MAX for s in sizes):
-        kind = "positive" if smallest > 0 else "non-negative"
-        raise ValueError(f"{name} {value!r} must be 1 to 3 {kind} integers")
-    return tuple(int(s) for s in sizes)
+    if not 1 <= len(sizes) <= 3:
+        raise ValueError(f"{name} {value!r} must be 1 to 3 integers")
+    return tuple(_checks.integer(name, s, smallest, _SIZE_MAX) for s in sizes)
+
+
+def _check_context(context) -> None:
+    from .context import Context
+
+    if not isinstance(context, Context):
+        raise TypeError(f"context must be a ur_cffi Context, not {type(context).__name__} "
+                        f"{context!r}")
+
+
+def _bytes(name: str, data) -> bytes:
+    if isinstance(data, str) or not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{name} must be bytes, not {type(data).__name__}")
+    return bytes(data)
+
+
+_SIGNATURE_WORDS = ("ptr", "local", "mem")
+
+
+def _signature_entry(kernel: str, index: int, entry):
+    """A signature entry: one of :data:`_SIGNATURE_WORDS` or a numeric numpy dtype."""
+    if isinstance(entry, str) and entry in _SIGNATURE_WORDS:
+        return entry
+    if entry is None or not isinstance(entry, (str, type, np.dtype)):
+        raise TypeError(f"signature of {kernel!r}: entry {index} is {entry!r}; use 'ptr', "
+                        "'local', 'mem' or a numeric numpy dtype")
+    try:
+        dtype = np.dtype(entry)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.kind not in "biuf" or dtype.byteorder == ">":
+        raise TypeError(f"signature of {kernel!r}: entry {index} is {entry!r}; use 'ptr', "
+                        "'local', 'mem' or a numeric numpy dtype")
+    return dtype
 
 
 def _accepts(declared, kind: str) -> bool:
@@ -151,19 +201,31 @@ class Kernel(_handle.Resource):
     carry their own type: numpy scalars or ctypes values.
     """
 
-    __slots__ = ("program", "name", "num_args", "signature", "_reusable")
+    __slots__ = ("program", "name", "num_args", "argument_sizes", "argument_source",
+                 "signature", "_reusable")
     _release_function = "urKernelRelease"
 
     def __init__(self, program: Program, name: str, signature=None):
+        if not isinstance(program, Program):
+            raise TypeError(f"program must be a ur_cffi Program, not {type(program).__name__}")
+        encoded = _checks.no_nul("kernel name", name)
+        if signature is not None:
+            if isinstance(signature, (str, bytes)) or not hasattr(signature, "__iter__"):
+                raise TypeError(f"signature of {name!r} must be a sequence of entries, not "
+                                f"{type(signature).__name__} {signature!r}")
+            signature = tuple(_signature_entry(name, index, entry)
+                              for index, entry in enumerate(signature))
         out = ffi.new("ur_kernel_handle_t *")
-        check(lib.urKernelCreate(program.handle, name.encode(), out), "urKernelCreate",
+        check(lib.urKernelCreate(program.handle, encoded, out), "urKernelCreate",
               f"kernel name {name!r}")
         self._own(out[0], parents=(program,))
         self.program, self.name = program, name
-        self.num_args = query("urKernelGetInfo", out[0], ur_kernel_info_t.UR_KERNEL_INFO_NUM_ARGS)
+        reported = query("urKernelGetInfo", out[0], ur_kernel_info_t.UR_KERNEL_INFO_NUM_ARGS)
+        # Where the count comes from (adapter, binary or signature) is decided in signatures.py.
+        self.num_args, self.argument_sizes, self.argument_source = signatures.argument_count(
+            reported, signatures.adapter_reports_arguments(program.context.devices[0]),
+            program.binary_entries, name, signature)
         if signature is not None:
-            signature = tuple(s if s in ("ptr", "local", "mem") else np.dtype(s)
-                              for s in signature)
             if len(signature) != self.num_args:
                 raise ValueError(f"signature declares {len(signature)} arguments; kernel "
                                  f"{name!r} takes {self.num_args}")
@@ -200,7 +262,7 @@ class Kernel(_handle.Resource):
                 key = (id(queue), global_size, local_size, held[0], *map(id, args))
                 self._reusable = (key, call_args, tuple(
                     arg for arg in args if not isinstance(arg, _handle.Resource)), held[1])
-        return _launch(self, queue, call_args, wait_for, event)
+        return _launch(self, queue, call_args, wait_for, event, args)
 
     def prepare(self, queue: Queue, global_size, local_size, *args,
                 global_offset=None) -> PreparedLaunch:
@@ -217,8 +279,7 @@ class Kernel(_handle.Resource):
         self.handle  # noqa: B018 - raises if closed
         queue.handle  # noqa: B018
         if len(args) != self.num_args:
-            raise TypeError(f"kernel {self.name!r} takes {self.num_args} arguments, "
-                            f"{len(args)} given")
+            raise signatures.count_error(self, len(args))
         if queue.context is not self.program.context:
             raise ValueError(f"kernel {self.name!r} belongs to another context than {queue!r}")
         global_sizes = _sizes("global_size", global_size)
@@ -280,12 +341,25 @@ class Kernel(_handle.Resource):
                                     "got a Buffer")
                 write_argument(words, index, MEM_OBJ, _POINTER_SIZE, _address(arg.handle))
             elif declared == "ptr" and isinstance(arg, (int, np.integer)):
-                write_argument(words, index, POINTER, _POINTER_SIZE, int(arg))
+                write_argument(words, index, POINTER, _POINTER_SIZE,
+                               self._address_argument(index, arg, queue))
             else:
                 buffer, size = _value_buffer(self.name, index, arg, declared)
                 value_buffers.append(buffer)
                 write_argument(words, index, VALUE, size, _address(buffer))
+        if self.argument_sizes is not None:
+            signatures.check_sizes(self, words, len(args))
         return block, arguments, tuple(value_buffers)
+
+
+    def _address_argument(self, index: int, arg, queue: Queue) -> int:
+        """An integer given for a ``"ptr"`` argument: 0 (a null pointer) or an address UR
+        knows as USM memory of the queue's context."""
+        address = _checks.integer(f"argument {index} of {self.name!r} (a pointer)", arg)
+        if address and not is_usm(queue.context, address):
+            raise ValueError(f"argument {index} of {self.name!r}: address 0x{address:x} is not "
+                             "USM memory of the launch queue's context")
+        return address
 
 
 def _address(cdata) -> int:
@@ -312,38 +386,52 @@ class PreparedLaunch:
                 if isinstance(arg, _handle.Resource):
                     arg.handle  # noqa: B018 - raises if closed
             self._released = _handle.released
-        return _launch(self.kernel, self.queue, self._call_args, wait_for, event)
+        return _launch(self.kernel, self.queue, self._call_args, wait_for, event, self.args)
 
     def __repr__(self) -> str:
         return f"<PreparedLaunch of {self.kernel.name!r} on {self.queue!r}>"
 
 
-def _launch(kernel: Kernel, queue: Queue, call_args: tuple, wait_for, event: bool):
+def _launch(kernel: Kernel, queue: Queue, call_args: tuple, wait_for, event: bool,
+            args: tuple = ()):
     """Enqueue with ``call_args``, the launch arguments after the kernel, whose last three
-    (wait list and event) are filled in here if ``wait_for`` or ``event``."""
-    if wait_for or event:
-        count, events = wait_list(wait_for, queue.context) if wait_for else (0, _NULL)
+    (wait list and event) are filled in here if ``wait_for`` or ``event``.  ``args``: the
+    objects they were packed from (a graph recording the launch keeps them)."""
+    if recording and queue in recording:  # a ur_cffi.Graph records it instead (graph.py)
+        return recording[queue].record_launch(kernel, queue, call_args, args, wait_for, event)
+    if event or wait_for is not _NO_EVENTS:
+        count, events = wait_list(wait_for, queue.context)
         out = ffi.new(_EVENT_OUT) if event else _NULL
         call_args = (*call_args[:-3], count, events, out)
-    lock = enqueue_lock
-    lock.acquire()
+    section.__enter__()  # Ctrl-C waits until the Event owns the launch's event (_interrupts)
     try:
-        result = _release.enqueue_launch(queue._handle, kernel._handle, *call_args)
-    except TypeError:  # a handle is None: closed, or inherited across fork()
-        queue.handle, kernel.handle  # noqa: B018 - raise ClosedError
+        with enqueue_lock:
+            result = _release.enqueue_launch(queue._handle, kernel._handle, *call_args)
+        if result:
+            detail = f"kernel {kernel.name!r}"
+            if result == _ARGUMENT_SIZE_MISMATCH:
+                detail += (": an argument's size differs from its parameter's; pass numpy "
+                           "scalars of the parameter types (np.float32(x)) or declare a "
+                           "signature")
+            check(result, _release.LAUNCH, detail)
+        if not event:
+            queue._last_event = None  # Queue.finish has no event of the latest command
+            return None
+        # UR copied the argument values at enqueue; a USM array's free finishes its queue.
+        return Event(out[0], queue)
+    except BaseException as error:
+        if event:  # interrupted (Ctrl-C) before the Event owned the launch's event
+            adopt(out[0])
+        if isinstance(error, TypeError) and (queue._handle is None or kernel._handle is None):
+            queue.handle, kernel.handle  # noqa: B018 - closed, or inherited across fork()
         raise
     finally:
-        lock.release()
-    if result:
-        check(result, _release.LAUNCH, f"kernel {kernel.name!r}")
-    if not event:
-        queue._last_event = None  # Queue.finish has no event of the latest command
-        return None
-    # UR copied the argument values at enqueue; a USM array's free finishes its queue.
-    return Event(out[0], queue)
+        section.__exit__()
 
 
 _EVENT_OUT = ffi.typeof("ur_event_handle_t *")
+_NO_EVENTS = ()  # every launch's default wait_for
+_ARGUMENT_SIZE_MISMATCH = int(ur_result_t.UR_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE)
 _NULL = ffi.NULL
 
 # Arguments and sizes whose value cannot change while they are the same object (a ctypes
@@ -361,10 +449,14 @@ def _value_buffer(kernel: str, index: int, arg, declared) -> tuple:
     ctype = _C_SCALARS.get(declared) if type(arg) in (int, float) else None
     if ctype is not None and not (type(arg) is float and declared.kind in "biu"):
         try:
-            return ffi.new(ctype, arg), declared.itemsize
+            buffer = ffi.new(ctype, arg)
         except OverflowError:
+            buffer = None
+        if buffer is None or (type(arg) is float and math.isinf(buffer[0])
+                              and math.isfinite(arg)):
             raise ValueError(f"argument {index} of {kernel!r}: {arg!r} does not fit in "
-                             f"{declared}") from None
+                             f"{declared}")
+        return buffer, declared.itemsize
     data = _value_bytes(kernel, index, arg, declared)
     return ffi.new("char[]", data), len(data)
 
@@ -373,21 +465,17 @@ def _value_bytes(kernel: str, index: int, arg, declared) -> bytes:
     """The bytes of a by-value argument, in its declared or its own type."""
     where = f"argument {index} of {kernel!r}"
     if isinstance(declared, np.dtype):
-        if isinstance(arg, (USMArray, Local, Buffer)):
-            raise TypeError(f"{where} is declared {declared}, got {type(arg).__name__}")
+        if isinstance(arg, (bool, np.bool_)) and declared.kind != "b":
+            raise TypeError(f"{where} is declared {declared}, got bool {arg!r}")
         if type(arg) is float and declared.kind in "biu":  # numpy would truncate it
             raise TypeError(f"{where} is declared {declared}, got float {arg!r}")
-        try:
-            value = np.array(arg, dtype=declared) if not isinstance(arg, np.generic) else arg
-            if isinstance(arg, np.generic) and arg.dtype != declared:
-                raise TypeError(f"{where} is declared {declared}, got {arg.dtype}")
-            if not isinstance(arg, np.generic) and np.ndim(value) != 0:
-                raise TypeError(f"{where} is declared {declared}, got {type(arg).__name__}")
-            if isinstance(arg, int) and value.item() != arg:
-                raise OverflowError
-        except OverflowError:
-            raise ValueError(f"{where}: {arg!r} does not fit in {declared}") from None
-        return np.asarray(value).tobytes()
+        if isinstance(arg, (np.generic, ctypes._SimpleCData)):
+            own = arg.dtype if isinstance(arg, np.generic) else np.dtype(type(arg))
+            if own != declared:
+                raise TypeError(f"{where} is declared {declared}, got {type(arg).__name__} "
+                                f"({own})")
+            return arg.tobytes() if isinstance(arg, np.generic) else bytes(arg)
+        return _checks.scalar(where, arg, declared).tobytes()
     if declared is not None:
         raise TypeError(f"{where} is declared {declared}, got {type(arg).__name__}")
     if isinstance(arg, np.generic):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from . import _handle, _waiting
+from ._interrupts import Lock, section
 from ._ur import ffi, lib
 from .enums import (
     ur_event_info_t,
@@ -25,10 +26,14 @@ _event_release = lib.urEventRelease
 _flush = lib.urQueueFlush
 
 
-enqueue_lock = threading.Lock()
+enqueue_lock = Lock()
 """Held around every enqueue.  UR's OpenCL adapter swaps an in-order queue's latest event
 (release the old, retain the new) and sets a kernel's arguments without a lock of its own:
 overlapping enqueues from two threads release an event twice, freeing it under its owner."""
+
+recording: dict = {}
+"""Queues being recorded into a ``ur_cffi.Graph``, each to its graph (``graph.py``): launches
+and the commands of :func:`enqueue_command` submitted to them go into the graph instead."""
 
 
 def enqueue(function, *args) -> None:
@@ -44,10 +49,18 @@ def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: t
     """Enqueue ``function(queue, *args, wait list, event)``; the Event keeps ``keep_alive``
     until the command completes and is waited for if ``blocking`` (interruptibly, unlike UR's
     own blocking copies)."""
+    if recording and queue in recording:  # a ur_cffi.Graph records it instead (graph.py)
+        return recording[queue].record_command(queue, function, args, wait_for, keep_alive,
+                                               blocking)
     count, events = wait_list(wait_for, queue.context)
     out = ffi.new("ur_event_handle_t *")
-    enqueue(function, queue.handle, *args, count, events, out)
-    event = Event(out[0], queue, keep_alive)
+    with section:  # Ctrl-C waits until the Event owns the command's event and memory
+        try:
+            enqueue(function, queue.handle, *args, count, events, out)
+            event = Event(out[0], queue, keep_alive)
+        except BaseException:
+            adopt(out[0], keep_alive)
+            raise
     if blocking:
         event.wait()
     return event
@@ -56,10 +69,13 @@ def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: t
 def wait_list(wait_for, context=None) -> tuple[int, object]:
     """``(count, ur_event_handle_t[])`` for UR's wait-list arguments; raises on a non-Event or,
     given ``context``, an event of another context."""
-    if not wait_for:
-        return 0, ffi.NULL
     if isinstance(wait_for, Event):
         wait_for = (wait_for,)
+    elif not isinstance(wait_for, (list, tuple)):
+        raise TypeError(f"wait_for takes an Event or a list or tuple of Events, not "
+                        f"{type(wait_for).__name__} {wait_for!r}")
+    if not wait_for:
+        return 0, ffi.NULL
     handles = []
     for event in wait_for:
         if not isinstance(event, Event):
@@ -89,6 +105,14 @@ def _release_when_complete(handle, keep_alive) -> int:
     with _orphans_lock:
         _orphans.append((handle, keep_alive))
     return 0
+
+
+def adopt(handle, keep_alive: tuple = ()) -> None:
+    """Own ``handle``, the event of a command just enqueued, if an interruption (Ctrl-C) came
+    before an :class:`Event` took it: it is released once its command completes, and
+    ``keep_alive`` (memory the command uses) is held until then."""
+    if handle != ffi.NULL and not _handle.owns(handle):
+        _release_when_complete(handle, keep_alive)
 
 
 def release_orphans(wait: bool = False) -> None:
@@ -190,6 +214,11 @@ class Queue(_handle.Resource):
     def __init__(self, context, device=None, *, out_of_order: bool = False,
                  profiling: bool = False):
         """Create a queue on ``device`` (default: the context's first device)."""
+        from .context import Context
+
+        if not isinstance(context, Context):
+            raise TypeError(f"context must be a ur_cffi Context, not {type(context).__name__} "
+                            f"{context!r}")
         device = device or context.devices[0]
         if device not in context.devices:
             raise ValueError(f"{device!r} is not a device of {context!r}")

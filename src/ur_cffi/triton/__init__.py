@@ -32,7 +32,15 @@ context and hold the element type the kernel was compiled for; host memory (a nu
 any address ``urUSMGetMemAllocInfo`` does not know in a pointer argument) is refused.
 
 Caching (``programs.py``): Triton's own compile cache; one UR program per context and binary;
-native binaries in Triton's cache directory, so a second process skips the SPIR-V build.
+native binaries in Triton's cache directory, so a second process skips the SPIR-V build.  What
+is cached for a context (its programs, Triton's compiled kernels) is dropped once the context
+is closed, at the next ``using``/``activate`` (``driver.py``), and all of it at
+:func:`deactivate`.  Close contexts you are done with (or use ``with``): cached programs keep
+an unclosed context alive.
+
+Activation: :func:`activate` keeps ur_cffi.triton active until :func:`deactivate`; a ``using``
+block without it activates for as long as any thread is in such a block (counted, so blocks in
+several threads at once are safe).  A failed ``activate`` or ``using`` changes nothing.
 
 ``activate`` replaces, at run time, the few places where triton-xpu imports torch
 (``_no_torch.py``); :func:`deactivate` restores them and Triton's previous driver.
@@ -50,7 +58,10 @@ __all__ = ["activate", "deactivate", "using", "prepare", "last_event", "current_
            "is_active", "active_driver", "compile", "TESTED_VERSIONS"]
 
 _lock = threading.RLock()
-_state: dict = {"driver": None, "previous": None, "patches": None}
+# "explicit": activate() was called (and not deactivate() since); "users": using() blocks open
+# in any thread.  The driver is installed while either holds.
+_state: dict = {"driver": None, "previous": None, "patches": None, "explicit": False,
+                "users": 0}
 
 
 def activate(queue=None):
@@ -61,52 +72,66 @@ def activate(queue=None):
     again changes the queue.  Call it before ``@triton.autotune`` decorates a kernel: the
     autotuner takes its benchmarker from the active driver at decoration time.
 
-    Raises ``NotImplementedError`` if the installed Triton's launch ABI is unknown (see
-    ``ur_cffi.triton.abi``).
+    Raises ``TypeError`` if ``queue`` is not a ur_cffi Queue, ``ClosedError`` if it is closed,
+    ``NotImplementedError`` if the installed Triton's launch ABI is unknown (see
+    ``ur_cffi.triton.abi``); then nothing has changed.
     """
     with _lock:
-        if _state["driver"] is None:
+        installed = _state["driver"] is None
+        if installed:
             _install()
-        return _state["driver"].set_default_queue(queue)
+        try:
+            queue = _state["driver"].set_default_queue(queue)
+        except BaseException:
+            if installed:  # Triton's driver and state as they were
+                _uninstall()
+            raise
+        _state["explicit"] = True
+        return queue
 
 
 def _install() -> None:
-    import triton
-
     from . import _no_torch, launcher
     from .driver import URDriver
 
-    abi.current()  # refuse an unknown Triton before changing anything
+    abi.check_installed()  # refuse an unknown Triton before changing anything
     patches = _no_torch.Patches()
     try:
         _no_torch.install(patches)
-        launcher.install_argument_check(patches, _no_torch.intel_backend())
+        for backend_class in _no_torch.compiler_classes():
+            if hasattr(backend_class, "get_arg_specialization"):  # Triton 3.3
+                launcher.install_argument_check(patches, backend_class)
         driver = URDriver()
     except BaseException:
         patches.restore()
         raise
-    config = triton.runtime.driver
     _state.update(driver=driver, patches=patches,
-                  previous=None if config.active is config.default else config.active)
-    config.set_active(driver)
+                  previous=_no_torch.set_active_driver(driver))
 
 
 def deactivate() -> None:
     """Give Triton back its previous driver and undo the run-time replacements.
 
     Closes the queue ``activate()`` made (after finishing it); queues you passed stay open.
+    While ``using`` blocks are open (in any thread), they keep ur_cffi.triton active, without
+    a queue outside them, until the last one ends.
     """
-    import triton
+    with _lock:
+        if _state["driver"] is None:
+            return
+        _state["explicit"] = False
+        if _state["users"]:
+            _state["driver"].clear_default_queue()
+            return
+        _uninstall()
+
+
+def _uninstall() -> None:
+    from . import _no_torch
 
     with _lock:
         driver = _state["driver"]
-        if driver is None:
-            return
-        config = triton.runtime.driver
-        if _state["previous"] is None:
-            config.reset_active()
-        else:
-            config.set_active(_state["previous"])
+        _no_torch.restore_active_driver(_state["previous"])
         _state["patches"].restore()
         _state.update(driver=None, previous=None, patches=None)
         driver.close()
@@ -119,16 +144,19 @@ def deactivate() -> None:
 def using(queue, wait_for=()):
     """Launches in this block (on this thread) go to ``queue`` and wait for ``wait_for``.
 
-    ``queue=None`` keeps the current queue (to add ``wait_for`` only).  Activates
-    ur_cffi.triton for the block if it is not active.
+    ``queue=None`` keeps the current queue (to add ``wait_for`` only).  Without
+    :func:`activate`, ur_cffi.triton is active while any thread is in a ``using`` block.  The
+    block holds its own references to the ``wait_for`` events, so closing one inside it is safe.
+    Raises ``TypeError`` for a ``queue`` that is not a ur_cffi Queue, ``ClosedError`` for a
+    closed queue or event.
     """
     from .driver import Scope
 
     with _lock:
-        activated = _state["driver"] is None
-        if activated:
-            activate(queue)
+        if _state["driver"] is None:
+            _install()  # no default queue: launches outside using blocks have none
         driver = _state["driver"]
+        _state["users"] += 1
     try:
         scope = Scope(driver.scope().queue if queue is None else queue, wait_for)
         driver.push(scope)
@@ -136,9 +164,12 @@ def using(queue, wait_for=()):
             yield scope.queue
         finally:
             driver.pop(scope)
+            scope.close()
     finally:
-        if activated:
-            deactivate()
+        with _lock:
+            _state["users"] -= 1
+            if not _state["users"] and not _state["explicit"]:
+                _uninstall()
 
 
 def compile(fn, signature: dict, constants: dict | None = None, *, device=None, **options):
@@ -146,14 +177,15 @@ def compile(fn, signature: dict, constants: dict | None = None, *, device=None, 
 
     ``signature`` and ``constants`` are ``triton.compiler.ASTSource``'s (``{"x": "*fp32",
     "BLOCK": "constexpr"}``, ``{"BLOCK": 128}``); ``options`` are Triton's (``num_warps``...).
-    Returns Triton's ``CompiledKernel``: SPIR-V in ``.asm["spv"]``, ``.metadata.name`` and
-    ``.metadata.shared``.  Load it with ``programs.load`` or, adapted for the device,
-    ``Program.from_il``.
+    Returns Triton's ``CompiledKernel``: SPIR-V in ``.asm["spv"]`` (a cubin in
+    ``.asm["cubin"]`` for a CUDA device), ``.metadata.name`` and ``.metadata.shared``.  Load
+    it with ``programs.load`` or, adapted for the device, ``Program.from_il``
+    (``Program.from_binary`` for a cubin).
     """
     import triton
     from triton.compiler import ASTSource
 
-    from . import _no_torch, target
+    from . import _no_torch, backend
     from ..device import default_device
 
     device = device or default_device()
@@ -163,7 +195,7 @@ def compile(fn, signature: dict, constants: dict | None = None, *, device=None, 
             _no_torch.install(patches)
         try:
             return triton.compile(ASTSource(fn, signature, constants or {}),
-                                  target=target.gpu_target(device), options=options)
+                                  target=backend.gpu_target(device), options=options)
         finally:
             patches.restore()
 

@@ -19,6 +19,13 @@ With ``ur_cffi.triton`` active, these module attributes of the installed Triton 
 The stock driver's torch uses (``XPUDriver.get_current_stream``, ``get_current_target``,
 ``get_device_interface``, ``get_empty_cache_for_benchmark``...) are not patched: the UR driver
 (``driver.py``) answers them, and ``XPUDriver.is_active()`` is never asked once it is set.
+
+Each replacement is made only where the installed Triton has the name: Triton 3.6 (NVIDIA,
+no Intel backend) has neither ``is_xpu`` nor ``testing.Event`` (its ``do_bench`` asks the
+driver's device interface, ``bench.DeviceInterface``).  Its ``DriverConfig`` creates the stock
+driver, whose ``is_active()`` imports torch, as soon as ``.active`` or ``.default`` is read
+before a driver was set: :func:`set_active_driver` and :func:`restore_active_driver` touch
+its private ``_active`` instead.
 """
 
 from __future__ import annotations
@@ -96,16 +103,57 @@ def intel_backend():
     return backends["intel"].compiler
 
 
+def compiler_classes() -> list:
+    """The compiler classes of the installed backends ur_cffi.triton launches for."""
+    from triton.backends import backends
+
+    return [backends[name].compiler for name in ("intel", "nvidia") if name in backends]
+
+
 def install(patches: Patches) -> None:
     """Replace the torch paths (see the module docstring) through ``patches``."""
     import triton.runtime.build as build
     import triton.testing as testing
+    from triton.backends import backends
 
     from . import bench
 
-    namespace = intel_backend().__init__.__globals__
-    patches.replace_item(namespace, "compile_module_from_src",
-                         _without_arch_parser(namespace["compile_module_from_src"]))
-    patches.replace(build, "is_xpu", _is_xpu)
-    patches.replace(testing, "_support_elapsed_time", bench.supports_elapsed_time)
-    patches.replace(testing, "Event", bench.make_event)
+    if "intel" in backends:
+        namespace = intel_backend().__init__.__globals__
+        patches.replace_item(namespace, "compile_module_from_src",
+                             _without_arch_parser(namespace["compile_module_from_src"]))
+    if hasattr(build, "is_xpu"):
+        patches.replace(build, "is_xpu", _is_xpu)
+    if hasattr(testing, "_support_elapsed_time"):
+        patches.replace(testing, "_support_elapsed_time", bench.supports_elapsed_time)
+    if hasattr(testing, "Event"):
+        patches.replace(testing, "Event", bench.make_event)
+
+
+def set_active_driver(driver):
+    """Make ``driver`` Triton's active driver without creating the stock one; returns what
+    :func:`restore_active_driver` puts back."""
+    import triton
+
+    config = triton.runtime.driver
+    if "_active" in vars(config):  # Triton 3.4+: reading .active or .default creates it
+        previous = ("_active", vars(config)["_active"])
+        config._active = driver
+        return previous
+    # Triton 3.3: lazy proxies, compared without being created
+    previous = None if config.active is config.default else config.active
+    config.set_active(driver)
+    return previous
+
+
+def restore_active_driver(previous) -> None:
+    """Undo :func:`set_active_driver` (``previous`` is what it returned)."""
+    import triton
+
+    config = triton.runtime.driver
+    if isinstance(previous, tuple) and previous[:1] == ("_active",):
+        config._active = previous[1]
+    elif previous is None:
+        config.reset_active()
+    else:
+        config.set_active(previous)

@@ -9,9 +9,25 @@ never looks at ``triton.__version__`` itself.  What a rule set says, for one rel
   SPIR-V's ``OpFunctionParameter`` takes, not what Intel's own launcher happens to pass;
 - the hidden arguments after the user's (scratch pointers, then work-group local memory).
 
-Tested: triton-xpu 3.3.0b1 (PyPI).  Mirrors ``triton/backends/intel/driver.py`` of that wheel
-(``make_launcher``, ``sycl_kernel_launch``).  Another series raises ``NotImplementedError`` at
-``activate()`` until its rules are added here and checked with ``tests/test_triton_abi.py``.
+Rules are kept per Triton backend and release series:
+
+=================  ==========================================================================
+``intel`` 3.3      triton-xpu 3.3.0b1 (PyPI): ``triton/backends/intel/driver.py``
+                   (``make_launcher``, ``sycl_kernel_launch``); run on the CPU device
+``nvidia`` 3.3     the NVIDIA backend bundled in triton-xpu 3.3.0b1: one global-scratch pointer
+                   after the user's arguments; compile-only (its ``CompiledKernel`` passes
+                   ``build_flags``, which NVIDIA metadata lacks, so Triton 3.3 cannot load it)
+``nvidia`` 3.6     Triton 3.6.0: ``triton/backends/nvidia/driver.py`` (``make_launcher``,
+                   ``CudaLauncher``): global- and profile-scratch pointers, ``load_binary``
+                   returns the maximum threads per block as a fifth value
+=================  ==========================================================================
+
+On NVIDIA, scalars take the width of the compiled kernel's parameter (its PTX ``.param``), as
+on Intel: i1 is one byte, fp16 and bf16 two (Triton 3.3's own launcher passes i1 as int32 and
+fp16/bf16 as a 4-byte float; 3.6 passes the kernel's widths).  Dynamic shared memory is not an
+argument there but the launch's work-group memory (``cuda.py``).  ``tests/test_triton_abi.py``
+and ``tests/test_triton_cuda.py`` check the rules against the kernels the installed compilers
+emit.  Another series raises ``NotImplementedError`` until its rules are added here.
 """
 
 from __future__ import annotations
@@ -19,8 +35,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-TESTED_VERSIONS = ("3.3.0b1",)
-"""The ``triton.__version__`` values the test-suite ran against."""
+TESTED_VERSIONS = ("3.3.0b1", "3.6.0")
+"""The ``triton.__version__`` values the test-suite ran against (3.6.0: NVIDIA only)."""
+
+TARGET_BACKENDS = {"xpu": "intel", "cuda": "nvidia"}
+"""``GPUTarget.backend`` to the Triton backend whose launch rules apply."""
 
 CONSTEXPR = "constexpr"
 
@@ -50,7 +69,19 @@ class Rules:
     scratch_pointers: int
     """Null pointers passed after the user's arguments (global/profile scratch, 3.5+)."""
     shared_memory_argument: bool
-    """Whether a local-memory argument of ``metadata.shared`` bytes follows when it is > 0."""
+    """Whether a local-memory argument of ``metadata.shared`` bytes follows when it is > 0
+    (else the launch's work-group memory carries it)."""
+    backend: str = "intel"
+    """The Triton backend (``triton.backends.backends`` key) these rules are for."""
+    scratch_metadata: tuple = ()
+    """For each scratch pointer, the ``metadata`` prefix of its size and alignment
+    (``"global_scratch"`` reads ``global_scratch_size`` and ``global_scratch_align``)."""
+    load_binary_values: int = 4
+    """How many values Triton's ``CompiledKernel`` unpacks from ``utils.load_binary``."""
+
+    def threads_per_warp(self, metadata) -> int:
+        """Work-items per warp of a compiled kernel (Intel: an option; NVIDIA: 32)."""
+        return getattr(metadata, "threads_per_warp", None) or metadata.target.warp_size
 
     def parameters(self, signature: dict) -> list[tuple[int, str, str]]:
         """``[(position, name, type)]`` of the kernel parameters Triton passes at launch.
@@ -113,7 +144,15 @@ def flatten_arguments(args) -> list:
 
 
 _RULES = {
-    "3.3": Rules("3.3", _SCALARS_3_3, scratch_pointers=0, shared_memory_argument=True),
+    ("intel", "3.3"): Rules("3.3", _SCALARS_3_3, scratch_pointers=0,
+                            shared_memory_argument=True),
+    ("nvidia", "3.3"): Rules("3.3", _SCALARS_3_3, scratch_pointers=1,
+                             shared_memory_argument=False, backend="nvidia",
+                             scratch_metadata=("global_scratch",)),
+    ("nvidia", "3.6"): Rules("3.6", _SCALARS_3_3, scratch_pointers=2,
+                             shared_memory_argument=False, backend="nvidia",
+                             scratch_metadata=("global_scratch", "profile_scratch"),
+                             load_binary_values=5),
 }
 
 
@@ -122,23 +161,36 @@ def series(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
-def rules_for(version: str) -> Rules:
-    """The rules for Triton ``version``; ``NotImplementedError`` for an unknown series."""
+def rules_for(version: str, backend: str = "intel") -> Rules:
+    """The rules for Triton ``version``'s ``backend`` (``"intel"``, ``"nvidia"``, or a
+    ``GPUTarget.backend``: ``"xpu"``, ``"cuda"``); ``NotImplementedError`` if unknown."""
+    backend = TARGET_BACKENDS.get(backend, backend)
     try:
-        return _RULES[series(version)]
+        return _RULES[backend, series(version)]
     except KeyError:
-        known = ", ".join(sorted(_RULES))
+        known = ", ".join(f"{name} {number}" for name, number in sorted(_RULES))
         raise NotImplementedError(
             f"ur_cffi.triton knows the launch ABI of Triton {known} (tested: "
-            f"{', '.join(TESTED_VERSIONS)}); the installed Triton is {version}. Add its rules "
-            "to ur_cffi/triton/abi.py") from None
+            f"{', '.join(TESTED_VERSIONS)}); the installed Triton is {version} and the kernel's "
+            f"backend {backend}. Add its rules to ur_cffi/triton/abi.py") from None
 
 
-def current() -> Rules:
-    """The rules for the installed Triton."""
+def current(backend: str = "intel") -> Rules:
+    """The rules for the installed Triton's ``backend``."""
     import triton
 
-    return rules_for(triton.__version__)
+    return rules_for(triton.__version__, backend)
+
+
+def check_installed() -> None:
+    """Raise ``NotImplementedError`` unless the installed Triton has a backend with known rules
+    (called before ``activate()`` changes anything)."""
+    import triton
+    from triton.backends import backends
+
+    usable = [name for name in backends if (name, series(triton.__version__)) in _RULES]
+    if not usable:
+        current(next((name for name in ("intel", "nvidia") if name in backends), "intel"))
 
 
 def bfloat16_bits(value: float) -> int:

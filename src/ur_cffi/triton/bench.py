@@ -16,6 +16,8 @@ benchmarker ``@triton.autotune`` takes from ``driver.get_benchmarker()`` at deco
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 MIN_CACHE_BYTES = 1 << 20
@@ -54,13 +56,33 @@ class ProfilingEvent:
         return (end._barrier.end_ns - self._barrier.end_ns) / 1e6
 
 
+class WallEvent:
+    """A host timestamp taken after finishing the current queue (for queues without profiling,
+    where the installed Triton has no ``WallEvent`` of its own)."""
+
+    __slots__ = ("timestamp",)
+
+    def __init__(self, **kwargs):
+        self.timestamp = 0.0
+
+    def record(self) -> None:
+        """Finish the current queue, then read the clock."""
+        _current_queue().finish()
+        self.timestamp = time.perf_counter_ns() / 1e6
+
+    def elapsed_time(self, end: WallEvent) -> float:
+        """Milliseconds from this event to ``end``."""
+        return end.timestamp - self.timestamp
+
+
 def make_event(**kwargs):
-    """``triton.testing.Event``: a :class:`ProfilingEvent`, or ``WallEvent`` without profiling."""
+    """``triton.testing.Event`` (and the device interface's ``Event``, which Triton 3.6's
+    ``do_bench`` uses): a :class:`ProfilingEvent`, or a wall-clock event without profiling."""
     if supports_elapsed_time():
         return ProfilingEvent(**kwargs)
-    from triton.testing import WallEvent
+    import triton.testing
 
-    return WallEvent(**kwargs)
+    return getattr(triton.testing, "WallEvent", WallEvent)(**kwargs)
 
 
 def benchmark(kernel_call, quantiles=None, **kwargs):
@@ -71,7 +93,10 @@ def benchmark(kernel_call, quantiles=None, **kwargs):
 
 
 class DeviceInterface:
-    """What ``do_bench`` uses of ``driver.get_device_interface()``: ``synchronize``."""
+    """What ``do_bench`` uses of ``driver.get_device_interface()``: ``synchronize`` and, from
+    Triton 3.4 on, ``Event``."""
+
+    Event = staticmethod(make_event)
 
     @staticmethod
     def synchronize(device=None) -> None:

@@ -11,31 +11,41 @@ from ur_cffi objects:
 - the device is ``(context, device)`` of that queue: Triton keeps compiled kernels per device,
   and a loaded UR kernel belongs to one context;
 - every launch makes an :class:`~ur_cffi.Event`; the driver keeps the latest one
-  (:meth:`URDriver.last_event`), so it is released when the next launch replaces it.
+  (:meth:`URDriver.last_event`), so it is released when the next launch replaces it;
+- a scope holds its own references to its ``wait_for`` events (``urEventRetain``), so an Event
+  closed inside a ``using`` block still orders the block's launches;
+- what is cached per context (UR programs, Triton's compiled kernels, device properties) is
+  dropped once the context is closed (:meth:`URDriver.forget_closed_contexts`, at the next
+  ``using`` or ``activate``), so a context's programs go with it.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 
 from triton.backends.driver import DriverBase
 
 from .. import _release
 from .._handle import Resource
+from .._interrupts import section
 from .._ur import ffi, lib
 from ..device import default_device
 from ..errors import URError, check
 from ..info import query
 from ..program import Kernel
-from ..queue import Event, Queue, enqueue_lock, wait_list
-from . import bench, programs, target
+from ..queue import Event, Queue, adopt, enqueue_lock, wait_list
+from . import abi, backend, bench
 from .launcher import Launcher
 
 
 class Scope:
-    """Where launches go: a queue, and the events every launch in the scope waits for."""
+    """Where launches go: a queue, and the events every launch in the scope waits for.
 
-    __slots__ = ("queue", "device_key", "wait_for", "wait_count", "wait_events")
+    The scope holds a reference of its own to each event's UR handle until :meth:`close`, so
+    closing an Event while the scope is in use never hands UR a released handle."""
+
+    __slots__ = ("queue", "device_key", "wait_for", "wait_count", "wait_events", "_held")
 
     def __init__(self, queue: Queue, wait_for=()):
         if not isinstance(queue, Queue):
@@ -45,6 +55,41 @@ class Scope:
         self.device_key = (queue.context, queue.device)
         self.wait_for = (wait_for,) if isinstance(wait_for, Event) else tuple(wait_for)
         self.wait_count, self.wait_events = wait_list(self.wait_for)
+        self._held = _HeldEvents(self.wait_events, self.wait_count) if self.wait_count else None
+
+    def close(self) -> None:
+        """Release the scope's references to its wait events."""
+        if self._held is not None:
+            self._held.close()
+
+
+class _HeldEvents(Resource):
+    """References of a :class:`Scope`'s own to its wait events' handles (``urEventRetain``),
+    released once, at :meth:`Scope.close`, collection or loader teardown."""
+
+    __slots__ = ()
+    _release_function = "urEventRelease"
+
+    def __init__(self, handles, count: int):
+        held = []
+        try:
+            for index in range(count):
+                check(lib.urEventRetain(handles[index]), "urEventRetain")
+                held.append(handles[index])
+        except BaseException:
+            _release_events(held)
+            raise
+        self._own(held, release_args=(held,), release=_release_events)
+
+    def __repr__(self) -> str:
+        return f"<{len(self._handle or ())} wait event(s) held by a Triton scope>"
+
+
+def _release_events(handles: list) -> int:
+    result = 0
+    while handles:
+        result = lib.urEventRelease(handles.pop()) or result
+    return result
 
 
 class _Scopes(threading.local):
@@ -76,13 +121,21 @@ class Utils:
             }
         return props
 
-    def load_binary(self, name: str, il: bytes, shared: int, build_flags: str, device_key):
-        """``(program, kernel, n_regs, n_spills)`` for SPIR-V ``il`` in the key's context."""
-        context, device = device_key
-        program = programs.load(context, device, il, build_flags)
-        kernel = Kernel(program, name)
-        return program, kernel, _kernel_info(kernel, "UR_KERNEL_INFO_NUM_REGS"), \
-            _kernel_info(kernel, "UR_KERNEL_INFO_SPILL_MEM_SIZE")
+    def load_binary(self, name: str, binary: bytes, shared: int, *rest):
+        """``(program, kernel, n_regs, n_spills)`` for a compiled kernel (SPIR-V or cubin) in
+        the key's context; Triton 3.6's NVIDIA backend also takes the most threads per block.
+        ``rest`` is ``(build_flags, device_key)`` from Intel's Triton, ``(device_key,)`` from
+        NVIDIA's."""
+        *flags, device_key = rest
+        program, kernel = backend.load(name, binary, flags[0] if flags else "", device_key)
+        values = (program, kernel, _kernel_info(kernel, "UR_KERNEL_INFO_NUM_REGS"),
+                  _kernel_info(kernel, "UR_KERNEL_INFO_SPILL_MEM_SIZE"))
+        if backend.triton_backend(device_key[1]) == "nvidia" and \
+                abi.current("nvidia").load_binary_values == 5:
+            from . import cuda
+
+            values += (cuda.max_threads(kernel, device_key[1]),)
+        return values
 
     def wait(self) -> None:
         """Finish the current queue."""
@@ -127,7 +180,7 @@ class URDriver(DriverBase):
     def __init__(self):
         super().__init__()
         self.utils = Utils(self)
-        self.launcher_cls = lambda src, metadata: Launcher(src, metadata, self)
+        self.launcher_cls = self._new_launcher
         self.launch_lock = enqueue_lock  # also guards the launchers' argument blocks
         self._default: Scope | None = None
         self._owned_queue: Queue | None = None
@@ -140,6 +193,12 @@ class URDriver(DriverBase):
         self.preparing: dict = {}
         self._targets: dict = {}
         self._work_groups: dict = {}
+        # What keeps per-context caches findable: the contexts of every scope so far, and the
+        # JITFunctions launched (their device_caches are keyed by (context, device)).  Weak:
+        # a context nothing cached holds is not kept alive by being listed.
+        self._contexts = weakref.WeakSet()
+        self._functions = weakref.WeakSet()
+        self._forget_lock = threading.Lock()
 
     # --- where launches go -------------------------------------------------------------
 
@@ -150,11 +209,18 @@ class URDriver(DriverBase):
         if queue is None:
             device = default_device()
             owned = queue = Queue(device.create_context(), device, profiling=True)
-        self._default = Scope(queue)
+        self._default = self._note_context(Scope(queue))
         previous, self._owned_queue = self._owned_queue, owned
         if previous is not None and previous is not queue:
             previous.close()
         return queue
+
+    def clear_default_queue(self) -> None:
+        """No queue outside ``using`` blocks any more; closes the queue this driver made."""
+        self._default = None
+        if self._owned_queue is not None:
+            self._owned_queue.close()
+            self._owned_queue = None
 
     def scope(self) -> Scope:
         """The innermost ``using`` scope of this thread, else the default one."""
@@ -167,7 +233,7 @@ class URDriver(DriverBase):
 
     def push(self, scope: Scope) -> None:
         """Enter a ``using`` block on this thread."""
-        self._scopes.stack.append(scope)
+        self._scopes.stack.append(self._note_context(scope))
 
     def pop(self, scope: Scope) -> None:
         """Leave the ``using`` block entered with ``scope``."""
@@ -175,6 +241,49 @@ class URDriver(DriverBase):
         if not stack or stack[-1] is not scope:
             raise RuntimeError("ur_cffi.triton.using blocks must be left in reverse order")
         stack.pop()
+
+    # --- per-context caches -------------------------------------------------------------
+
+    def _note_context(self, scope: Scope) -> Scope:
+        """Note ``scope``'s context, first forgetting contexts closed since; returns it."""
+        self.forget_closed_contexts()
+        with self._forget_lock:
+            self._contexts.add(scope.device_key[0])
+        return scope
+
+    def forget_closed_contexts(self) -> None:
+        """Drop what is cached for contexts closed since: their UR programs (``programs.py``),
+        Triton's compiled kernels for them (each JITFunction's ``device_caches`` entry, with
+        its UR kernels) and their device properties.  The UR objects are released once
+        nothing else holds them (a ``prepare``'d launch holds its kernel)."""
+        with self._forget_lock:
+            closed = {context for context in self._contexts if context.closed}
+            if closed:
+                self._forget(closed)
+
+    def _forget(self, contexts: set) -> None:
+        """What :meth:`forget_closed_contexts` does, for ``contexts``; ``_forget_lock`` held."""
+        from . import programs
+
+        for context in contexts:
+            self._contexts.discard(context)
+        programs.forget(contexts)
+        for function in list(self._functions):
+            caches = getattr(function, "device_caches", {})
+            for key in list(caches):
+                if isinstance(key, tuple) and key and key[0] in contexts:
+                    caches.pop(key, None)
+        properties = self.utils._properties
+        for key in list(properties):
+            if key[0] in contexts:
+                properties.pop(key, None)
+
+    def _new_launcher(self, src, metadata) -> Launcher:
+        """``launcher_cls``: a :class:`Launcher`; notes the JITFunction whose kernel it is."""
+        function = getattr(src, "fn", None)
+        if function is not None:
+            self._functions.add(function)
+        return Launcher(src, metadata, self)
 
     # --- launch events -----------------------------------------------------------------
 
@@ -194,8 +303,13 @@ class URDriver(DriverBase):
         with self.launch_lock:
             slot = self._latest.handle_slot
             if self._last_event is None and slot[0] is not None:
-                self._last_event = Event(slot[0], self._latest_queue)
-                slot[0] = None
+                with section:  # one owner at a time, even if interrupted
+                    handle, slot[0] = slot[0], None
+                    try:
+                        self._last_event = Event(handle, self._latest_queue)
+                    except BaseException:
+                        adopt(handle)
+                        raise
             return self._last_event
 
     def mark_empty_launch(self, queue: Queue, scope: Scope) -> None:
@@ -246,8 +360,21 @@ class URDriver(DriverBase):
         device = self.scope().queue.device
         found = self._targets.get(device)
         if found is None:
-            found = self._targets[device] = target.gpu_target(device)
+            found = self._targets[device] = backend.gpu_target(device)
         return found
+
+    def map_python_to_cpp_type(self, ty: str) -> str:
+        """The C type of a Triton scalar type as launches pass it (Triton 3.6's abstract
+        ``DriverBase`` method)."""
+        if ty.startswith("*"):
+            return "void*"
+        return {"b": "int8_t", "h": "int16_t", "i": "int32_t", "q": "int64_t", "B": "uint8_t",
+                "H": "uint16_t", "I": "uint32_t", "Q": "uint64_t", "e": "uint16_t",
+                "f": "float", "d": "double"}[self._rules().scalar_format(ty)]
+
+    def _rules(self):
+        """The launch rules of the installed Triton for the current queue's device."""
+        return abi.current(backend.triton_backend(self.scope().queue.device))
 
     def get_active_torch_device(self):
         """There is no torch device: ur_cffi.triton runs without PyTorch."""
@@ -270,14 +397,15 @@ class URDriver(DriverBase):
         bench.clear_cache(cache)
 
     def close(self) -> None:
-        """Drop the latest launch's Event and close the queue this driver made, if any."""
+        """Drop the latest launch's Event, close the queue this driver made, if any, and drop
+        what is cached per context: Triton's compiled kernels launch through the driver that
+        loaded them, so a later driver compiles (from Triton's cache) and loads them again."""
         with self.launch_lock:
             self._last_event = self._latest_queue = None
             self._latest.close()
-        self._default = None
-        if self._owned_queue is not None:
-            self._owned_queue.close()
-            self._owned_queue = None
+        self.clear_default_queue()
+        with self._forget_lock:
+            self._forget(set(self._contexts))
 
     def __repr__(self) -> str:
         queue = self._default.queue if self._default else None

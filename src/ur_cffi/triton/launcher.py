@@ -12,7 +12,9 @@ between launches is prepared at construction: the argument entries (``_release``
 kinds, indices, sizes, the local-memory argument), one buffer for the scalar values and the
 work sizes, and a ``struct`` format that writes them in one call.  A launch then writes the
 pointer addresses and packs the scalars and work sizes, and enqueues through
-``_release.enqueue_launch``.
+``_release.enqueue_launch``.  Which rules apply follows the compiled kernel's target
+(``metadata.target.backend``: Intel's or NVIDIA's); for NVIDIA kernels ``cuda.py`` supplies
+the launch properties (dynamic shared memory, flags) and the scratch memory.
 
 Arguments are checked before anything is enqueued: the count; pointers must be ur_cffi
 ``USMArray`` of the queue's context and of the element type the kernel was compiled for, None
@@ -29,19 +31,17 @@ import struct
 from threading import get_ident
 
 from .. import _release
+from .._interrupts import section
 from .._release import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, VALUE_OFFSET, write_argument
-from .._ur import ffi, lib
-from ..enums import ur_usm_alloc_info_t, ur_usm_type_t
+from .._ur import ffi
 from ..errors import check
-from ..memory import USMArray
+from ..memory import USMArray, is_usm
 from ..program import Kernel, PreparedLaunch
-from ..queue import Queue
+from ..queue import Queue, recording
 from . import abi
 
 _POINTER_SIZE = ffi.sizeof("void *")
 _SIZE_T = {4: "I", 8: "Q"}[ffi.sizeof("size_t")]
-_USM_TYPE = ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_TYPE
-_USM_UNKNOWN = ur_usm_type_t.UR_USM_TYPE_UNKNOWN
 _enqueue = _release.enqueue_launch
 _NULL = ffi.NULL
 
@@ -62,27 +62,20 @@ def element_type(dtype) -> str | None:
         return None
 
 
-def usm_type(context, address: int) -> ur_usm_type_t:
-    """What UR knows of ``address`` in ``context``: ``UR_USM_TYPE_UNKNOWN`` if not USM."""
-    out = ffi.new("ur_usm_type_t *")
-    result = lib.urUSMGetMemAllocInfo(context.handle, ffi.cast("void *", address), _USM_TYPE,
-                                      ffi.sizeof("ur_usm_type_t"), out, _NULL)
-    return ur_usm_type_t(out[0]) if result == 0 else _USM_UNKNOWN
-
-
 class Launcher:
     """Launches one compiled Triton kernel on the queue Triton passes as ``stream``."""
 
     def __init__(self, src, metadata, driver):
-        rules = abi.current()
+        rules = abi.current(metadata.target.backend)
         signature = src.signature
         self.driver = driver
         self.name = metadata.name
         self.rules = rules
         self.arg_count = rules.argument_count(signature)
         self.flatten = abi.has_tuples(signature)
-        self.local_size = metadata.num_warps * metadata.threads_per_warp
-        driver.check_work_group(metadata.num_warps, metadata.threads_per_warp)
+        threads_per_warp = rules.threads_per_warp(metadata)
+        self.local_size = metadata.num_warps * threads_per_warp
+        driver.check_work_group(metadata.num_warps, threads_per_warp)
 
         # The kernel's arguments in order: (kind, position in *args, name, type).
         entries = [("pointer" if rules.is_pointer(ty) else "value", position, name, ty)
@@ -92,6 +85,16 @@ class Launcher:
             entries.append(("local", None, "shared memory", None))
         self.entries = entries
         self.kernel_arg_count = len(entries)
+        # NVIDIA: shared memory as the launch's work-group memory, and scratch memory where a
+        # kernel needs it: (word of the pointer, scratch index, bytes per instance, alignment).
+        self._properties, self._scratch = _NULL, []
+        if rules.backend == "nvidia":
+            from . import cuda
+
+            self._properties = cuda.launch_properties(metadata)
+            first = len(entries) - rules.scratch_pointers
+            self._scratch = [(((first + index) * ARGUMENT_SIZE + VALUE_OFFSET) // 8, index, size,
+                              align) for index, size, align in cuda.scratch_layout(rules, metadata)]
 
         # One block: the argument array, then the scalar values, then the work sizes.
         value_formats = [rules.scalar_format(ty) for kind, _, _, ty in entries
@@ -122,6 +125,10 @@ class Launcher:
                     self.bfloat16.append(value_index)
                 self.scalars.append(position)
                 value_index += 1
+        # Bytes of each argument as passed (None: local memory), checked against the binary.
+        self.argument_sizes = [struct.calcsize("<" + rules.scalar_format(ty)) if kind == "value"
+                               else None if kind == "local" else _POINTER_SIZE
+                               for kind, _, _, ty in entries]
         self.value_types = [ty for kind, _, _, ty in entries if kind == "value"]
         self.value_names = [name for kind, _, name, _ in entries if kind == "value"]
         self._checked_function = self._checked_context = None
@@ -182,37 +189,66 @@ class Launcher:
         if self.bfloat16:
             values = self._bfloat16(values)
         driver = self.driver
-        if driver.preparing and get_ident() in driver.preparing:
+        preparing = driver.preparing and get_ident() in driver.preparing
+        owners = None
+        if self._scratch and grid_x and grid_y and grid_z:
+            owners = self._scratch_memory(addresses, stream, grid_x * grid_y * grid_z,
+                                          preparing)
+        if preparing:
             driver.preparing[get_ident()] = self._prepare((grid_x, grid_y, grid_z), stream,
-                                                          function, addresses, values, args)
+                                                          function, addresses, values, args,
+                                                          owners)
             return
         scope = driver.scope()
-        if not (grid_x and grid_y and grid_z):
+        if recording and stream in recording:  # a ur_cffi.Graph records it instead (graph.py)
+            recording[stream].record_triton(self, (grid_x, grid_y, grid_z), stream, function,
+                                            addresses, values, args, owners, scope.wait_for)
+        elif not (grid_x and grid_y and grid_z):
             driver.mark_empty_launch(stream, scope)
         else:
-            with driver.launch_lock:
+            with section, driver.launch_lock:  # Ctrl-C waits until the event is recorded
                 self._fill(self._words, self._buffer, addresses, values,
                            (grid_x, grid_y, grid_z), args)
                 result = _enqueue(stream.handle, function.handle, 3, _NULL, self._global_size,
-                                  self._local_size, self.kernel_arg_count, self._args, _NULL,
-                                  scope.wait_count, scope.wait_events, self._out)
+                                  self._local_size, self.kernel_arg_count, self._args,
+                                  self._properties, scope.wait_count, scope.wait_events,
+                                  self._out)
                 if result:
                     check(result, _release.LAUNCH, f"kernel {self.name!r}")
+                if owners:
+                    from .cuda import keep_until_complete
+
+                    keep_until_complete(self._out[0], owners)
                 driver.record(self._out[0], stream)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
-    def _prepare(self, grid, stream, function, addresses, values, args) -> PreparedLaunch:
+    def _scratch_memory(self, addresses: list, stream, instances: int, fresh: bool) -> list:
+        """Add the addresses of this launch's scratch memory to ``addresses``; returns the
+        allocations the launch must keep (none for an in-order queue's shared ones)."""
+        from .cuda import scratch
+
+        owners = []
+        for word, index, size, align in self._scratch:
+            address, owner = scratch(stream, index, instances * size, align, fresh)
+            addresses.append((word, address))
+            if owner is not None:
+                owners.append(owner)
+        return owners
+
+    def _prepare(self, grid, stream, function, addresses, values, args,
+                 owners=None) -> PreparedLaunch:
         """The launch, checked and packed into a block of its own (``ur_cffi.triton.prepare``)."""
         if not all(grid):
             raise ValueError(f"kernel {self.name!r}: grid {grid} is empty, a launch of it runs "
                              "nothing: there is nothing to prepare")
         block, arg_array, buffer, words, global_size, local_size = self._new_block()
         self._fill(words, buffer, addresses, values, grid, args)
-        call_args = (3, _NULL, global_size, local_size, self.kernel_arg_count, arg_array, _NULL,
-                     0, _NULL, _NULL)
+        call_args = (3, _NULL, global_size, local_size, self.kernel_arg_count, arg_array,
+                     self._properties, 0, _NULL, _NULL)
         # Release count -1: the first call checks that no argument was closed meanwhile.
-        return PreparedLaunch(function, stream, tuple(args), call_args, (-1, block))
+        held = (block, self._properties, owners) if owners or self._properties else block
+        return PreparedLaunch(function, stream, tuple(args), call_args, (-1, held))
 
     def _fill(self, words, buffer, addresses, values, grid, args) -> None:
         """Write a launch's pointer addresses, scalars and work sizes into an argument block
@@ -249,6 +285,14 @@ class Launcher:
                 f"kernel {self.name!r} takes {function.num_args} arguments but the Triton "
                 f"{self.rules.series} launch rules (ur_cffi/triton/abi.py) pass "
                 f"{self.kernel_arg_count}: {[e[2] for e in self.entries]}")
+        declared = function.argument_sizes  # where the binary states them (a cubin, PTX)
+        if declared is not None and any(
+                size not in (None, expected)
+                for size, expected in zip(self.argument_sizes, declared)):
+            raise RuntimeError(
+                f"kernel {self.name!r}: its binary declares parameters of {list(declared)} "
+                f"bytes but the Triton {self.rules.backend} {self.rules.series} launch rules "
+                f"(ur_cffi/triton/abi.py) pass {self.argument_sizes}")
         self._checked_function, self._checked_context = function, context
 
     def _address(self, arg, name: str, element: str, queue) -> int:
@@ -278,7 +322,7 @@ class Launcher:
             address = data_ptr()
         else:
             address = arg
-        if address and usm_type(queue.context, address) == _USM_UNKNOWN:
+        if address and not is_usm(queue.context, address):
             raise ValueError(f"{where}: address 0x{address:x} is not USM memory of the launch "
                              "queue's context (host memory such as a numpy array's cannot be "
                              "passed; copy it with ur_cffi.asarray(x, queue=queue))")
@@ -341,3 +385,18 @@ def install_argument_check(patches, backend_class) -> None:
 
     patches.replace(backend_class, "get_arg_specialization",
                     staticmethod(get_arg_specialization))
+    # Triton looks an array's dtype up in this table and fails on others (a big-endian or
+    # structured numpy dtype) with a bare KeyError('>f4').
+    import triton.runtime.jit as jit
+
+    patches.replace(jit, "type_canonicalisation_dict",
+                    _ElementTypes(jit.type_canonicalisation_dict))
+
+
+class _ElementTypes(dict):
+    """Triton's dtype-name table, raising a ``TypeError`` that says what Triton takes."""
+
+    def __missing__(self, name):
+        raise TypeError(f"an array of dtype {name!r} was passed to a Triton kernel: Triton has "
+                        "no element type for it (it takes numbers in native byte order: "
+                        "float32, int64, float16, ...)")

@@ -1,7 +1,8 @@
 """Programs for Triton kernels: one UR program per (context, binary), adapted and cached.
 
 - **In memory**: one :class:`~ur_cffi.Program` per (context, device, SPIR-V, build options),
-  shared by every kernel that loads that binary; :func:`clear` drops them.
+  shared by every kernel that loads that binary; :func:`clear` drops them, :func:`forget` those
+  of closed contexts (the driver calls it: a program would keep its context alive in UR).
 - **Adaptation**: Triton's SPIR-V declares ``SPV_INTEL_kernel_attributes`` (capability 5892)
   for its ``MaxWorkgroupSizeINTEL`` execution mode.  Some runtimes refuse it (Intel's CPU
   OpenCL runtime: "SPIRV module requires unsupported capability 5892"); UR cannot be asked
@@ -81,6 +82,18 @@ def load(context, device, il: bytes, flags: str = "") -> Program:
         return program
 
 
+def load_binary(context, device, binary: bytes, options: str = "") -> Program:
+    """The built program of a native ``binary`` (a cubin, for the CUDA adapter) in ``context``
+    for ``device``: one per context, device, binary and options.  No SPIR-V, no adaptation,
+    nothing on disk (Triton's cache holds the binary already)."""
+    key = (context, device, hashlib.sha256(binary).digest(), options)
+    with _lock:
+        program = _programs.get(key)
+        if program is None or program.closed:
+            program = _programs[key] = Program.from_binary(context, binary, options, device)
+        return program
+
+
 def _from_il(context, device, il: bytes, options: str) -> Program:
     adapted = spirv.drop_capabilities(il)  # `il` itself when there is nothing to drop
     program = None
@@ -150,3 +163,11 @@ def clear() -> None:
     """Forget the cached programs (kernels already loaded keep theirs alive)."""
     with _lock:
         _programs.clear()
+
+
+def forget(contexts) -> None:
+    """Forget the cached programs of ``contexts`` (a set of Contexts); each is released once
+    no kernel holds it."""
+    with _lock:
+        for key in [key for key in _programs if key[0] in contexts]:
+            del _programs[key]

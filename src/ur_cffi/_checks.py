@@ -1,0 +1,76 @@
+"""Argument checks shared by the public API: each raises a built-in exception whose message names
+the argument and the value, before UR sees anything.
+
+Arithmetic on what a caller passes is done on Python integers: numpy integers wrap
+(``np.uint64(2**64 - 1) + 1 == 0``), and a wrapped bound lets a copy run past an allocation.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import operator
+
+import numpy as np
+
+SIZE_MAX = 2**64 - 1
+
+
+def integer(name: str, value, minimum: int = 0, maximum: int = SIZE_MAX) -> int:
+    """``value`` as a Python int in ``[minimum, maximum]``; bools and non-integers are refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__} {value!r}")
+    number = operator.index(value)
+    if not minimum <= number <= maximum:
+        raise ValueError(f"{name} {value!r} is out of range [{minimum}, {maximum}]")
+    return number
+
+
+def no_nul(name: str, text) -> bytes:
+    """``text`` (a str) encoded, refusing embedded NUL characters, which C would cut it at."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, not {type(text).__name__} {text!r}")
+    if "\0" in text:
+        raise ValueError(f"{name} {text!r} contains a NUL character")
+    return text.encode()
+
+
+def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
+    """``value`` as a 0-d array of ``dtype``, refusing what would not convert exactly: None,
+    sequences and strings, a fraction or out-of-range number for an integer dtype, a finite
+    number that overflows a float dtype, a complex number for a real one."""
+    if isinstance(value, ctypes._SimpleCData):
+        value = value.value
+    text = isinstance(value, (str, bytes, np.str_, np.bytes_))
+    if value is None or np.ndim(value) != 0 or (text and dtype.kind not in "SU"):
+        raise TypeError(f"{name} must be one number, not {type(value).__name__} {value!r}")
+    if isinstance(value, (bool, np.bool_)) and dtype.kind != "b":
+        raise TypeError(f"{name} {value!r} is a bool; the elements are {dtype}")
+    if not isinstance(value, (int, float, complex, np.generic)) and not text:
+        raise TypeError(f"{name} must be a number, not {type(value).__name__} {value!r}")
+    if isinstance(value, (complex, np.complexfloating)) and dtype.kind != "c":
+        if value.imag:
+            raise ValueError(f"{name} {value!r} is complex; the elements are {dtype}")
+        value = value.real
+    if dtype.kind in "biu":
+        if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+            raise ValueError(f"{name} {value!r} is not an integer; the elements are {dtype}")
+        number = int(value)
+        info = np.iinfo(dtype) if dtype.kind != "b" else None
+        if info is not None and not info.min <= number <= info.max:
+            raise ValueError(f"{name} {value!r} does not fit in {dtype}")
+        return np.array(number, dtype=dtype)
+    if dtype.kind not in "fc":
+        try:
+            return np.array(value, dtype=dtype)
+        except (TypeError, ValueError, OverflowError):
+            raise TypeError(f"{name} {value!r} cannot be stored as {dtype}") from None
+    try:
+        finite = math.isfinite(abs(complex(value)))
+        with np.errstate(over="ignore"):
+            converted = np.array(value, dtype=dtype)
+    except OverflowError:
+        finite, converted = True, np.array(np.inf, dtype=dtype)
+    if finite and not np.all(np.isfinite(converted)):
+        raise ValueError(f"{name} {value!r} does not fit in {dtype}")
+    return converted

@@ -1,0 +1,942 @@
+"""Graphs: kernel launches, USM copies and fills recorded once and replayed with one enqueue.
+
+::
+
+    graph = ur_cffi.Graph(context)                  # of one context and device
+    with graph.recording(queue):                    # what is submitted to `queue` in the block
+        kernel.launch(queue, n, 64, x, y, 2.0, n)   # goes into the graph instead
+        y.copy_to(z, blocking=False)
+        triton_kernel[grid](z, n, BLOCK=256)        # ur_cffi.triton launches too
+    event = graph.replay(queue, wait_for=[...])     # every command, one enqueue
+
+Where the UR release and the device have command buffers (:attr:`Graph.native`), a graph is a
+UR command buffer (``urCommandBufferCreateExp``, appends, ``urCommandBufferFinalizeExp``,
+``urEnqueueCommandBufferExp``).  Elsewhere it keeps its commands and a replay enqueues them one
+by one, in the same order and with the same dependencies, so code written for graphs runs
+everywhere; ``Graph(..., native=False)`` or ``UR_CFFI_GRAPH_NATIVE=0`` chooses that, and a graph
+left to choose turns to it when the device's command buffers refuse a command as unsupported
+(oneAPI 2025.2's CPU runtime takes launches but no USM copies).  Which headers' command-buffer
+functions ur_cffi drives is settled in ``_release`` (oneAPI 2025.2 on).
+
+Recording.  In a :meth:`Graph.recording` block every command submitted to its queue, by any
+thread, is recorded, not run: ``Kernel.launch``, calls of a ``PreparedLaunch``
+(``Kernel.prepare``, ``ur_cffi.triton.prepare``), Triton's ``kernel[grid](...)`` (the block
+makes its queue this thread's Triton queue while ``ur_cffi.triton`` is active), USM copies and
+fills (``USMArray.copy_from``, ``copy_to``, ``fill``) and ``Queue.barrier``.  Each returns a
+:class:`GraphCommand` where it returned an Event (None with ``event=False``).  Arguments are
+taken when recorded (values by value, arrays by address); the host memory of a copy is read or
+written at every replay.  ``blocking=`` has no effect, as nothing runs; a blocking copy into host
+memory raises, its data would exist only after a replay; arrays made in the block
+(``asarray``, ``zeros``) get their contents at each replay.  Everything is checked when
+recorded, as when enqueued.  :meth:`Graph.launch`, :meth:`Graph.copy`, :meth:`Graph.fill` and
+:meth:`Graph.add` record without a block.
+
+Dependencies.  In an in-order graph (the default) every command runs after the one recorded
+before it.  In a graph made with ``in_order=False`` a command runs after the ``GraphCommand``
+objects in its ``wait_for=`` (``after=``), and after everything a recorded barrier waited for;
+nothing else orders it.  Events of the queue cannot be waited for inside a graph: a replay
+waits for them (``replay(queue, wait_for=[...])``).
+
+Replays.  :meth:`Graph.replay` finalizes the graph if needed, runs on any queue of its context
+and device after ``wait_for`` and after the graph's previous replay, and returns an Event of the
+whole replay.  :meth:`GraphCommand.update` changes a recorded launch's arguments and sizes
+between replays, where the device's command buffers can (else ``NotImplementedError`` naming
+the missing ``UR_DEVICE_COMMAND_BUFFER_UPDATE_CAPABILITY_FLAG_*``; replaying one by one, always).
+
+Lifetime.  A graph keeps what its commands use (kernels, with a UR reference of its own, and so
+their programs; arrays; the host memory of copies) until it is closed; closing waits for its
+latest replay.  A replay raises ``ClosedError`` if an array it uses was closed since.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import sys
+import threading
+
+import numpy as np
+
+from . import _handle, _release
+from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argument
+from ._ur import ffi, lib
+from .enums import ur_result_t, ur_structure_type_t
+from .errors import UNSUPPORTED, URError, check
+from .memory import Buffer, USMArray
+from .program import Kernel, PreparedLaunch, _sizes
+from .queue import Event, Queue, enqueue_lock, recording, wait_list
+
+_NULL = ffi.NULL
+_EVENT_OUT = ffi.typeof("ur_event_handle_t *")
+_STYPE = ur_structure_type_t
+
+_recording_lock = threading.Lock()  # guards ``queue.recording``
+
+# Update capabilities, as bits; 0 where the header has no such flag (no graph is native there).
+_FLAG = "UR_DEVICE_COMMAND_BUFFER_UPDATE_CAPABILITY_FLAG_"
+_CAPABILITIES = {name: int(_release.enumerator("ur_device_command_buffer_update_capability_flag_t",
+                                                 _FLAG + name) or 0)
+                 for name in ("KERNEL_ARGUMENTS", "LOCAL_WORK_SIZE", "GLOBAL_WORK_SIZE",
+                              "GLOBAL_WORK_OFFSET")}
+_ARGUMENTS, _LOCAL, _GLOBAL, _OFFSET = _CAPABILITIES.values()
+
+
+def command_buffer_support(device) -> tuple[bool, int, str]:
+    """``(native, update capabilities, why not native)`` of ``device`` for this UR release:
+    whether a :class:`Graph` on it is a UR command buffer, and the
+    ``UR_DEVICE_INFO_COMMAND_BUFFER_UPDATE_CAPABILITIES_EXP`` bits."""
+    if not _release.HAS_COMMAND_BUFFERS:
+        return False, 0, ("the command-buffer functions of the UR header ur_cffi was built from "
+                          "are of an older shape than it drives (oneAPI 2025.2 on)")
+    support = _release.enumerator("ur_device_info_t", "UR_DEVICE_INFO_COMMAND_BUFFER_SUPPORT_EXP")
+    updates = _release.enumerator("ur_device_info_t",
+                                  "UR_DEVICE_INFO_COMMAND_BUFFER_UPDATE_CAPABILITIES_EXP")
+    try:
+        if not device.info(support):
+            return False, 0, (f"{device.name!r} has no UR command buffers "
+                              "(UR_DEVICE_INFO_COMMAND_BUFFER_SUPPORT_EXP is false)")
+        return True, int(device.info(updates)), ""
+    except URError as error:
+        return False, 0, f"{device.name!r} does not say whether it has command buffers ({error})"
+
+
+class GraphCommand:
+    """A command recorded into a :class:`Graph`: what a recorded call returns in place of an
+    Event, and what later commands take in ``wait_for=`` (``after=``)."""
+
+    __slots__ = ("graph", "_points", "_command")
+
+    def __init__(self, graph: Graph, points: frozenset, command):
+        self.graph, self._points, self._command = graph, points, command
+
+    @property
+    def kind(self) -> str:
+        """``"launch"``, ``"copy"``, ``"fill"``, or ``"marker"`` (a barrier or an empty copy:
+        no command of its own, a point to wait for)."""
+        return "marker" if self._command is None else self._command.kind
+
+    @property
+    def kernel(self) -> Kernel | None:
+        """The kernel of a launch, else None."""
+        return self._command.kernel if self.kind == "launch" else None
+
+    def update(self, *args, global_size=None, local_size=None, global_offset=None, grid=None,
+               **by_name) -> None:
+        """Change this launch for the replays to come (those in flight are waited for first).
+
+        A launch recorded from ``Kernel.launch``, ``Kernel.prepare``, ``Graph.launch`` or
+        ``ur_cffi.triton.prepare`` takes the kernel's whole argument list again, checked as
+        ``Kernel.launch`` checks it (arrays and views give their addresses), and
+        ``global_size``/``local_size``/``global_offset`` (None keeps them).  A Triton
+        ``kernel[grid]`` launch takes its parameters by name (``x_ptr=array, n=100``) and
+        ``grid=``; Triton compiled it for its specialization: integers recorded divisible by 16
+        must stay so, and pointers 16-byte aligned.
+
+        Raises ``NotImplementedError`` naming the capability the device's command buffers lack,
+        ``TypeError``/``ValueError`` for arguments as a launch would, ``RuntimeError`` before
+        the graph is finalized."""
+        if self.kind != "launch":
+            raise TypeError(f"only a recorded kernel launch can be updated, not a {self.kind}")
+        self.graph._update(self._command, args, by_name, global_size, local_size,
+                           global_offset, grid)
+
+    def wait(self) -> None:
+        """Raises: a recorded command runs at each replay; wait for the replay's Event."""
+        raise RuntimeError("a GraphCommand is recorded, not run: wait for the Event that "
+                           "graph.replay(queue) returns")
+
+    def __repr__(self) -> str:
+        what = self.kind if self.kind != "launch" else f"launch of {self.kernel.name!r}"
+        return f"<GraphCommand {what} of {self.graph!r}>"
+
+
+class Graph(_handle.Resource):
+    """Kernel launches, USM copies and fills of one context and device, recorded once
+    (:meth:`recording`) and replayed with one enqueue each time (:meth:`replay`).
+
+    ``in_order`` (default): every command after the one recorded before it; else each after
+    the commands it waits for.  ``native``: None uses a UR command buffer where the release and
+    the device have them (``UR_CFFI_GRAPH_NATIVE=0`` says no) and replays command by command
+    from the first command they refuse as unsupported; False replays command by command; True
+    raises ``NotImplementedError`` (saying why) where there is no command buffer, and the
+    device's error for a command it refuses.  :attr:`native` says which the graph is.
+    """
+
+    __slots__ = ("context", "device", "in_order", "native", "_auto", "_capabilities", "_why",
+                 "_state", "_commands", "_lock", "_recorders", "_blocks", "_finalized", "_floor",
+                 "_memory", "_checked", "_latest_queue", "_replay_queue")
+    _release_function = "urCommandBufferReleaseExp"
+
+    def __init__(self, context, device=None, *, in_order: bool = True, native: bool | None = None):
+        from .context import Context
+
+        if not isinstance(context, Context):
+            raise TypeError(f"context must be a ur_cffi Context, not {type(context).__name__}")
+        context.handle  # noqa: B018 - raises ClosedError
+        device = device or context.devices[0]
+        if device not in context.devices:
+            raise ValueError(f"{device!r} is not a device of {context!r}")
+        supported, capabilities, why = command_buffer_support(device)
+        self._auto = native is None
+        if native is None:
+            native = supported and os.environ.get("UR_CFFI_GRAPH_NATIVE", "1") != "0"
+            why = why or "UR_CFFI_GRAPH_NATIVE=0"
+        elif native and not supported:
+            raise NotImplementedError(f"no native graph: {why}")
+        else:
+            why = why or "native=False"
+        self.context, self.device, self.in_order, self.native = context, device, in_order, native
+        self._capabilities = capabilities
+        self._why = "" if native else why
+        self._state = state = _State()
+        self._commands: list = state.commands
+        self._lock = threading.RLock()
+        self._recorders: dict = {}  # queue -> how many uses record it into this graph now
+        self._blocks = 0  # recording blocks open
+        self._finalized = False
+        self._floor: frozenset = frozenset()  # what a recorded barrier ordered later commands after
+        self._memory: list = []  # arrays and buffers the commands use
+        self._checked = _handle.released
+        self._latest_queue = self._replay_queue = None
+        handle = state
+        if native:
+            desc = ffi.new("ur_exp_command_buffer_desc_t *", {
+                "stype": _STYPE.UR_STRUCTURE_TYPE_EXP_COMMAND_BUFFER_DESC,
+                "isUpdatable": capabilities != 0, "isInOrder": in_order})
+            out = ffi.new("ur_exp_command_buffer_handle_t *")
+            check(lib.urCommandBufferCreateExp(context.handle, device.handle, desc, out),
+                  "urCommandBufferCreateExp")
+            handle = state.buffer = out[0]
+        self._own(handle, parents=(context, device), release_args=(state,),
+                  release=_release_graph)
+
+    @property
+    def update_capabilities(self) -> int:
+        """The ``UR_DEVICE_COMMAND_BUFFER_UPDATE_CAPABILITY_FLAG_*`` bits updates may use: the
+        device's for a native graph; every one when replaying command by command."""
+        return self._capabilities if self.native else sum(_CAPABILITIES.values())
+
+    @property
+    def finalized(self) -> bool:
+        """Whether recording is over (:meth:`finalize`, or the first replay)."""
+        return self._finalized
+
+    @property
+    def commands(self) -> tuple[GraphCommand, ...]:
+        """The recorded commands, in recording order (markers left out)."""
+        return tuple(GraphCommand(self, frozenset((index,)), command)
+                     for index, command in enumerate(self._commands))
+
+    # --- recording ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def recording(self, queue: Queue | None = None):
+        """A block in which what is submitted to ``queue`` (any queue of the graph's context
+        and device; None: one the graph makes) is recorded into the graph instead of run;
+        yields the queue.  Raises ``RuntimeError`` once the graph is finalized or while
+        ``queue`` records into another graph."""
+        queue = self._own_queue() if queue is None else self._check_queue(queue, "recording")
+        with self._registered(queue, block=True), _triton_scope(queue):
+            yield queue
+
+    def launch(self, kernel: Kernel, global_size, local_size, *args, after=(),
+               global_offset=None) -> GraphCommand:
+        """Record ``kernel.launch(queue, global_size, local_size, *args)`` after the commands
+        ``after``; checked as the launch would be."""
+        with self._explicit() as queue:
+            return kernel.launch(queue, global_size, local_size, *args, wait_for=after,
+                                 global_offset=global_offset)
+
+    def copy(self, destination, source, *, after=()) -> GraphCommand:
+        """Record a copy between a USMArray and a USMArray or numpy array (whose memory is
+        read or written at each replay), after the commands ``after``."""
+        with self._explicit() as queue:
+            if isinstance(destination, USMArray):
+                return destination.copy_from(source, queue=queue, blocking=False,
+                                             wait_for=after)
+            if isinstance(source, USMArray):
+                return source.copy_to(destination, queue=queue, blocking=False, wait_for=after)
+        raise TypeError(f"copy needs a USMArray on one side, not {type(destination).__name__} "
+                        f"and {type(source).__name__}")
+
+    def fill(self, array: USMArray, value, *, offset: int = 0, count: int | None = None,
+             after=()) -> GraphCommand:
+        """Record ``array.fill(value, offset=offset, count=count)`` after the commands
+        ``after``."""
+        with self._explicit() as queue:
+            return array.fill(value, offset=offset, count=count, queue=queue, blocking=False,
+                              wait_for=after)
+
+    def add(self, launch: PreparedLaunch, *, after=()) -> GraphCommand:
+        """Record a prepared launch (``Kernel.prepare``, ``ur_cffi.triton.prepare``) after the
+        commands ``after``."""
+        if not isinstance(launch, PreparedLaunch):
+            raise TypeError(f"add takes a PreparedLaunch, not {type(launch).__name__}")
+        self._check_queue(launch.queue, "add")
+        for arg in launch.args:
+            if isinstance(arg, _handle.Resource):
+                arg.handle  # noqa: B018 - raises ClosedError
+        return self._record(_Launch(launch.kernel, launch.queue, launch._call_args, launch.args,
+                                    keep=launch._buffers), after, True)
+
+    def finalize(self) -> None:
+        """End recording (``urCommandBufferFinalizeExp``); the first replay does it if needed.
+        Raises ``RuntimeError`` inside a :meth:`recording` block."""
+        with self._lock:
+            self.handle  # noqa: B018 - raises ClosedError
+            if self._finalized:
+                return
+            if self._blocks:
+                raise RuntimeError("finalize the graph after its recording blocks")
+            if self.native:
+                check(lib.urCommandBufferFinalizeExp(self._state.buffer),
+                      "urCommandBufferFinalizeExp")
+            self._finalized = True
+
+    # Called by the hooks in program._launch, queue.enqueue_command and the Triton launcher
+    # while a queue records into this graph.
+
+    def record_launch(self, kernel, queue, call_args, args, wait_for, event):
+        """Record a checked launch of ``kernel`` (``call_args`` as ``program._launch`` takes
+        them, packed from ``args``)."""
+        return self._record(_Launch(kernel, queue, call_args, args), wait_for, event)
+
+    def record_triton(self, launcher, grid, queue, function, addresses, values, args, owners,
+                      wait_for):
+        """Record a Triton ``kernel[grid]`` launch (``ur_cffi.triton.launcher``)."""
+        if not all(grid):
+            return None  # an empty grid runs nothing
+        prepared = launcher._prepare(grid, queue, function, addresses, values, args, owners)
+        command = _Launch(function, queue, prepared._call_args, tuple(args), launcher=launcher,
+                          keep=prepared._buffers)
+        return self._record(command, wait_for, False)
+
+    def record_command(self, queue, function, args, wait_for, keep_alive, blocking):
+        """Record ``function(queue, *args, wait list, event)`` (``queue.enqueue_command``)."""
+        name = function.__name__
+        if name in ("urEnqueueEventsWait", "urEnqueueEventsWaitWithBarrier"):
+            return self._record_marker(wait_for, barrier=name.endswith("Barrier"))
+        if name == "urEnqueueUSMMemcpy":
+            destination = int(ffi.cast("uintptr_t", args[1]))
+            if blocking and any(isinstance(held, np.ndarray) and held.nbytes
+                                and held.ctypes.data == destination for held in keep_alive):
+                raise RuntimeError("a blocking copy into host memory while recording: its data "
+                                   "would exist only after a replay. Record it with "
+                                   "blocking=False and read the array after the replay")
+            command = _Copy("copy", function, args, keep_alive)
+        elif name == "urEnqueueUSMFill":
+            command = _Copy("fill", function, args, keep_alive)
+        else:
+            raise NotImplementedError(f"{name} cannot be recorded into a graph: kernel "
+                                      "launches, USM copies and fills and barriers can")
+        return self._record(command, wait_for, True)
+
+    # --- replays ---------------------------------------------------------------------------
+
+    def replay(self, queue: Queue, *, wait_for=(), event: bool = True) -> Event | None:
+        """Enqueue every recorded command on ``queue`` (of the graph's context and device),
+        after ``wait_for`` and the graph's previous replay; returns the replay's Event, or
+        None with ``event=False``.  Finalizes the graph first if needed.
+
+        Raises ``ClosedError`` if the graph, the queue or an array a command uses is closed."""
+        if not self._finalized:
+            self.finalize()
+        if queue is not self._replay_queue:
+            self._replay_queue = self._check_queue(queue, "replay")
+        if self._checked != _handle.released:
+            self._check_memory()
+        state = self._state
+        with self._lock:
+            self.handle  # noqa: B018 - raises ClosedError
+            latest = state.latest
+            count, events = wait_list(wait_for, self.context) if wait_for else (0, _NULL)
+            if latest is not None and (queue is not self._latest_queue or queue.out_of_order):
+                events = ffi.new("ur_event_handle_t[]", [events[i] for i in range(count)]
+                                 + [latest])
+                count += 1
+            out = ffi.new(_EVENT_OUT)
+            try:
+                if self.native:
+                    with enqueue_lock:
+                        result = lib.urEnqueueCommandBufferExp(queue._handle, state.buffer,
+                                                               count, events, out)
+                    function = "urEnqueueCommandBufferExp"
+                else:
+                    result, function = self._enqueue_each(queue._handle, queue.out_of_order,
+                                                          count, events, out)
+            except TypeError:  # no handle: the queue is closed
+                queue.handle  # noqa: B018 - raises ClosedError
+                raise
+            if result:
+                check(result, function, "replaying a graph")
+            state.latest, self._latest_queue = out[0], queue
+            if latest is not None:
+                lib.urEventRelease(latest)
+            if event:
+                lib.urEventRetain(out[0])
+        if not event:
+            queue._last_event = None  # Queue.finish has no event of the latest command
+            return None
+        return Event(out[0], queue)
+
+    def _enqueue_each(self, queue, out_of_order: bool, count, events, out) -> tuple:
+        """Enqueue the commands one by one (a graph that is no command buffer);
+        ``(ur_result_t, function)``."""
+        commands = self._commands
+        last = len(commands) - 1
+        with enqueue_lock:
+            if last < 0:
+                return lib.urEnqueueEventsWait(queue, count, events, out), "urEnqueueEventsWait"
+            if not out_of_order:
+                # In order: recording order respects every dependency; only the first command
+                # waits, only the last one signals.
+                for index, command in enumerate(commands):
+                    first = index == 0
+                    result = command.enqueue(queue, count if first else 0,
+                                             events if first else _NULL,
+                                             out if index == last else _NULL)
+                    if result:
+                        lib.urQueueFinish(queue)  # what was enqueued uses what the graph holds
+                        return result, command.function_name
+                return 0, ""
+            signals = ffi.new("ur_event_handle_t[]", last + 1)
+            try:
+                for index, command in enumerate(commands):
+                    deps = (index - 1,) if self.in_order and index else command.deps
+                    if deps:
+                        waits = ffi.new("ur_event_handle_t[]", [signals[d] for d in deps])
+                        result = command.enqueue(queue, len(deps), waits, signals + index)
+                    else:
+                        result = command.enqueue(queue, count, events, signals + index)
+                    if result:
+                        lib.urQueueFinish(queue)
+                        return result, command.function_name
+                if self.in_order:
+                    out[0], signals[last] = signals[last], _NULL
+                    return 0, ""
+                return (lib.urEnqueueEventsWait(queue, last + 1, signals, out),
+                        "urEnqueueEventsWait")
+            finally:
+                for index in range(last + 1):
+                    if signals[index] != _NULL:
+                        lib.urEventRelease(signals[index])
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _own_queue(self) -> Queue:
+        """The graph's own queue, made when first needed: what records without a queue of the
+        user's, and checks updates.  Nothing runs on it."""
+        with self._lock:
+            self.handle  # noqa: B018 - raises ClosedError
+            if self._state.queue is None:
+                self._state.queue = Queue(self.context, self.device)
+            return self._state.queue
+
+    def _explicit(self):
+        """Records what is submitted to the graph's own queue while it lasts."""
+        return self._registered(self._own_queue(), block=False)
+
+    @contextlib.contextmanager
+    def _registered(self, queue: Queue, block: bool):
+        """``queue`` records into this graph while the context lasts (nested and concurrent
+        uses counted); ``block``: a :meth:`recording` block, which :meth:`finalize` waits
+        out."""
+        with _recording_lock:
+            self._recordable()
+            if recording.get(queue, self) is not self:
+                raise RuntimeError(f"{queue!r} is recording into another graph already")
+            recording[queue] = self
+            self._recorders[queue] = self._recorders.get(queue, 0) + 1
+            self._blocks += block
+        try:
+            yield queue
+        finally:
+            with _recording_lock:
+                self._blocks -= block
+                users = self._recorders.pop(queue) - 1
+                if users:
+                    self._recorders[queue] = users
+                elif recording.get(queue) is self:
+                    del recording[queue]
+
+    def _check_queue(self, queue, what: str) -> Queue:
+        if not isinstance(queue, Queue):
+            raise TypeError(f"{what} needs a ur_cffi Queue, not {type(queue).__name__}")
+        queue.handle  # noqa: B018 - raises ClosedError
+        if queue.context is not self.context or queue.device is not self.device:
+            raise ValueError(f"{what}: {queue!r} is not of the graph's context and device")
+        return queue
+
+    def _recordable(self) -> None:
+        self.handle  # noqa: B018 - raises ClosedError
+        if self._finalized:
+            raise RuntimeError("the graph is finalized: nothing more can be recorded into it")
+
+    def _dependencies(self, wait_for) -> frozenset:
+        """The recorded commands (indices) that ``wait_for`` names, with the barrier floor."""
+        if isinstance(wait_for, (GraphCommand, Event)):
+            wait_for = (wait_for,)
+        elif not isinstance(wait_for, (list, tuple)):
+            raise TypeError(f"wait_for takes GraphCommands while recording, not "
+                            f"{type(wait_for).__name__}")
+        points = set(self._floor)
+        for item in wait_for:
+            if isinstance(item, GraphCommand):
+                if item.graph is not self:
+                    raise ValueError("wait_for: a command of another graph")
+                points |= item._points
+            elif isinstance(item, Event):
+                raise TypeError("wait_for: an Event cannot be waited for inside a graph (a graph "
+                                "runs at every replay, an Event once): pass it to "
+                                "graph.replay(queue, wait_for=[...])")
+            else:
+                raise TypeError(f"wait_for takes GraphCommands while recording, not "
+                                f"{type(item).__name__}")
+        return frozenset(points)
+
+    def _record(self, command, wait_for, event: bool):
+        with self._lock:
+            self._recordable()
+            given = self._dependencies(wait_for)
+            deps = () if self.in_order else tuple(sorted(given))
+            if self.native:
+                self._append(command, deps)
+            command.deps = deps
+            index = len(self._commands)
+            self._commands.append(command)
+            if command.kind == "launch":
+                check(lib.urKernelRetain(command.handle), "urKernelRetain")
+                self._state.kernels.append(command.handle)
+            self._memory.extend(command.memory())
+        return GraphCommand(self, frozenset((index,)), command) if event else None
+
+    def _record_marker(self, wait_for, barrier: bool) -> GraphCommand:
+        with self._lock:
+            self._recordable()
+            given = self._dependencies(wait_for)
+            if self.in_order:
+                points = frozenset((len(self._commands) - 1,)) if self._commands else frozenset()
+            elif barrier and not wait_for:  # after everything so far: what nothing waits for
+                waited = set().union(*(command.deps for command in self._commands))
+                points = frozenset(range(len(self._commands))) - waited
+            else:
+                points = given
+            if barrier and not self.in_order:
+                self._floor = points
+        return GraphCommand(self, points, None)
+
+    def _append(self, command, deps: tuple) -> None:
+        """Append ``command`` to the command buffer after the sync points of ``deps``."""
+        points = (ffi.new("uint32_t[]", [self._commands[d].point for d in deps]) if deps
+                  else _NULL)
+        point = ffi.new("uint32_t *")
+        handle = _NULL
+        if command.kind == "launch":
+            if command.properties != _NULL:
+                raise NotImplementedError("a launch with launch properties cannot be appended "
+                                          "to a UR command buffer; use Graph(native=False)")
+            if self._capabilities:
+                handle = ffi.new("ur_exp_command_buffer_command_handle_t *")
+        with enqueue_lock:
+            result = command.append(self._state.buffer, len(deps), points, point, handle)
+        if result in UNSUPPORTED and self._auto:
+            self._replay_one_by_one(f"{command.append_name} returned "
+                                    f"{ur_result_t(result).name}")
+            return
+        if result:
+            check(result, command.append_name, "recording into a graph")
+        command.point = point[0]
+        if handle != _NULL:
+            command.command = handle[0]
+
+    def _replay_one_by_one(self, why: str) -> None:
+        """Give up the command buffer, whose device cannot take a command recorded now: the
+        graph keeps every command and replays them one by one."""
+        buffer, self._state.buffer = self._state.buffer, None
+        self._handle = self._state
+        self.native, self._why = False, why
+        check(lib.urCommandBufferReleaseExp(buffer), "urCommandBufferReleaseExp")
+
+    def _check_memory(self) -> None:
+        """Raise ``ClosedError`` if memory a command uses was released (checked when anything
+        was released since the last check)."""
+        released = _handle.released
+        for resource in self._memory:
+            resource.handle  # noqa: B018 - raises ClosedError
+        self._checked = released
+
+    def _wait_for_latest(self) -> None:
+        latest = self._state.latest
+        if latest is not None:
+            check(lib.urEventWait(1, ffi.new("ur_event_handle_t[1]", [latest])), "urEventWait")
+
+    def _update(self, launch, args, by_name, global_size, local_size, global_offset,
+                grid) -> None:
+        self.handle  # noqa: B018 - raises ClosedError
+        if not self._finalized:
+            raise RuntimeError("finalize the graph before updating its launches (record a "
+                               "launch with the values it should have first)")
+        if launch.launcher is not None:
+            if args or global_size is not None or local_size is not None \
+                    or global_offset is not None:
+                raise TypeError(f"a Triton launch of {launch.kernel.name!r} is updated by "
+                                "parameter name (update(x_ptr=array, n=100)) and grid=")
+            new = launch.triton_update(self._own_queue(), by_name, grid)
+        else:
+            if by_name or grid is not None:
+                raise TypeError(f"a launch of {launch.kernel.name!r} takes its whole argument "
+                                "list again (update(x, y, 2.0, n)) and global_size/local_size")
+            new = launch.kernel_update(self._own_queue(), args, global_size,
+                                       local_size, global_offset)
+        changed, sizes = launch.changes(new)
+        with self._lock:
+            self.handle  # noqa: B018
+            if self.native and (changed or sizes):
+                needed = (_ARGUMENTS if changed else 0) | (
+                    (_GLOBAL | _LOCAL) if "global" in sizes else 0) | (
+                    _LOCAL if "local" in sizes else 0) | (_OFFSET if "offset" in sizes else 0)
+                missing = needed & ~self._capabilities
+                if missing:
+                    names = [_FLAG + name for name, bit in _CAPABILITIES.items() if bit & missing]
+                    raise NotImplementedError(
+                        f"the command buffers of {self.device.name!r} cannot update a recorded "
+                        f"launch this way: they lack {', '.join(names)} "
+                        f"(UR_DEVICE_INFO_COMMAND_BUFFER_UPDATE_CAPABILITIES_EXP is "
+                        f"{self._capabilities}); record another graph, or use "
+                        "Graph(native=False)")
+            self._wait_for_latest()  # replays in flight use what the update replaces
+            if self.native and (changed or sizes):
+                # ``_pointed_into`` holds what ``desc`` points into until the call returns.
+                desc, _pointed_into = _update_descriptor(launch, new, changed, sizes)
+                with enqueue_lock:
+                    result = lib.urCommandBufferUpdateKernelLaunchExp(self._state.buffer, 1,
+                                                                      desc)
+                if result:
+                    check(result, "urCommandBufferUpdateKernelLaunchExp",
+                          f"kernel {launch.kernel.name!r}")
+            launch.adopt(new)
+            self._memory = [resource for command in self._commands
+                            for resource in command.memory()]
+            self._checked = -1
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<Graph closed>"
+        how = "a UR command buffer" if self.native else f"replayed one by one ({self._why})"
+        order = "in-order" if self.in_order else "out-of-order"
+        return f"<Graph {order}, {len(self._commands)} commands, {how}>"
+
+
+class _State:
+    """What releasing a graph needs, apart from the graph object (a finalizer must not hold
+    it): the command buffer, the latest replay's event, the kernel references, the commands
+    (and so what they keep alive) and the graph's queues."""
+
+    __slots__ = ("buffer", "latest", "kernels", "commands", "queue")
+
+    def __init__(self):
+        self.buffer = self.latest = self.queue = None
+        self.kernels, self.commands = [], []
+
+
+def _release_graph(state: _State) -> int:
+    results = []
+    latest, state.latest = state.latest, None
+    if latest is not None:  # a replay may be in flight: it uses what the graph holds
+        lib.urEventWait(1, ffi.new("ur_event_handle_t[1]", [latest]))
+        results.append(lib.urEventRelease(latest))
+    if state.buffer is not None:
+        results.append(lib.urCommandBufferReleaseExp(state.buffer))
+        state.buffer = None
+    for kernel in state.kernels:
+        results.append(lib.urKernelRelease(kernel))
+    state.kernels.clear()
+    state.commands.clear()
+    queue, state.queue = state.queue, None
+    if queue is not None:
+        try:
+            queue.close()
+        except URError as error:
+            results.append(error.result)
+    return next((result for result in results if result), 0)
+
+
+def _triton_scope(queue: Queue):
+    """``ur_cffi.triton.using(queue)`` where ur_cffi.triton is active, so that Triton launches
+    in a recording block go to its queue."""
+    triton = sys.modules.get("ur_cffi.triton")
+    if triton is not None and triton.is_active():
+        return triton.using(queue)
+    return contextlib.nullcontext()
+
+
+# --------------------------------------------------------------------------------------------
+# Recorded commands
+
+
+class _Copy:
+    """A USM copy or fill: the UR enqueue function and its arguments after the queue."""
+
+    __slots__ = ("kind", "function", "function_name", "args", "keep_alive", "deps", "point")
+
+    def __init__(self, kind: str, function, args: tuple, keep_alive: tuple):
+        self.kind, self.function, self.args, self.keep_alive = kind, function, args, keep_alive
+        self.function_name = function.__name__
+
+    @property
+    def append_name(self) -> str:
+        return "urCommandBufferAppendUSMMemcpyExp" if self.kind == "copy" else \
+            "urCommandBufferAppendUSMFillExp"
+
+    def memory(self) -> list:
+        return [held for held in self.keep_alive if isinstance(held, (USMArray, Buffer))]
+
+    def enqueue(self, queue, count, events, out) -> int:
+        return self.function(queue, *self.args, count, events, out)
+
+    def append(self, buffer, count, points, point, _command) -> int:
+        # urEnqueueUSMMemcpy(queue, blocking, dst, src, size, ...) and
+        # urEnqueueUSMFill(queue, ptr, patternSize, pPattern, size, ...) after the queue
+        if self.kind == "copy":
+            _, destination, source, nbytes = self.args
+            return lib.urCommandBufferAppendUSMMemcpyExp(buffer, destination, source, nbytes,
+                                                         count, points, 0, _NULL, point, _NULL,
+                                                         _NULL)
+        memory, pattern_size, pattern, nbytes = self.args
+        return lib.urCommandBufferAppendUSMFillExp(buffer, memory, pattern, pattern_size, nbytes,
+                                                   count, points, 0, _NULL, point, _NULL, _NULL)
+
+
+_INTEGERS = frozenset(("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"))
+_KIND_NAMES = {POINTER: "pointer", VALUE: "value", MEM_OBJ: "memory object",
+               LOCAL: "local memory size"}
+
+
+class _Snapshot:
+    """One state of a launch: its sizes (``size_t[3]`` each; offsets always given) and an
+    argument block of its own, with the objects its arguments came from."""
+
+    __slots__ = ("dims", "offsets", "global_sizes", "local_sizes", "sizes", "block",
+                 "arguments", "words", "args", "keep")
+
+    def __init__(self, sizes: tuple, block, arguments, words, args: tuple, keep):
+        dims, offsets, global_values, local_values = self.sizes = sizes
+        self.dims = dims
+        self.offsets = ffi.new("size_t[3]", offsets)
+        self.global_sizes = ffi.new("size_t[3]", global_values)
+        self.local_sizes = _NULL if local_values is None else ffi.new("size_t[3]", local_values)
+        self.block, self.arguments, self.words = block, arguments, words
+        self.args, self.keep = args, keep
+
+
+def _launch_sizes(call_args: tuple) -> tuple:
+    """``(dims, offsets, global sizes, local sizes or None)`` of a launch's arguments."""
+    dims, offsets, global_sizes, local_sizes = call_args[:4]
+    return (dims, (0,) * dims if offsets == _NULL else tuple(offsets[i] for i in range(dims)),
+            tuple(global_sizes[i] for i in range(dims)),
+            None if local_sizes == _NULL else tuple(local_sizes[i] for i in range(dims)))
+
+
+def _checked_sizes(device, dims: int, global_size, local_size, global_offset) -> tuple:
+    """New sizes of a launch of ``dims`` dimensions, checked as a launch checks them."""
+    global_sizes = _sizes("global_size", global_size)
+    offsets = _sizes("global_offset", global_offset, smallest=0)
+    local_sizes = None if local_size is None else _sizes("local_size", local_size)
+    for name, values in (("global_size", global_sizes), ("local_size", local_sizes),
+                         ("global_offset", offsets)):
+        if values is not None and len(values) != dims:
+            raise ValueError(f"{name} {values}: the launch was recorded in {dims} dimension(s)")
+    if local_sizes is not None:
+        if any(g % s for g, s in zip(global_sizes, local_sizes)):
+            raise ValueError(f"local_size {local_sizes} does not divide global_size "
+                             f"{global_sizes}")
+        if np.prod(local_sizes) > device.max_work_group_size:
+            raise ValueError(f"local_size {local_sizes} exceeds the device's maximum work-group "
+                             f"size {device.max_work_group_size}")
+    return dims, offsets, global_sizes, local_sizes
+
+
+class _Launch:
+    """A recorded kernel launch: the kernel (and a UR reference to it, the graph's), its sizes
+    and its own copy of the argument block."""
+
+    __slots__ = ("kind", "kernel", "handle", "launcher", "properties", "count", "dims",
+                 "offsets", "global_sizes", "local_sizes", "sizes", "block", "arguments",
+                 "words", "args", "keep", "deps", "point", "command")
+    function_name = _release.LAUNCH
+    append_name = ("urCommandBufferAppendKernelLaunchWithArgsExp"
+                   if _release.HAS_APPEND_WITH_ARGS else "urCommandBufferAppendKernelLaunchExp")
+
+    def __init__(self, kernel: Kernel, queue: Queue, call_args: tuple, args: tuple,
+                 launcher=None, keep=None):
+        self.kind, self.kernel, self.handle = "launch", kernel, kernel.handle
+        self.launcher, self.command = launcher, None
+        self.count, self.properties = call_args[4], call_args[6]
+        self.adopt(_Snapshot(_launch_sizes(call_args),
+                             *_release.copy_arguments(call_args[5], self.count), args, keep))
+
+    def adopt(self, new: _Snapshot) -> None:
+        """Make ``new`` the launch's state."""
+        self.dims, self.offsets, self.sizes = new.dims, new.offsets, new.sizes
+        self.global_sizes, self.local_sizes = new.global_sizes, new.local_sizes
+        self.block, self.arguments, self.words = new.block, new.arguments, new.words
+        self.args, self.keep = new.args, new.keep
+
+    def memory(self) -> list:
+        return [arg for arg in self.args if isinstance(arg, (USMArray, Buffer))]
+
+    def enqueue(self, queue, count, events, out) -> int:
+        return _release.enqueue_launch(queue, self.handle, self.dims, self.offsets,
+                                       self.global_sizes, self.local_sizes, self.count,
+                                       self.arguments, self.properties, count, events, out)
+
+    def append(self, buffer, count, points, point, command) -> int:
+        return _release.append_launch(buffer, self.handle, self.dims, self.offsets,
+                                      self.global_sizes, self.local_sizes, self.count,
+                                      self.arguments, count, points, point, command)
+
+    def kernel_update(self, queue: Queue, args: tuple, global_size, local_size,
+                      global_offset) -> _Snapshot:
+        """The launch with the kernel's arguments ``args`` (none: the same ones), checked as
+        ``Kernel.launch`` checks them, and new sizes (None: the same)."""
+        dims, offsets, global_sizes, local_sizes = self.sizes
+        global_size = global_sizes if global_size is None else global_size
+        local_size = local_sizes if local_size is None else local_size
+        global_offset = offsets if global_offset is None else global_offset
+        if not args:
+            sizes = _checked_sizes(queue.device, dims, global_size, local_size, global_offset)
+            return _Snapshot(sizes, self.block, self.arguments, self.words, self.args, self.keep)
+        kernel = self.kernel
+        call_args, _ = kernel._check_and_pack(queue, global_size, local_size, args,
+                                              global_offset)
+        sizes = _launch_sizes(call_args)
+        if sizes[0] != dims:
+            raise ValueError(f"global_size {sizes[2]}: the launch was recorded in {dims} "
+                             "dimension(s)")
+        new = _Snapshot(sizes, *_release.copy_arguments(call_args[5], self.count), args, None)
+        for index in range(self.count):
+            old_kind, old_size, _ = read_argument(self.words, index)
+            kind, size, _ = read_argument(new.words, index)
+            if (kind, size) != (old_kind, old_size):
+                raise TypeError(f"argument {index} of {kernel.name!r}: the update passes a "
+                                f"{_KIND_NAMES[kind]} of {size} bytes where the launch was "
+                                f"recorded with a {_KIND_NAMES[old_kind]} of {old_size} bytes")
+        return new
+
+    def triton_update(self, queue: Queue, by_name: dict, grid) -> _Snapshot:
+        """The Triton launch with the parameters ``by_name`` and the ``grid`` changed."""
+        launcher = self.launcher
+        block, arguments, words = _release.copy_arguments(self.arguments, self.count)
+        args = list(self.args)
+        entries = {name: (index, kind, position, ty)
+                   for index, (kind, position, name, ty) in enumerate(launcher.entries)
+                   if kind in ("pointer", "value")}
+        for name, value in by_name.items():
+            if name not in entries:
+                raise TypeError(f"kernel {launcher.name!r} has no argument {name!r} to update "
+                                "(constexprs, and integers Triton specialized as 1, are "
+                                "compiled in)")
+            index, kind, position, ty = entries[name]
+            _, size, word = read_argument(words, index)
+            if kind == "pointer":
+                address = launcher._address(value, name, launcher.rules.pointer_element(ty),
+                                            queue)
+                if word % 16 == 0 and address % 16:
+                    raise ValueError(f"argument {name!r} of kernel {launcher.name!r}: address "
+                                     f"0x{address:x} is not 16-byte aligned, as the recorded "
+                                     "one was and Triton compiled the kernel for")
+                write_argument(words, index, POINTER, size, address)
+            else:
+                _write_scalar(launcher, name, ty, ffi.cast("char *", word), size, value)
+            args[position] = value
+        sizes = self.sizes
+        if grid is not None:
+            cells = _sizes("grid", grid) + (1, 1)
+            local = launcher.local_size
+            sizes = (3, (0, 0, 0), (cells[0] * local, cells[1], cells[2]), (local, 1, 1))
+        return _Snapshot(sizes, block, arguments, words, tuple(args), self.keep)
+
+    def changes(self, new: _Snapshot) -> tuple[list, set]:
+        """``(indices of the arguments that differ, names of the sizes that differ)`` in
+        ``new``."""
+        changed = []
+        for index in range(self.count):
+            kind, size, word = read_argument(self.words, index)
+            _, new_size, new_word = read_argument(new.words, index)
+            if kind == VALUE:
+                differs = ffi.buffer(ffi.cast("char *", word), size)[:] != \
+                    ffi.buffer(ffi.cast("char *", new_word), new_size)[:]
+            else:
+                differs = word != new_word
+            if differs:
+                changed.append(index)
+        old, now = self.sizes, new.sizes
+        sizes = {name for name, position in (("offset", 1), ("global", 2), ("local", 3))
+                 if old[position] != now[position]}
+        return changed, sizes
+
+
+def _write_scalar(launcher, name: str, ty: str, target, size: int, value) -> None:
+    """Write ``value`` as Triton passes a ``ty`` scalar to ``target``, keeping the kernel's
+    specialization: an integer recorded divisible by 16 must stay so."""
+    fmt = "<" + launcher.rules.scalar_format(ty)
+    try:
+        if ty == "bf16":
+            from .triton import abi
+
+            value = abi.bfloat16_bits(value)
+        data = struct.pack(fmt, value)
+    except (struct.error, OverflowError, TypeError):
+        raise TypeError(f"argument {name!r} of kernel {launcher.name!r} is {ty}: "
+                        f"{type(value).__name__} {value!r} cannot be passed as {ty}") from None
+    if ty in _INTEGERS:
+        (old,) = struct.unpack(fmt, ffi.buffer(target, size))
+        if old % 16 == 0 and value % 16:
+            raise ValueError(f"argument {name!r} of kernel {launcher.name!r}: {value!r} is not "
+                             f"divisible by 16 as the recorded {old} was, which Triton compiled "
+                             "the kernel for")
+    ffi.memmove(target, data, size)
+
+
+def _update_descriptor(launch: _Launch, new: _Snapshot, changed: list, sizes: set) -> tuple:
+    """``(ur_exp_command_buffer_update_kernel_launch_desc_t *, what it points into)``."""
+    kinds = {POINTER: [], VALUE: [], MEM_OBJ: []}
+    for index in changed:
+        kind, _, _ = read_argument(new.words, index)
+        if kind == LOCAL:
+            raise ValueError(f"argument {index} of {launch.kernel.name!r}: a local memory size "
+                             "cannot be updated")
+        kinds[kind].append(index)
+    pointers = ffi.new("ur_exp_command_buffer_update_pointer_arg_desc_t[]", len(kinds[POINTER]))
+    addresses = ffi.new("void *[]", len(kinds[POINTER]))
+    for slot, index in enumerate(kinds[POINTER]):
+        addresses[slot] = ffi.cast("void *", read_argument(new.words, index)[2])
+        pointers[slot].stype = _STYPE.UR_STRUCTURE_TYPE_EXP_COMMAND_BUFFER_UPDATE_POINTER_ARG_DESC
+        pointers[slot].argIndex = index
+        pointers[slot].pNewPointerArg = addresses + slot  # where the new pointer is
+    values = ffi.new("ur_exp_command_buffer_update_value_arg_desc_t[]", len(kinds[VALUE]))
+    for slot, index in enumerate(kinds[VALUE]):
+        _, size, word = read_argument(new.words, index)
+        values[slot].stype = _STYPE.UR_STRUCTURE_TYPE_EXP_COMMAND_BUFFER_UPDATE_VALUE_ARG_DESC
+        values[slot].argIndex, values[slot].argSize = index, size
+        values[slot].pNewValueArg = ffi.cast("void *", word)
+    memories = ffi.new("ur_exp_command_buffer_update_memobj_arg_desc_t[]", len(kinds[MEM_OBJ]))
+    for slot, index in enumerate(kinds[MEM_OBJ]):
+        memories[slot].stype = _STYPE.UR_STRUCTURE_TYPE_EXP_COMMAND_BUFFER_UPDATE_MEMOBJ_ARG_DESC
+        memories[slot].argIndex = index
+        memories[slot].hNewMemObjArg = ffi.cast("ur_mem_handle_t", read_argument(new.words,
+                                                                                 index)[2])
+    desc = ffi.new("ur_exp_command_buffer_update_kernel_launch_desc_t *")
+    desc.stype = _STYPE.UR_STRUCTURE_TYPE_EXP_COMMAND_BUFFER_UPDATE_KERNEL_LAUNCH_DESC
+    desc.hCommand = launch.command
+    desc.newWorkDim = new.dims
+    desc.numNewPointerArgs, desc.pNewPointerArgList = len(kinds[POINTER]), pointers
+    desc.numNewValueArgs, desc.pNewValueArgList = len(kinds[VALUE]), values
+    desc.numNewMemObjArgs, desc.pNewMemObjArgList = len(kinds[MEM_OBJ]), memories
+    if "global" in sizes or "local" in sizes:
+        desc.pNewGlobalWorkSize = new.global_sizes
+        desc.pNewLocalWorkSize = new.local_sizes
+    if "offset" in sizes:
+        desc.pNewGlobalWorkOffset = new.offsets
+    return desc, (pointers, addresses, values, memories, new)

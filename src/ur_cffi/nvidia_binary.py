@@ -1,0 +1,151 @@
+"""The kernels of an NVIDIA binary (PTX text or a cubin) and the sizes of their parameters.
+
+UR's CUDA adapter cannot say how many arguments a kernel takes, nor which kernels a program
+has (``signatures.py`` says which adapters need this); the binary it was given says both:
+
+- **PTX**: each ``.entry name(...)`` lists its ``.param`` declarations, e.g.
+  ``.param .u64 .ptr .global .align 1 scale_param_0`` (8 bytes), ``.param .f32 a`` (4) or
+  ``.param .align 2 .b8 h[2]`` (2: how LLVM declares an fp16 or bf16 scalar).
+- **cubin** (an ELF file, machine ``EM_CUDA``): each kernel is a function symbol marked
+  ``STO_CUDA_ENTRY``, and its ``.nv.info.<name>`` section holds one ``EIATTR_KPARAM_INFO``
+  attribute per parameter (ordinal, offset, size), as ``cuobjdump -elf`` prints them.
+
+:func:`entries` takes either and returns ``{kernel name: (parameter sizes in bytes, ...)}``,
+or None for anything else (SPIR-V, another vendor's ELF, a fat binary), so a caller can tell
+"no kernels" from "this format says nothing".
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+
+ELF_MAGIC = b"\x7fELF"
+EM_CUDA = 190
+STO_CUDA_ENTRY = 0x10
+STT_FUNC = 2
+
+# EIATTR attribute formats (the first byte of each attribute) and the one attribute read here.
+_EIFMT_SVAL = 0x04  # a 16-bit size, then that many bytes; every other format is 4 bytes in all
+_EIATTR_KPARAM_INFO = 0x17
+
+# PTX scalar types by the width they declare.
+_PTX_WIDTHS = {"8": 1, "16": 2, "32": 4, "64": 8}
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$%]*)\s*(\(([^)]*)\))?")
+_PARAM = re.compile(r"\.param\b([^,]*)")
+_TYPE = re.compile(r"\.[bsuf](8|16|32|64)\b")
+_ARRAY = re.compile(r"\[\s*(\d+)\s*\]\s*$")
+
+
+def is_ptx(binary: bytes) -> bool:
+    """Whether ``binary`` looks like PTX text (it declares ``.version`` and ``.target``)."""
+    head = bytes(binary[:4096])
+    return b".version" in head and b".target" in head and not head.startswith(ELF_MAGIC)
+
+
+def is_cubin(binary: bytes) -> bool:
+    """Whether ``binary`` is a 64-bit little-endian ELF file for ``EM_CUDA``."""
+    return (len(binary) >= 64 and bytes(binary[:4]) == ELF_MAGIC and binary[4] == 2
+            and binary[5] == 1 and struct.unpack_from("<H", binary, 18)[0] == EM_CUDA)
+
+
+def entries(binary: bytes) -> dict[str, tuple[int, ...]] | None:
+    """``{kernel: parameter sizes}`` of PTX or a cubin; None if ``binary`` is neither.
+
+    Raises ``ValueError`` for a cubin or PTX whose kernel table cannot be read.
+    """
+    if is_cubin(binary):
+        return cubin_entries(bytes(binary))
+    if is_ptx(binary):
+        return ptx_entries(bytes(binary).rstrip(b"\0").decode("utf-8", "replace"))
+    return None
+
+
+def ptx_entries(text: str) -> dict[str, tuple[int, ...]]:
+    """``{kernel: parameter sizes}`` of the ``.entry`` functions in PTX ``text``."""
+    text = _COMMENTS.sub("", text)
+    found = {}
+    for match in _ENTRY.finditer(text):
+        params = match.group(3) or ""
+        found[match.group(1)] = tuple(_ptx_param_size(declaration.group(1), match.group(1))
+                                      for declaration in _PARAM.finditer(params))
+    return found
+
+
+def _ptx_param_size(declaration: str, kernel: str) -> int:
+    """The size of one ``.param`` declaration (its text after ``.param``)."""
+    ty = _TYPE.search(declaration)
+    if ty is None:
+        raise ValueError(f"PTX entry {kernel!r}: cannot read the parameter type of "
+                         f"'.param{declaration}'")
+    size = _PTX_WIDTHS[ty.group(1)]
+    array = _ARRAY.search(declaration.strip())
+    return size * int(array.group(1)) if array else size
+
+
+def cubin_entries(binary: bytes) -> dict[str, tuple[int, ...]]:
+    """``{kernel: parameter sizes}`` of the entry functions of a cubin (see the module doc)."""
+    try:
+        sections = _sections(binary)
+        names = {name: (offset, size) for name, _, offset, size, _ in sections}
+        kernels = _entry_symbols(binary, sections)
+        found = {}
+        for kernel in kernels:
+            info = names.get(f".nv.info.{kernel}")
+            found[kernel] = _parameter_sizes(binary, *info) if info else ()
+        return found
+    except (struct.error, IndexError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot read the kernel table of this cubin: {error}") from None
+
+
+def _sections(binary: bytes) -> list[tuple[str, int, int, int, int]]:
+    """``[(name, type, offset, size, link)]`` of every ELF section."""
+    shoff, = struct.unpack_from("<Q", binary, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", binary, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQII", binary, shoff + i * shentsize)
+               for i in range(shnum)]
+    names_offset = headers[shstrndx][4]
+    return [(_string(binary, names_offset + name), kind, offset, size, link)
+            for name, kind, _, _, offset, size, link, _ in headers]
+
+
+def _entry_symbols(binary: bytes, sections) -> list[str]:
+    """Names of the ``STO_CUDA_ENTRY`` function symbols, in symbol-table order."""
+    for _, kind, offset, size, link in sections:
+        if kind != 2:  # SHT_SYMTAB
+            continue
+        strings = sections[link][2]
+        names = []
+        for entry in range(offset, offset + size, 24):
+            name, info, other = struct.unpack_from("<IBB", binary, entry)
+            if info & 0xF == STT_FUNC and other & STO_CUDA_ENTRY:
+                names.append(_string(binary, strings + name))
+        return names
+    return []
+
+
+def _parameter_sizes(binary: bytes, offset: int, size: int) -> tuple[int, ...]:
+    """Parameter sizes by ordinal from the ``EIATTR_KPARAM_INFO`` attributes of one
+    ``.nv.info.<kernel>`` section."""
+    by_ordinal = {}
+    position, end = offset, offset + size
+    while position + 4 <= end:
+        fmt, attribute = binary[position], binary[position + 1]
+        if fmt != _EIFMT_SVAL:
+            position += 4
+            continue
+        length, = struct.unpack_from("<H", binary, position + 2)
+        if attribute == _EIATTR_KPARAM_INFO:
+            # index (32 bits), ordinal (16), offset (16), then flags with the size in bits 18+.
+            _, ordinal, _, flags = struct.unpack_from("<IHHI", binary, position + 4)
+            by_ordinal[ordinal] = (flags >> 18) & 0x3FFF
+        position += 4 + length
+    if sorted(by_ordinal) != list(range(len(by_ordinal))):
+        raise ValueError(f"parameter ordinals {sorted(by_ordinal)} are not 0 to n-1")
+    return tuple(by_ordinal[i] for i in range(len(by_ordinal)))
+
+
+def _string(binary: bytes, offset: int) -> str:
+    return binary[offset:binary.index(b"\0", offset)].decode("utf-8")

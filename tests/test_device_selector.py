@@ -1,0 +1,147 @@
+"""``ONEAPI_DEVICE_SELECTOR`` applied fully, as UR's ``urDeviceGetSelected`` applies it (device
+types, indices, negative terms), and a malformed one refused with an error naming it.
+
+UR reads the selector when the loader initialises, so every case that reaches UR runs in a
+child process of its own.  Expectations were checked against what UR itself does on this CPU
+device (the OpenCL adapter): with a raw ``urDeviceGetSelected`` on oneAPI 2025.0 to 2026.2,
+where a malformed selector is ignored, drops every adapter, is answered
+``UR_RESULT_ERROR_INVALID_VALUE`` or crashes the process, depending on the release.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import ur_cffi
+from ur_cffi import loader
+
+CHILD = r"""
+import json
+import ur_cffi
+from ur_cffi import loader
+
+out = {}
+try:
+    out["devices"] = [[d.name, d.type.name, d.backend.name] for d in ur_cffi.devices()]
+except Exception as error:
+    out["devices_error"] = [type(error).__name__, isinstance(error, ValueError), str(error)]
+try:
+    out["default"] = ur_cffi.default_device().name
+except Exception as error:
+    out["default_error"] = [type(error).__name__, isinstance(error, ValueError), str(error)]
+out["initialized"] = loader.initialized()
+print(json.dumps(out))
+"""
+
+
+def run_child(selector):
+    """What ``devices()`` and ``default_device()`` give in a fresh process with ``selector``
+    (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "ONEAPI_DEVICE_SELECTOR"}
+    if selector is not None:
+        env["ONEAPI_DEVICE_SELECTOR"] = selector
+    done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, f"child died ({done.returncode}): {done.stderr[-3000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def unselected():
+    """The devices of a process with no selector: the CPU device among them."""
+    found = run_child(None)
+    cpus = [d for d in found["devices"] if d[1] == "UR_DEVICE_TYPE_CPU"]
+    if not cpus:
+        pytest.skip("no UR CPU device: install the 'cpu' extra (intel-opencl-rt)")
+    return found
+
+
+def test_no_selector_and_an_empty_one_select_every_device(unselected):
+    assert unselected["default"] == unselected["devices"][0][0]
+    assert run_child("") == unselected
+
+
+@pytest.mark.parametrize("selector", ["opencl:cpu", "opencl:0", "*:cpu", "OPENCL:CPU",
+                                      "opencl:cpu,gpu", "!opencl:gpu", "opencl:cpu;"])
+def test_a_selector_that_matches_the_cpu_device_yields_it(selector, unselected):
+    found = run_child(selector)
+    cpu = next(d for d in unselected["devices"] if d[1] == "UR_DEVICE_TYPE_CPU")
+    assert found["devices"] == [cpu]
+    assert found["default"] == cpu[0]
+
+
+@pytest.mark.parametrize("selector", ["opencl:gpu", "level_zero:*", "opencl:99", "!opencl:*",
+                                      "opencl:*;!opencl:cpu", "opencl:0.*"])
+def test_a_selector_that_matches_nothing_yields_no_device(selector, unselected):
+    found = run_child(selector)
+    assert found["devices"] == []
+    name, is_value_error, message = found["default_error"]
+    assert name == "RuntimeError" and not is_value_error
+    assert f"ONEAPI_DEVICE_SELECTOR={selector!r}" in message
+    assert "no UR device is selected" in message
+
+
+@pytest.mark.parametrize("selector, reason", [
+    ("foo", "needs one ':'"),
+    ("opencl:", "names no device"),
+    (":cpu", "names no backend"),
+    ("!:cpu", "names no backend"),
+    ("foo:cpu", "unknown backend 'foo'"),
+    (" opencl:cpu", "unknown backend ' opencl'"),
+    ("opencl:cpu:gpu", "needs one ':'"),
+    ("opencl:cpu;opencl:gpu", "two terms"),  # oneAPI 2025.0 crashes, 2025.2 aborts on this
+    (";opencl:cpu", "empty term"),  # 2025.0 crashes
+    ("opencl:cpu;;opencl:0", "empty term"),
+    ("opencl:cpu,", "empty device"),
+    ("opencl:bar", "'bar' is not *, cpu, gpu, fpga or an index"),
+    ("opencl:1.gpu", "'gpu' is not * or an index"),
+    ("opencl:*.1", "only '*' may follow '*'"),
+    ("opencl:0.*.1", "only '*' may follow '*'"),
+    ("opencl:0.0.0.0", "more than two '.'"),
+    ("opencl:99999999999999999999999", "too large"),  # 2025.0 crashes
+    ("opencl:\u0663", "is not *, cpu"),  # a digit, but not an ASCII one
+])
+def test_a_malformed_selector_is_refused_naming_it(selector, reason, monkeypatch):
+    monkeypatch.setenv("ONEAPI_DEVICE_SELECTOR", selector)
+    with pytest.raises(loader.DeviceSelectorError) as raised:
+        loader.device_selector()
+    message = str(raised.value)
+    assert isinstance(raised.value, ValueError)
+    assert raised.value.selector == selector
+    assert f"ONEAPI_DEVICE_SELECTOR={selector!r} is malformed" in message
+    assert reason in message
+    assert "'[!]backend:device[,device...]'" in message  # the form is spelt out
+
+
+@pytest.mark.parametrize("selector", ["opencl:cpu", "!opencl:*;opencl:0,cpu", "*:*",
+                                      "level_zero:0.*.*,1.2.3", "Opencl:Fpga", "hip:*;",
+                                      "cuda:4294967295"])
+def test_a_well_formed_selector_is_parsed(selector, monkeypatch):
+    monkeypatch.setenv("ONEAPI_DEVICE_SELECTOR", selector)
+    terms = loader.device_selector()
+    assert terms and all(isinstance(negative, bool) and backend == backend.lower()
+                         for negative, backend, _ in terms)
+
+
+def test_backend_names_are_the_headers(monkeypatch):
+    for member in ur_cffi.Backend:
+        name = member.name.split("BACKEND_", 1)[1].lower()
+        monkeypatch.setenv("ONEAPI_DEVICE_SELECTOR", f"{name}:*")
+        if name == "unknown":
+            with pytest.raises(loader.DeviceSelectorError):
+                loader.device_selector()
+        else:
+            assert loader.device_selector() == ((False, name, ("*",)),)
+
+
+@pytest.mark.parametrize("selector", ["foo", "opencl:", ":cpu"])
+def test_a_malformed_selector_fails_before_the_loader_initialises(selector):
+    found = run_child(selector)
+    for key in ("devices_error", "default_error"):
+        name, is_value_error, message = found[key]
+        assert name == "DeviceSelectorError" and is_value_error
+        assert f"ONEAPI_DEVICE_SELECTOR={selector!r} is malformed" in message
+    assert found["initialized"] is False  # UR never saw it

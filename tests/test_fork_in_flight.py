@@ -1,0 +1,72 @@
+"""fork() while work is in flight (a long kernel queued, another thread in ``finish()``): the
+child ends promptly with the status it chose, although Intel's CPU runtime would wait at exit
+for worker threads the child does not have; its uses of UR raise ``ClosedError``; the parent's
+kernel completes exactly.  Each case runs in a child process of pytest, bounded in time."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+import crash_probe
+
+FORK_IN_FLIGHT = textwrap.dedent("""
+    import json, os, sys, threading, time
+    import numpy as np
+    import ur_cffi, crash_probe
+    from kernels import lcg_reference
+
+    how, waiter = sys.argv[2], sys.argv[3]
+    device = ur_cffi.devices("cpu")[0]
+    context = device.create_context()
+    queue = ur_cffi.Queue(context, device)
+    _, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")
+    n, steps = 8 * crash_probe.BLOCK, 2_000_000
+    x = np.random.default_rng().integers(-2**31, 2**31 - 1, n, dtype=np.int32)
+    source = ur_cffi.asarray(x, queue=queue)
+    out = ur_cffi.empty(n, np.int32, queue=queue)
+    lcg.launch(queue, n // crash_probe.BLOCK * crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE,
+               source, out, n, steps)
+    if waiter == "thread":
+        finishing = threading.Thread(target=queue.finish)
+        finishing.start()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            queue.finish()
+            print("child: finish did not raise", file=sys.stderr)
+        except ur_cffi.ClosedError:
+            pass
+        if how == "exit":
+            sys.exit(7)
+        if how == "raise":
+            raise RuntimeError("the child's uncaught error")
+        sys.stdout.write("child ran to its end\\n")  # then: status 0
+    else:
+        started = time.monotonic()
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done or time.monotonic() - started > 30:
+                break
+            time.sleep(0.05)
+        if not done:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        queue.finish()
+        print(json.dumps({"exited": bool(done), "status": os.waitstatus_to_exitcode(status)
+                          if done else None,
+                          "exact": bool(np.array_equal(out.to_numpy(), lcg_reference(x, steps)))}))
+""")
+
+
+@pytest.mark.parametrize("waiter", ["none", "thread"])
+@pytest.mark.parametrize("how, status", [("exit", 7), ("raise", 1), ("end", 0)])
+def test_a_child_forked_with_work_in_flight_exits_with_its_status(kernels, how, status, waiter):
+    done = crash_probe.run_child([kernels, how, waiter], code=FORK_IN_FLIGHT, timeout=120)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"exited": True, "status": status, "exact": True}, done.stderr[-2000:]
+    assert "finish did not raise" not in done.stderr
+    if how == "raise":
+        assert "the child's uncaught error" in done.stderr

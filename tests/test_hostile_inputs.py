@@ -1,0 +1,335 @@
+"""The public API against hostile arguments: numpy scalars of every dtype at their extremes,
+bools, NaN, None, strings and wrong objects, in every argument that takes a size, an offset, a
+value, a type or an object.  Each call either does what it should or raises a ``TypeError`` or
+``ValueError`` whose message names the argument; none crashes, hangs or silently changes a
+value.  The property runs in a child process (``python test_hostile_inputs.py EXAMPLES``), so a
+crash fails the test; the child names each call on stderr before making it.
+
+Also here: the cases of issue 11 one by one (wrapping numpy bounds, list fill patterns, copies
+of handle owners, pointers that are not USM, values that do not fit), and reads on an
+out-of-order queue ordered after earlier kernels.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import json
+import pickle
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import crash_probe
+import ur_cffi
+from ur_cffi import errors
+
+BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
+NUMERIC = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+           "float16", "float32", "float64", "complex64", "complex128")
+
+
+def extremes() -> list:
+    """Numpy scalars of every numeric dtype at their extremes, and other hostile values."""
+    values = []
+    for name in NUMERIC:
+        dtype = np.dtype(name)
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            values += [dtype.type(info.min), dtype.type(info.max), dtype.type(1)]
+        elif dtype.kind in "fc":
+            info = np.finfo(dtype)
+            values += [dtype.type(info.max), dtype.type(-info.max), dtype.type(np.nan),
+                       dtype.type(np.inf), dtype.type(0.5)]
+        else:
+            values += [np.bool_(True), np.bool_(False)]
+    return values + [True, False, None, -1, 2**64, 2**70, -(2**63) - 1, 1.5, float("nan"),
+                     float("inf"), 1e300, "3", b"3", "", [1, 2], (1,), {}, object(),
+                     ctypes.c_float(2.5), ctypes.c_int(3), np.array(3), np.array([1, 2]),
+                     complex(1, 1)]
+
+
+HOSTILE = extremes()
+
+
+# --- one by one -------------------------------------------------------------------------------
+
+
+def test_numpy_bounds_do_not_wrap(queue, context):
+    array = ur_cffi.zeros(16, queue=queue)
+    out = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match=r"copy_from: 1 element\(s\) at offset 18446744073709551615 do not fit"):
+        array.copy_from(np.ones(1, np.float32), offset=np.uint64(2**64 - 1))
+    with pytest.raises(ValueError, match="copy_to: 4 element.* at offset 18446744073709551614"):
+        array.copy_to(out, offset=np.uint64(2**64 - 2))
+    with pytest.raises(ValueError, match="fill: 18446744073709551615 element"):
+        array.fill(1.0, offset=2, count=np.uint64(2**64 - 1))
+    buffer = ur_cffi.Buffer(context, 64)
+    with pytest.raises(ValueError, match="write: 4 bytes at offset 18446744073709551615"):
+        buffer.write(queue, np.ones(1, np.float32), offset=np.uint64(2**64 - 1))
+    assert np.array_equal(array.to_numpy(), np.zeros(16, np.float32))  # nothing was written
+
+
+def test_fill_takes_one_value_that_fits(queue):
+    array = ur_cffi.zeros(16, queue=queue)
+    with pytest.raises(TypeError, match=r"fill: value must be one number, not list \[1.0, 2.0\]"):
+        array.fill([1.0, 2.0], offset=4, count=2)
+    with pytest.raises(TypeError, match="fill: value must be one number, not NoneType"):
+        array.fill(None)
+    with pytest.raises(ValueError, match="fill: value 1e\\+300 does not fit in float32"):
+        array.fill(1e300)
+    with pytest.raises(TypeError, match="fill: value True is a bool"):
+        array.fill(True)
+    integers = ur_cffi.zeros(16, np.int32, queue=queue)
+    with pytest.raises(ValueError, match="fill: value 3.7 is not an integer; the elements are "
+                                         "int32"):
+        integers.fill(3.7)
+    with pytest.raises(ValueError, match="fill: value 2147483648 does not fit in int32"):
+        integers.fill(2**31)
+    integers.fill(np.float64(-7.0), offset=3, count=2)  # exact: accepted
+    array.fill(np.nan, offset=15)  # NaN is a float32 value like any other
+    expected = np.zeros(16, np.int32)
+    expected[3:5] = -7
+    assert np.array_equal(integers.to_numpy(), expected)
+    assert np.isnan(array.to_numpy()[15]) and not np.isnan(array.to_numpy()[:15]).any()
+
+
+@pytest.mark.parametrize("make", ["queue", "context", "array", "event", "program", "kernel",
+                                  "buffer"])
+def test_handle_owners_refuse_copies_and_pickling(queue, context, kernels, make):
+    program, kernel = crash_probe.load(context, kernels, "axpy")
+    array = ur_cffi.zeros(4, queue=queue)
+    objects = {"queue": queue, "context": context, "array": array, "program": program,
+               "kernel": kernel, "event": array.fill(1.0, blocking=False),
+               "buffer": ur_cffi.Buffer(context, 16)}
+    target = objects[make]
+    for duplicate in (copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match="cannot be copied"):
+            duplicate(target)
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(target)
+    queue.finish()
+    assert np.array_equal(array.to_numpy(), np.ones(4, np.float32))  # all still usable
+
+
+def test_pointer_arguments_must_be_usm_of_the_queue_context(queue, context, device, kernels):
+    _, kernel = crash_probe.load(context, kernels, "axpy")
+    out = ur_cffi.empty(BLOCK, queue=queue)
+    out.fill(np.nan)
+    host = np.zeros(BLOCK, np.float32)
+    with device.create_context() as other_context, ur_cffi.Queue(other_context) as other:
+        foreign = ur_cffi.zeros(BLOCK, queue=other)
+        for address, error, message in (
+                (0xDEADBEEF, ValueError, "address 0xdeadbeef is not USM memory"),
+                (host.ctypes.data, ValueError, "is not USM memory"),
+                (foreign.data_ptr(), ValueError, "is not USM memory"),
+                (True, TypeError, "must be an integer, not bool"),
+                (-1, ValueError, "out of range")):
+            with pytest.raises(error, match=message):
+                kernel.launch(queue, LOCAL, LOCAL, address, out, out, 1.0, BLOCK)
+    assert np.isnan(out.to_numpy()).all()  # nothing ran
+
+
+def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
+    program, kernel = crash_probe.load(context, kernels, "axpy")
+    x = ur_cffi.zeros(BLOCK, queue=queue)
+    for value, error, message in (
+            (1e300, ValueError, "1e\\+300 does not fit in float32"),
+            (np.float64(2.0), TypeError, "declared float32, got float64"),
+            (True, TypeError, "declared float32, got bool"),
+            (ctypes.c_double(2.5), TypeError, "declared float32, got c_double"),
+            (None, TypeError, "declared float32, got NoneType")):
+        with pytest.raises(error, match=message):
+            kernel.launch(queue, LOCAL, LOCAL, x, x, x, value, BLOCK)
+    for value, error, message in (
+            (ctypes.c_float(2.5), TypeError, "declared int32, got c_float"),
+            (2**31, ValueError, "does not fit in int32"),
+            (2.0, TypeError, "declared int32, got float"),
+            (np.int64(4), TypeError, "declared int32, got int64")):
+        with pytest.raises(error, match=message):
+            kernel.launch(queue, LOCAL, LOCAL, x, x, x, 1.0, value)
+    for signature, message in (((None,) * 5, "entry 0 is None"),
+                               (("ptr", "ptr", "ptr", object, "int32"), "entry 3 is <class"),
+                               (("ptr", "ptr", "ptr", "pi", "int32"), "entry 3 is 'pi'"),
+                               ("ptrs", "must be a sequence of entries")):
+        with pytest.raises(TypeError, match=message):
+            program.kernel(kernel.name, signature=signature)
+    with pytest.raises(ValueError, match="contains a NUL character"):
+        program.kernel(kernel.name + "\0junk")
+    with pytest.raises(ValueError, match="options .* contains a NUL character"):
+        program.build("-g\0junk")
+    with pytest.raises(TypeError, match="kernel name must be a str, not NoneType"):
+        program.kernel(None)
+    with pytest.raises(TypeError, match="options must be a str, not NoneType"):
+        program.build(None)
+
+
+def test_wrong_objects_get_clear_type_errors(queue, context):
+    array = ur_cffi.zeros(4, queue=queue)
+    for call, message in ((lambda: ur_cffi.Queue(None), "context must be a ur_cffi Context"),
+                          (lambda: ur_cffi.Context("cpu"), "devices must be a list"),
+                          (lambda: ur_cffi.Context([None]), "devices must be ur_cffi Devices"),
+                          (lambda: array.fill(1.0, wait_for=5), "wait_for takes an Event"),
+                          (lambda: array.fill(1.0, queue="q"), "queue must be a ur_cffi Queue"),
+                          (lambda: ur_cffi.empty(3, None, queue=queue), "dtype None"),
+                          (lambda: ur_cffi.Program.from_il("ctx", b""), "context must be"),
+                          (lambda: ur_cffi.Program.from_il(context, "text"), "il must be bytes")):
+        with pytest.raises(TypeError, match=message):
+            call()
+
+
+def test_overlapping_copies_onto_itself_are_refused(queue):
+    array = ur_cffi.asarray(np.arange(8, dtype=np.float32), queue=queue)
+    with pytest.raises(ValueError, match="overlaps"):
+        array.copy_from(array)
+    with pytest.raises(ValueError, match="overlaps"):
+        array.copy_to(array)
+    assert np.array_equal(array.to_numpy(), np.arange(8, dtype=np.float32))
+
+
+@pytest.mark.parametrize("read", ["to_numpy", "copy_to"])
+def test_reads_on_an_out_of_order_queue_follow_earlier_kernels(context, device, kernels, rng,
+                                                               read):
+    """A long kernel, then at once a read back without wait_for: the read waits for it."""
+    from kernels import lcg_reference
+
+    _, lcg = crash_probe.load(context, kernels, "lcg")
+    n, steps = 4 * BLOCK, 20_000
+    x = rng.integers(-(2**31), 2**31 - 1, n, dtype=np.int32)
+    with ur_cffi.Queue(context, device, out_of_order=True) as queue:
+        source = ur_cffi.asarray(x, queue=queue)
+        out = ur_cffi.empty(n, np.int32, queue=queue)
+        out.fill(0)
+        lcg.launch(queue, n // BLOCK * LOCAL, LOCAL, source, out, n, steps)
+        if read == "to_numpy":
+            result = out.to_numpy()
+        else:
+            result = np.full(n, -1, np.int32)
+            out.copy_to(result)
+        assert np.array_equal(result, lcg_reference(x, steps))
+
+
+def test_triton_refuses_dtypes_it_has_no_element_type_for(queue):
+    import triton
+    import triton.language as tl
+
+    import ur_cffi.triton as ur_triton
+
+    @triton.jit
+    def copy_kernel(x, n, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        tl.store(x + offsets, tl.load(x + offsets, mask=offsets < n), mask=offsets < n)
+
+    with ur_triton.using(queue):
+        for dtype in (">f4", [("a", "<f4")]):
+            array = ur_cffi.zeros(4, np.dtype(dtype), queue=queue)
+            with pytest.raises(TypeError, match="Triton has no element type for it"):
+                copy_kernel[(1,)](array, 4, BLOCK=16)
+
+
+# --- the property, in a child -----------------------------------------------------------------
+
+def _calls(env: dict, value) -> list:
+    """``(name, what an error message must name (a regular expression), call)`` for each
+    argument given ``value``."""
+    queue, context, array, kernel = env["queue"], env["context"], env["array"], env["kernel"]
+    host, buffer = np.zeros(4, np.float32), env["buffer"]
+    return [
+        ("empty shape", "shape", lambda: ur_cffi.empty(value, queue=queue).close()),
+        ("empty dtype", "dtype", lambda: ur_cffi.empty(3, value, queue=queue).close()),
+        ("empty kind", "kind", lambda: ur_cffi.empty(3, queue=queue, kind=value).close()),
+        ("copy_from offset", "offset", lambda: array.copy_from(host, offset=value)),
+        ("copy_to offset", "offset", lambda: array.copy_to(host, offset=value)),
+        ("copy_from source", "copy_from", lambda: array.copy_from(value)),
+        ("fill value", "value", lambda: array.fill(value)),
+        ("fill offset", "offset", lambda: array.fill(1.0, offset=value)),
+        ("fill count", "count|element", lambda: array.fill(1.0, count=value)),
+        ("fill queue", "queue", lambda: array.fill(1.0, queue=value)),
+        ("fill wait_for", "wait_for", lambda: array.fill(1.0, wait_for=value)),
+        ("Buffer size", "Buffer size", lambda: ur_cffi.Buffer(context, value).close()),
+        ("Buffer write offset", "offset", lambda: buffer.write(queue, host, offset=value)),
+        ("Local size", "Local memory size", lambda: ur_cffi.Local(value)),
+        ("global_size", "global_size",
+         lambda: kernel.launch(queue, value, None, array, array, array, 1.0, 0)),
+        ("local_size", "local_size",
+         lambda: kernel.launch(queue, LOCAL, value, array, array, array, 1.0, 0)),
+        ("global_offset", "global_offset",
+         lambda: kernel.launch(queue, LOCAL, LOCAL, array, array, array, 1.0, 0,
+                               global_offset=value)),
+        ("pointer argument", "argument 0",
+         lambda: kernel.launch(queue, LOCAL, LOCAL, value, array, array, 1.0, 0)),
+        ("float32 argument", "argument 3",
+         lambda: kernel.launch(queue, LOCAL, LOCAL, array, array, array, value, 0)),
+        ("kernel name", "kernel name", lambda: env["program"].kernel(value)),
+        ("build options", "options", lambda: env["program"].build(value)),
+        ("Queue context", "context", lambda: ur_cffi.Queue(value)),
+    ]
+
+
+def _legitimate_but_slow(name: str, value) -> bool:
+    """Values a call rightly accepts but that would take long here: a launch of billions of
+    work-items, a build with other options (the compiler decides what they mean)."""
+    if name in ("global_size", "local_size", "global_offset"):
+        return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+            and value > 2**16
+    return name == "build options" and isinstance(value, str)
+
+
+def run_property(count: int, kernels: Path) -> dict:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    device = ur_cffi.devices("cpu")[0]
+    context = device.create_context()
+    queue = ur_cffi.Queue(context, device)
+    program, kernel = crash_probe.load(context, kernels, "axpy")
+    env = {"queue": queue, "context": context, "program": program, "kernel": kernel,
+           "array": ur_cffi.zeros(16, queue=queue), "buffer": ur_cffi.Buffer(context, 64)}
+    outcomes: Counter = Counter()
+    names = [name for name, _, _ in _calls(env, None)]
+
+    @settings(max_examples=count, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(range(len(HOSTILE))), st.sampled_from(names))
+    def hostile(value_index, name):
+        value = HOSTILE[value_index]
+        words, call = next((w, c) for n, w, c in _calls(env, value) if n == name)
+        if _legitimate_but_slow(name, value):
+            outcomes["skipped"] += 1
+            return
+        print(json.dumps({"call": name, "value": repr(value)}), file=sys.stderr, flush=True)
+        try:
+            call()
+        except (TypeError, ValueError) as error:
+            assert re.search(words, str(error)), f"{name} with {value!r}: {error!r} names none " \
+                f"of {words!r}"
+            outcomes[type(error).__name__] += 1
+        except errors.URError as error:
+            raise AssertionError(f"{name} with {value!r} reached UR: {error!r}") from error
+        else:
+            outcomes["ok"] += 1
+        queue.finish()
+        data = env["array"].to_numpy()  # the array is still there and readable
+        assert data.shape == (16,)
+
+    hostile()
+    return dict(outcomes)
+
+
+def test_hostile_values_in_every_argument_never_crash(kernels, tmp_path):
+    done = crash_probe.run_child([3000, kernels], script=Path(__file__), check=False,
+                                 timeout=900, cwd=tmp_path)
+    if done.returncode != 0:
+        last = "\n".join(done.stderr.strip().splitlines()[-30:])
+        pytest.fail(f"exited with {done.returncode} (negative: killed by that signal)\n{last}")
+    outcomes = json.loads(done.stdout.strip().splitlines()[-1])
+    print(outcomes)
+    assert outcomes.get("TypeError", 0) > 0 and outcomes.get("ValueError", 0) > 0
+
+
+if __name__ == "__main__":
+    print(json.dumps(run_property(int(sys.argv[1]), Path(sys.argv[2]))))

@@ -1,0 +1,167 @@
+"""Argument counts and kernel names where the adapter cannot report them (ur_cffi.signatures),
+and the NVIDIA binary reader they come from (ur_cffi.nvidia_binary).
+
+The PTX and cubins are what Triton 3.3's NVIDIA backend (bundled in triton-xpu) emits here,
+with the ``ptxas`` it ships; the adapter-side behaviour (a CUDA kernel reporting 0 arguments)
+runs in ``test_gpu.py`` on a real CUDA device.  On the CPU device the adapter's own count is
+used, as before.
+"""
+
+import struct
+import sys
+
+import numpy as np
+import pytest
+
+import ur_cffi
+from ur_cffi import _release, nvidia_binary, signatures
+
+triton = pytest.importorskip("triton")
+
+import kernels  # noqa: E402
+from ur_cffi.triton import abi, cuda  # noqa: E402
+
+MIXED = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp32", "h": "fp16", "b": "bf16",
+         "flag": "i1", "n": "i32"}
+
+
+@triton.jit
+def mixed(x_ptr, y_ptr, a, h, b, flag, n, BLOCK: triton.language.constexpr):
+    offsets = triton.language.program_id(0) * BLOCK + triton.language.arange(0, BLOCK)
+    mask = offsets < n
+    v = triton.language.load(x_ptr + offsets, mask=mask) * a + h.to(triton.language.float32)
+    v = triton.language.where(flag, v + b.to(triton.language.float32), -v)
+    triton.language.store(y_ptr + offsets, v, mask=mask)
+
+
+@pytest.fixture(scope="module")
+def nvidia(tmp_path_factory):
+    """``{name: CompiledKernel}`` from Triton's NVIDIA backend for sm_90, torch blocked."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "torch", None)
+        patch.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("nvidia_cache")))
+        yield {
+            "scale": cuda.compile(kernels.scale, {"x_ptr": "*fp32", "y_ptr": "*fp32",
+                                                  "a": "fp32", "n": "i32",
+                                                  "BLOCK": "constexpr"}, {"BLOCK": 1024}),
+            "mixed": cuda.compile(mixed, dict(MIXED, BLOCK="constexpr"), {"BLOCK": 256}),
+        }
+
+
+def test_ptx_entries_of_triton_kernels(nvidia):
+    scale = nvidia["scale"]
+    assert scale.metadata.target.backend == "cuda"
+    # x, y, a, n, then Triton's scratch pointers (global; profile too from 3.6 on).
+    scratch = (8,) * abi.rules_for(triton.__version__, "cuda").scratch_pointers
+    assert nvidia_binary.entries(scale.asm["ptx"].encode()) == {"scale": (8, 8, 4, 4) + scratch}
+    # fp16 and bf16 are two bytes, i1 one, in the kernel itself.
+    assert nvidia_binary.ptx_entries(nvidia["mixed"].asm["ptx"]) == {
+        "mixed": (8, 8, 4, 2, 2, 1, 4) + scratch}
+
+
+def test_cubin_entries_agree_with_ptx(nvidia):
+    for compiled in nvidia.values():
+        cubin = compiled.asm["cubin"]
+        assert nvidia_binary.is_cubin(cubin) and not nvidia_binary.is_ptx(cubin)
+        assert nvidia_binary.entries(cubin) == nvidia_binary.ptx_entries(compiled.asm["ptx"])
+
+
+def test_ptx_forms():
+    ptx = """
+    //
+    // .entry commented_out(.param .u32 x)
+    .version 8.4
+    .target sm_90a
+    .address_size 64
+    .func helper(.param .b32 x) { ret; }
+    /* .entry also_commented(
+       .param .u64 y) */
+    .visible .entry two(
+        .param .u64 .ptr .global .align 16 two_param_0,   // a pointer
+        .param .align 4 .b8 two_param_1[12],
+        .param .s16 two_param_2
+    )
+    .maxntid 128, 1, 1
+    { ret; }
+    .weak .entry none()
+    { ret; }
+    .entry bare
+    { ret; }
+    """
+    assert nvidia_binary.ptx_entries(ptx) == {"two": (8, 12, 2), "none": (), "bare": ()}
+    assert nvidia_binary.is_ptx(ptx.encode() + b"\0")
+    assert nvidia_binary.entries(ptx.encode() + b"\0") == {"two": (8, 12, 2), "none": (),
+                                                           "bare": ()}
+    with pytest.raises(ValueError, match="parameter type"):
+        nvidia_binary.ptx_entries(".version 8.4\n.target sm_90\n.entry bad(.param x)\n{}")
+
+
+def test_other_binaries_say_nothing(context, compile_triton):
+    compiled = compile_triton("add", BLOCK=128)
+    cpu_binary = ur_cffi.Program.from_il(context, compiled.spirv).binaries[0]
+    assert cpu_binary[:4] == b"\x7fELF" and not nvidia_binary.is_cubin(cpu_binary)
+    for binary in (compiled.spirv, cpu_binary, b"", b"\x7fELF"):
+        assert nvidia_binary.entries(binary) is None
+
+
+def test_damaged_cubin_raises(nvidia):
+    cubin = bytearray(nvidia["scale"].asm["cubin"])
+    struct.pack_into("<Q", cubin, 0x28, len(cubin) + 4096)  # section headers past the end
+    with pytest.raises(ValueError, match="kernel table"):
+        nvidia_binary.entries(bytes(cubin))
+
+
+def test_where_the_count_comes_from():
+    entries = {"scale": (8, 8, 4, 4, 8)}
+    sig = ("ptr", "ptr", "float32", "int32", "ptr")
+    # Adapters that report: theirs, whatever the binary or a signature says.
+    assert signatures.argument_count(4, True, entries, "scale", sig) == (4, None, "adapter")
+    # CUDA: the binary first, then the declared signature, else unknown.
+    assert signatures.argument_count(0, False, entries, "scale", None) == (
+        5, (8, 8, 4, 4, 8), "binary")
+    assert signatures.argument_count(0, False, entries, "other", sig) == (5, None, "signature")
+    assert signatures.argument_count(0, False, None, "scale", sig) == (5, None, "signature")
+    assert signatures.argument_count(0, False, None, "scale", None) == (None, None, "unknown")
+    assert signatures.ADAPTERS_COUNTING_SET_ARGUMENTS == {"CUDA", "HIP"}
+
+
+def test_cpu_adapter_reports_as_before(context, device, compile_triton):
+    assert signatures.backend_name(device) == "OPENCL"
+    assert signatures.adapter_reports_arguments(device)
+    compiled = compile_triton("add", BLOCK=128)
+    program = ur_cffi.Program.from_il(context, compiled.spirv)
+    kernel = program.kernel("add")
+    assert (kernel.num_args, kernel.argument_sizes, kernel.argument_source) == (4, None,
+                                                                               "adapter")
+    rebuilt = ur_cffi.Program.from_binary(context, program.binaries[0])
+    assert rebuilt.binary_entries is None and rebuilt.kernel_names == ["add"]
+    assert signatures.binary_entries(device, program.binaries[0]) is None
+
+
+class _Kernel:
+    """What check_sizes and count_error read of a kernel."""
+
+    def __init__(self, num_args, sizes, program=None):
+        self.name, self.num_args, self.argument_sizes, self.program = "k", num_args, sizes, \
+            program
+
+
+def test_sizes_declared_by_the_binary_are_checked():
+    block, _, words = _release.new_arguments(3)
+    value = np.float64(1.0)
+    _release.write_argument(words, 0, _release.POINTER, 8, 4096)
+    _release.write_argument(words, 1, _release.VALUE, 4, 0)
+    _release.write_argument(words, 2, _release.VALUE, value.nbytes, 0)
+    signatures.check_sizes(_Kernel(3, (8, 4, 8)), words, 3)
+    with pytest.raises(TypeError, match="argument 2 of 'k' is 4 bytes in the binary, got 8"):
+        signatures.check_sizes(_Kernel(3, (8, 4, 4)), words, 3)
+    with pytest.raises(TypeError, match="argument 0 of 'k' is 4 bytes"):
+        signatures.check_sizes(_Kernel(3, (4, 4, 8)), words, 3)
+
+
+def test_unknown_count_names_the_adapter_and_the_remedy(context):
+    program = type("P", (), {"context": context})()
+    error = signatures.count_error(_Kernel(None, None, program), 2)
+    assert "OPENCL adapter cannot report" in str(error) and "signature=" in str(error)
+    assert str(signatures.count_error(_Kernel(3, None, program), 2)) == \
+        "kernel 'k' takes 3 arguments, 2 given"

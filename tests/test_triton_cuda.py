@@ -1,0 +1,137 @@
+"""ur_cffi.triton's CUDA path, compile-only, on the CPU machine.
+
+Triton 3.3's NVIDIA backend (bundled in triton-xpu, with its own ``ptxas``) compiles for
+sm_90 here; the launcher is built for those kernels on the active UR driver and checked
+against what the cubins declare (argument count and sizes), with shared memory moved to the
+launch's work-group memory and clusters refused.  Launching happens in ``test_gpu.py``.
+"""
+
+import sys
+
+import pytest
+
+import ur_cffi
+from ur_cffi import nvidia_binary
+from ur_cffi._ur import ffi
+
+triton = pytest.importorskip("triton")
+ur_triton = pytest.importorskip("ur_cffi.triton")
+
+import kernels  # noqa: E402
+from ur_cffi.triton import abi, backend, cuda, launcher  # noqa: E402
+
+SCALE = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp32", "n": "i32", "BLOCK": "constexpr"}
+MATMUL = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", **{
+    name: "i32" for name in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+                             "stride_cm", "stride_cn")},
+    "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
+MIXED = {"out_ptr": "*fp32", "i": "i32", "j": "i64", "h": "fp16", "d": "fp64", "flag": "i1",
+         "small": "i8", "wide": "u32", "half": "fp16", "bf": "bf16", "f": "fp32", "big": "u64"}
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory, context, device):
+    """The UR driver active on a CPU queue, torch blocked, a fresh Triton cache."""
+    with pytest.MonkeyPatch.context() as patch, ur_cffi.Queue(context, device) as queue:
+        patch.setitem(sys.modules, "torch", None)
+        patch.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("cuda_cache")))
+        ur_triton.activate(queue)
+        try:
+            yield ur_triton.active_driver()
+        finally:
+            ur_triton.deactivate()
+
+
+def compile_for_sm90(fn, signature, constants=None, **options):
+    return cuda.compile(fn, signature, constants, arch=90, **options)
+
+
+def test_ptxas_and_target(driver):
+    compiled = compile_for_sm90(kernels.scale, SCALE, {"BLOCK": 1024})
+    assert compiled.metadata.target == cuda.gpu_target(None, 90)
+    assert compiled.asm["cubin"][:4] == b"\x7fELF" and ".target sm_90a" in compiled.asm["ptx"]
+    assert cuda.capability("9.0") == 90 and cuda.capability("12.1") == 121
+    with pytest.raises(ValueError, match="compute capability"):
+        cuda.capability("OpenCL 3.0")
+    assert "torch" not in sys.modules or sys.modules["torch"] is None
+
+
+@pytest.mark.parametrize("name, signature, constants, options", [
+    ("scale", SCALE, {"BLOCK": 1024}, {}),
+    ("mixed_scalars", MIXED, {}, {}),
+    ("matmul", MATMUL, {"BM": 128, "BN": 128, "BK": 64}, {"num_warps": 8, "num_stages": 3}),
+])
+def test_launcher_agrees_with_the_cubin(driver, name, signature, constants, options):
+    compiled = compile_for_sm90(getattr(kernels, name), signature, constants, **options)
+    declared = nvidia_binary.entries(compiled.asm["cubin"])[compiled.metadata.name]
+    built = launcher.Launcher(compiled.src, compiled.metadata, driver)
+    rules = abi.rules_for(triton.__version__, "cuda")
+    assert built.rules is rules and rules.scratch_pointers == len(rules.scratch_metadata) >= 1
+    assert built.kernel_arg_count == len(declared)
+    assert built.argument_sizes == list(declared)
+    assert built.local_size == compiled.metadata.num_warps * 32
+    assert all(kind != "local" for kind, *_ in built.entries)
+    shared = compiled.metadata.shared
+    if shared:  # the matmul's (64 KiB with Triton 3.3), as the launch's work-group memory
+        assert name == "matmul"
+        properties = built._properties
+        memory = ffi.cast("ur_kernel_launch_workgroup_property_t *", properties[0].pNext)
+        assert (properties[0].flags, memory.workgroup_mem_size) == (0, shared)
+    else:
+        assert built._properties == ffi.NULL
+    assert built._scratch == []  # global_scratch_size is 0 for these kernels
+
+
+def test_clusters_are_refused(driver):
+    compiled = compile_for_sm90(kernels.scale, SCALE, {"BLOCK": 1024}, num_ctas=2)
+    with pytest.raises(NotImplementedError, match="num_ctas=2"):
+        launcher.Launcher(compiled.src, compiled.metadata, driver)
+
+
+def test_rules_per_backend_and_version():
+    nvidia_36 = abi.rules_for("3.6.0", "cuda")
+    assert (nvidia_36.backend, nvidia_36.scratch_pointers, nvidia_36.load_binary_values,
+            nvidia_36.shared_memory_argument) == ("nvidia", 2, 5, False)
+    assert nvidia_36.scratch_metadata == ("global_scratch", "profile_scratch")
+    assert abi.rules_for("3.3.0b1", "xpu").shared_memory_argument
+    with pytest.raises(NotImplementedError, match="intel 3.3, nvidia 3.3, nvidia 3.6"):
+        abi.rules_for("3.6.0", "xpu")
+    abi.check_installed()
+
+
+def test_backend_of_each_device(device):
+    assert backend.triton_backend(device) == "intel"
+    assert backend.gpu_target(device).backend == "xpu"
+    assert backend.TRITON_BACKENDS["CUDA"] == "nvidia"
+
+
+def test_launch_properties_flags():
+    class Metadata:
+        name, num_ctas, shared, launch_cooperative_grid, launch_pdl = "k", 1, 0, True, True
+
+    properties = cuda.launch_properties(Metadata)
+    flags = ur_cffi.enums.ur_kernel_launch_flag_t
+    assert properties[0].flags == (flags.UR_KERNEL_LAUNCH_FLAG_COOPERATIVE
+                                   | flags.UR_KERNEL_LAUNCH_FLAG_OPPORTUNISTIC_QUEUE_SERIALIZE)
+    assert properties[0].pNext == ffi.NULL
+
+
+def test_scratch_layout():
+    class Metadata:
+        global_scratch_size, global_scratch_align = 256, 128
+        profile_scratch_size, profile_scratch_align = 0, 1
+
+    assert cuda.scratch_layout(abi.rules_for("3.6.0", "cuda"), Metadata) == [(0, 256, 128)]
+    assert cuda._aligned(1000, 128) == 1024
+
+
+def test_scratch_memory_per_queue(queue, context, device):
+    address, owner = cuda.scratch(queue, 0, 1000, 128)
+    assert owner is None and address % 128 == 0
+    again, _ = cuda.scratch(queue, 0, 500, 128)
+    assert again == address  # the in-order queue's allocation serves the next launch
+    fresh, held = cuda.scratch(queue, 0, 500, 128, fresh=True)
+    assert held is not None and fresh != address and fresh % 128 == 0
+    with ur_cffi.Queue(context, device, out_of_order=True) as unordered:
+        _, held = cuda.scratch(unordered, 0, 64, 16)
+        assert held is not None

@@ -1,0 +1,288 @@
+"""ur_cffi.triton's state stays right: a closed context's programs and compiled kernels go with
+it, ``using()`` is safe from many threads at once without ``activate()``, an event closed
+inside ``using(wait_for=...)`` never reaches UR as a released handle, and a failed
+``activate()`` changes nothing."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ur_cffi
+
+triton = pytest.importorskip("triton")
+import ur_cffi.triton as ur_triton  # noqa: E402
+from kernels import scale  # noqa: E402
+
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def without_torch(tmp_path_factory):
+    """Block torch and share the session's Triton cache (as test_triton.py does)."""
+    cache = tmp_path_factory.getbasetemp() / "triton_cache"
+    cache.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "torch", None)
+        patch.setenv("TRITON_CACHE_DIR", str(cache))
+        yield
+
+
+@pytest.fixture
+def inactive():
+    """ur_cffi.triton is not active around the test, and Triton's driver is what it was."""
+    assert not ur_triton.is_active(), "an earlier test left ur_cffi.triton active"
+    before = triton.runtime.driver.active
+    yield before
+    assert not ur_triton.is_active()
+    assert triton.runtime.driver.active is before
+
+
+def run_child(script, *args, validation=False):
+    env = dict(os.environ, UR_CFFI_VALIDATION="1" if validation else "0")
+    done = subprocess.run([sys.executable, "-c", script, str(TESTS), *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit status {done.returncode}: {done.stderr[-3000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+CHILD_PRELUDE = """
+import gc, json, sys
+sys.path.insert(0, sys.argv[1])
+sys.modules["torch"] = None
+import numpy as np
+import triton
+import ur_cffi
+import ur_cffi.triton as ur_triton
+from kernels import scale
+device = ur_cffi.devices("cpu")[0]
+rng = np.random.default_rng()
+"""
+
+# Each cycle: a new context and queue, fresh inputs, one launch in using(queue), then both
+# closed.  n is 3 more than a multiple of 16, so every cycle compiles the same specialization.
+CHURN = CHILD_PRELUDE + """
+from ur_cffi import _handle
+from ur_cffi.triton import programs
+
+def rss():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+
+ur_triton.activate()
+if sys.argv[2] == "--control":  # what the driver did before: nothing cached is ever forgotten
+    ur_triton.active_driver().forget_closed_contexts = lambda: None
+live, sizes, worst = [], [], 0.0
+for cycle in range(int(sys.argv[3])):
+    with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
+        n = 16 * int(rng.integers(64, 300)) + 3
+        host = rng.standard_normal(n).astype(np.float32)
+        a = float(np.float32(rng.uniform(-4, 4)))
+        x = ur_cffi.asarray(host, queue=queue)
+        y = ur_cffi.empty(n, np.float32, queue=queue)
+        y.fill(np.nan)
+        with ur_triton.using(queue):
+            scale[(triton.cdiv(n, 256),)](x, y, a, n, BLOCK=256)
+        queue.finish()
+        expected = a * host.astype(np.float64)
+        worst = max(worst, float(np.max(np.abs(y.to_numpy() - expected) / np.abs(expected))))
+        del x, y
+    gc.collect()
+    live.append(len(_handle._live))
+    sizes.append(rss())
+print(json.dumps({"live": live, "rss": sizes, "worst": worst,
+                  "cached": programs.cached_programs()}))
+"""
+
+CYCLES, WARMUP = 60, 10
+RSS_BOUND = 8 * 2**20
+"""Growth allowed over the measured cycles.  Measured here: about 1.5 MiB (before the fix:
+about 26 MiB, and 2 more live UR objects per cycle: each context's program and kernel)."""
+
+
+def test_context_churn_leaves_no_programs_behind():
+    """60 contexts, each created, used by Triton and closed while ur_cffi.triton is active:
+    the live UR objects (ur_cffi's handle registry) stay exactly flat and the process's RSS
+    within RSS_BOUND, every result right."""
+    found = run_child(CHURN, "--fixed", str(CYCLES))
+    assert found["worst"] < 1e-6
+    live, sizes = found["live"][WARMUP:], found["rss"][WARMUP:]
+    assert max(live) == min(live), found["live"]
+    assert found["cached"] <= 1  # the latest context's, until the next using() or activate()
+    assert sizes[-1] - sizes[0] < RSS_BOUND, [round(s / 2**20, 1) for s in found["rss"]]
+
+
+def test_context_churn_control_measures_the_leak():
+    """The measurement sees the leak it guards against: with forgetting switched off, every
+    cycle leaves its program and kernel live."""
+    found = run_child(CHURN, "--control", "20")
+    live = found["live"][WARMUP:]
+    assert live[-1] - live[0] >= 2 * (len(live) - 1), found["live"]
+    assert found["cached"] == 20
+
+
+def random_scale_case(rng, queue):
+    """Fresh inputs for ``scale``: ``(x, y, a, n, expected)``, y poisoned with NaN."""
+    n = int(rng.integers(1000, 6000))
+    host = rng.standard_normal(n).astype(np.float32)
+    a = float(np.float32(rng.uniform(-4, 4)))
+    y = ur_cffi.empty(n, np.float32, queue=queue)
+    y.fill(np.nan)
+    return ur_cffi.asarray(host, queue=queue), y, a, n, a * host.astype(np.float64)
+
+
+def test_using_from_many_threads_without_activate(context, device, inactive):
+    """Four threads in using() blocks at once, none having called activate(): thread 0 enters
+    first (so it is the one that activates) and leaves first, while the others still launch;
+    every launch is exact, and Triton's driver is restored after the last block."""
+    threads_count = 4
+    seeds = np.random.SeedSequence().spawn(threads_count)
+    print("seeds:", [s.entropy for s in seeds], [s.spawn_key for s in seeds])
+    entered = [threading.Event() for _ in range(threads_count)]
+    all_inside = threading.Barrier(threads_count, timeout=120)
+    first_left = threading.Event()
+    first_launch = threading.Lock()  # the first launches compile one at a time
+    errors, launches = [], []
+
+    def work(index):
+        rng = np.random.default_rng(seeds[index])
+
+        def launch_and_check(queue):
+            x, y, a, n, expected = random_scale_case(rng, queue)
+            scale[(triton.cdiv(n, 256),)](x, y, a, n, BLOCK=256)
+            assert ur_triton.current_queue() is queue
+            np.testing.assert_allclose(y.to_numpy(), expected, rtol=1e-6)
+            launches.append(index)
+
+        try:
+            if index:
+                assert entered[index - 1].wait(120)
+            with ur_cffi.Queue(context, device) as queue, ur_triton.using(queue):
+                entered[index].set()
+                with first_launch:
+                    launch_and_check(queue)
+                all_inside.wait()
+                if index:
+                    assert first_left.wait(120)  # launch after the first block has ended
+                for _ in range(2 + 3 * index):
+                    launch_and_check(queue)
+            if not index:
+                first_left.set()
+        except BaseException as error:  # reported by the main thread
+            errors.append(error)
+            all_inside.abort()
+            first_left.set()
+            for event in entered:
+                event.set()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert len(launches) == sum(3 + 3 * i for i in range(threads_count))
+
+
+def test_sequential_using_blocks_without_activate(context, device, rng, inactive):
+    """Each block activates and deactivates; a kernel compiled in the first launches right in
+    the later ones (its launcher belonged to the first block's driver)."""
+    with ur_cffi.Queue(context, device) as queue:
+        for _ in range(3):
+            x, y, a, n, expected = random_scale_case(rng, queue)
+            with ur_triton.using(queue):
+                scale[(triton.cdiv(n, 256),)](x, y, a, n, BLOCK=256)
+            assert not ur_triton.is_active()
+            np.testing.assert_allclose(y.to_numpy(), expected, rtol=1e-6)
+
+
+def test_deactivate_inside_using_waits_for_the_block(context, device, rng, inactive):
+    """deactivate() while a using() block is open ends activate()'s queue at once and
+    ur_cffi.triton when the block ends."""
+    with ur_cffi.Queue(context, device) as queue, ur_cffi.Queue(context, device) as other:
+        ur_triton.activate(queue)
+        with ur_triton.using(other):
+            ur_triton.deactivate()
+            assert ur_triton.is_active() and ur_triton.current_queue() is other
+            x, y, a, n, expected = random_scale_case(rng, other)
+            scale[(triton.cdiv(n, 256),)](x, y, a, n, BLOCK=256)
+            np.testing.assert_allclose(y.to_numpy(), expected, rtol=1e-6)
+        assert not ur_triton.is_active()
+
+
+EVENT = CHILD_PRELUDE + """
+with device.create_context() as context, \\
+        ur_cffi.Queue(context, device, out_of_order=True) as queue:
+    n = int(rng.integers(1000, 6000))
+    host = rng.standard_normal(n).astype(np.float32)
+    x = ur_cffi.zeros(n, np.float32, queue=queue)
+    y = ur_cffi.empty(n, np.float32, queue=queue)
+    y.fill(np.nan)
+    queue.finish()
+    copied = x.copy_from(host, blocking=False)
+    with ur_triton.using(queue, wait_for=[copied]):
+        copied.close()  # the block's launches still wait for the copy
+        scale[(triton.cdiv(n, 256),)](x, y, 2.0, n, BLOCK=256)
+        launched = ur_triton.last_event()
+    launched.wait()
+    error = float(np.max(np.abs(y.to_numpy() - 2.0 * host.astype(np.float64))))
+    del x, y, launched
+print(json.dumps({"error": error}))
+"""
+
+
+def test_an_event_closed_inside_using_is_held_by_the_block(validation_layer_report):
+    """The block holds its own reference to each wait_for event, so an event closed inside it
+    still orders the launch, and UR never sees a released handle: the run is exact and, where
+    UR's validation layer is sound, clean under it (before, it crashed the CPU runtime)."""
+    found = run_child(EVENT, validation=not validation_layer_report)
+    assert found["error"] == 0.0
+
+
+def test_using_refuses_an_event_closed_before_it(context, device, inactive):
+    with ur_cffi.Queue(context, device) as queue:
+        event = queue.barrier()
+        event.close()
+        with pytest.raises(ur_cffi.ClosedError):
+            with ur_triton.using(queue, wait_for=[event]):
+                pass
+
+
+@pytest.mark.parametrize("bad", ["queue", 5, "closed"])
+def test_a_failed_activate_changes_nothing(bad, context, device, inactive):
+    """activate() of something that is not an open Queue raises and leaves Triton's active
+    driver, ur_cffi.triton's queue and Triton's patched functions exactly as they were."""
+    import triton.runtime.build
+    import triton.testing
+
+    def patched():
+        return (triton.runtime.driver.active, triton.runtime.build.is_xpu, triton.testing.Event)
+
+    expected = (ur_cffi.ClosedError, "is closed") if bad == "closed" else (TypeError, "Queue")
+    with ur_cffi.Queue(context, device) as queue:
+        if bad == "closed":
+            bad = ur_cffi.Queue(context, device)
+            bad.close()
+        originals = patched()
+        with pytest.raises(expected[0], match=expected[1]):
+            ur_triton.activate(bad)
+        assert not ur_triton.is_active() and patched() == originals
+        with pytest.raises(expected[0], match=expected[1]):
+            with ur_triton.using(bad):
+                pass
+        assert not ur_triton.is_active() and patched() == originals
+
+        ur_triton.activate(queue)
+        try:
+            active = patched()
+            with pytest.raises(expected[0], match=expected[1]):
+                ur_triton.activate(bad)
+            assert patched() == active and ur_triton.current_queue() is queue
+        finally:
+            ur_triton.deactivate()
+        assert patched() == originals
