@@ -175,3 +175,12 @@ def test_header_found_in_every_oneapi_layout(monkeypatch, tmp_path, layout, vari
     found = build_ffi.find_header()
     assert found == (include / "ur_api.h").resolve()
     assert build_ffi.find_loader_dir(found) == compiler / "lib"
+
+
+def test_readme_gives_the_command_the_release_matrix_checks():
+    """The README's command for an environment with a runtime already is the one that
+    tests/release_matrix.py runs for every release."""
+    import release_matrix
+
+    readme = (ROOT / "README.md").read_text()
+    assert f"```sh\n{release_matrix.INSTALL_BESIDE_EXISTING_RUNTIME}\n```" in readme
