@@ -9,8 +9,9 @@ inputs, one output) against CuPy's copy kernel on 1 GiB (2 GiB moved); the fp16 
 ``CudaLauncher``.  ur_cffi's waits are UR's blocking calls here
 (``set_interruptible_waits(False)``), except in the "defaults" row.
 
-torch is imported only by the Triton-on-torch method, after ur_cffi was loaded; the test
-suite checks ur_cffi itself never imports it.  A method that cannot run says why.
+torch is imported here, before ur_cffi.triton is activated, for the Triton-on-torch method
+(so that Triton's specializer knows torch tensors); the test suite checks ur_cffi itself
+never imports it.  A method that cannot run says why.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ class GPU:
 def ur_methods(gpu: GPU) -> list[Method]:
     import ur_cffi
     import ur_cffi.triton
-    from ur_cffi import _release, lib
+    from ur_cffi import _release, ffi, lib
 
     q, k, x = gpu.queue, gpu.kernel, gpu.x
     n = np.int32(kernel.N)
@@ -123,6 +124,40 @@ def ur_methods(gpu: GPU) -> list[Method]:
                                          finish(qh))
     raw.ops["launch_wait"] = lambda c: [(launch(qh, kh, *call_args), finish(qh))
                                         for _ in range(c)]
+
+    # The same with an event out, released at once: what an Event per launch costs in UR.
+    out = ffi.new("ur_event_handle_t *")
+    with_event = (*call_args[:-1], out)
+    release = lib.urEventRelease
+
+    def raw_event_launches(count, each):
+        for _ in range(count):
+            launch(qh, kh, *with_event)
+            release(out[0])
+            if each:
+                finish(qh)
+        finish(qh)
+
+    raw_event = Method("raw_event", "ur_cffi raw layer, an event per launch (released)")
+    raw_event.ops["back_to_back"] = lambda c: raw_event_launches(c, False)
+    raw_event.ops["launch_wait"] = lambda c: raw_event_launches(c, True)
+
+    # Triton's own kernel[grid] dispatch with ur_cffi's launcher doing nothing.
+    from ur_cffi.triton.launcher import Launcher
+
+    launcher_call = Launcher.__call__
+
+    def dispatch_only(count):
+        Launcher.__call__ = lambda *args: None
+        try:
+            for _ in range(count):
+                tiny[grid](x, kernel.N, BLOCK=block, num_warps=warps)
+        finally:
+            Launcher.__call__ = launcher_call
+
+    dispatch = Method("triton_dispatch", "Triton kernel[grid] dispatch alone (launcher does "
+                                         "nothing)")
+    dispatch.ops["back_to_back"] = dispatch_only
 
     defaults = Method("defaults", "ur_cffi Kernel.launch -> Event, default (interruptible) "
                                   "Queue.finish")
@@ -184,7 +219,7 @@ def ur_methods(gpu: GPU) -> list[Method]:
         _ur_matmul(gpu, jit)
     except Exception as error:  # noqa: BLE001
         gpu.notes["ur matmul"] = f"{type(error).__name__}: {error}"
-    return [raw, defaults, lean, prep, jit, tprep]
+    return [raw, raw_event, defaults, lean, prep, jit, tprep, dispatch]
 
 
 def _ur_bandwidth(gpu: GPU, jit: Method) -> None:
@@ -250,10 +285,14 @@ def cupy_methods(gpu: GPU) -> list[Method]:
     pageable = np.ones(nbytes, np.uint8)
     pinned = cupyx.empty_pinned(nbytes, np.uint8)
     pinned[:] = 1
-    method.ops["h2d_pageable"] = lambda c: [device_buffer.set(pageable) for _ in range(c)]
-    method.ops["d2h_pageable"] = lambda c: [device_buffer.get(out=pageable) for _ in range(c)]
-    method.ops["h2d_pinned"] = lambda c: [device_buffer.set(pinned) for _ in range(c)]
-    method.ops["d2h_pinned"] = lambda c: [device_buffer.get(out=pinned) for _ in range(c)]
+    # set()/get() are asynchronous on the current stream for pinned memory: wait for each.
+    method.ops["h2d_pageable"] = lambda c: [(device_buffer.set(pageable), sync())
+                                            for _ in range(c)]
+    method.ops["d2h_pageable"] = lambda c: [(device_buffer.get(out=pageable), sync())
+                                            for _ in range(c)]
+    method.ops["h2d_pinned"] = lambda c: [(device_buffer.set(pinned), sync()) for _ in range(c)]
+    method.ops["d2h_pinned"] = lambda c: [(device_buffer.get(out=pinned), sync())
+                                          for _ in range(c)]
     # CuPy's copy kernel on 1 GiB moves 2 GiB; reported per 3 GiB like the add, so scale.
     source = cupy.ones(gpu.elements, np.float32)
     target = cupy.empty(gpu.elements, np.float32)
@@ -367,6 +406,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     rounds = args.rounds or (2 if args.quick else 20)
     started = time.perf_counter()
+    try:  # before ur_cffi.triton: Triton's specializer then knows torch tensors (_no_torch)
+        import torch  # noqa: F401 - for the Triton-on-torch method only
+    except ImportError:
+        pass
     gpu = GPU(args.quick)
     methods, skipped = [], {}
     for factory in (ur_methods, cupy_methods, triton_own_methods, torch_methods):

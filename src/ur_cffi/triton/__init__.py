@@ -12,6 +12,10 @@ device and launches on the queue::
         kernel[grid](...)
         event = ur_cffi.triton.last_event()
 
+Devices: Level Zero and OpenCL devices get SPIR-V from Triton's Intel backend, CUDA devices a
+cubin from its NVIDIA backend (target from the compute capability); ``backend.py`` decides,
+``abi.py`` holds each backend's launch rules per Triton version, ``cuda.py`` the CUDA side.
+
 Arguments: ur_cffi ``USMArray`` pass as typed pointers (their dtype gives the kernel's pointer
 type); integers as integers (a raw address is an int64 the kernel may cast with
 ``.to(tl.pointer_type(...))``); Python floats as fp32; constexprs as Triton expects.
@@ -98,6 +102,7 @@ def _install() -> None:
     patches = _no_torch.Patches()
     try:
         _no_torch.install(patches)
+        _no_torch.prime_specializer()
         for backend_class in _no_torch.compiler_classes():
             if hasattr(backend_class, "get_arg_specialization"):  # Triton 3.3
                 launcher.install_argument_check(patches, backend_class)

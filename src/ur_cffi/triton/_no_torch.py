@@ -20,6 +20,9 @@ The stock driver's torch uses (``XPUDriver.get_current_stream``, ``get_current_t
 ``get_device_interface``, ``get_empty_cache_for_benchmark``...) are not patched: the UR driver
 (``driver.py``) answers them, and ``XPUDriver.is_active()`` is never asked once it is set.
 
+Triton 3.4+ specializes arguments in C++, which imports torch when it first meets an array;
+:func:`prime_specializer` settles that without torch at ``activate()``.
+
 Each replacement is made only where the installed Triton has the name: Triton 3.6 (NVIDIA,
 no Intel backend) has neither ``is_xpu`` nor ``testing.Event`` (its ``do_bench`` asks the
 driver's device interface, ``bench.DeviceInterface``).  Its ``DriverConfig`` creates the stock
@@ -128,6 +131,49 @@ def install(patches: Patches) -> None:
         patches.replace(testing, "_support_elapsed_time", bench.supports_elapsed_time)
     if hasattr(testing, "Event"):
         patches.replace(testing, "Event", bench.make_event)
+
+
+class _Array:
+    """The least an array is to Triton's specializer: an address and a numpy dtype."""
+
+    dtype = None
+
+    @staticmethod
+    def data_ptr() -> int:
+        return 0
+
+
+def prime_specializer() -> None:
+    """Make Triton 3.4+'s argument specializer settle without torch.
+
+    ``native_specialize_impl`` (C++) imports torch the first time it meets an object with
+    ``data_ptr()``, to recognise torch tensors, and keeps what it found: a ``kernel[grid]``
+    on ur_cffi arrays would load torch wherever it is installed.  It meets one here with
+    torch blocked, unless torch is imported already (then nothing changes).  This cannot be
+    undone: torch imported later in this process is not recognised by Triton's specializer
+    as such (import torch first to use both).  Triton 3.3 specializes in Python, without
+    torch: nothing to do there.
+    """
+    import sys
+
+    if "torch" in sys.modules:
+        return
+    try:
+        from triton.backends.compiler import BaseBackend
+        from triton.runtime.jit import native_specialize_impl
+    except ImportError:
+        return
+    import numpy as np
+
+    _Array.dtype = np.dtype(np.float32)
+    sys.modules["torch"] = None  # the import fails (ImportError) while this is in place
+    try:
+        native_specialize_impl(BaseBackend, _Array(), False, True, True)
+    except Exception:  # noqa: BLE001 - priming only: the real call reports its own errors
+        pass
+    finally:
+        if "torch" in sys.modules and sys.modules["torch"] is None:
+            del sys.modules["torch"]
 
 
 def set_active_driver(driver):
