@@ -1,7 +1,12 @@
 """fork() after initialisation: the child gets ClosedError naming the cause on any use (there is
 no re-initialisation path: the child has the parent's UR state without its runtime threads),
 the parent carries on unharmed.  A process forked before UR was used, and a process started
-with multiprocessing's "spawn" method, use UR normally."""
+with multiprocessing's "spawn" method, use UR normally.
+
+The parent reads the child's report from a pipe and reaps it by order, not by delay; a child
+that hangs (a forked child may wait for a lock no thread of its own will release) is killed
+after CHILD_SECONDS and fails the test, instead of hanging it.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,33 @@ import textwrap
 
 import crash_probe
 
-AFTER_INIT = textwrap.dedent("""
+CHILD_SECONDS = 30
+"""How long a forked or spawned child may take (about a second here, quiet or loaded)."""
+
+REAP = textwrap.dedent("""
+    import os, select, signal, time
+
+    def reap(pid, deadline, read=None):
+        # The child's report on `read` (until it closes it) and its exit status, or "hung" if
+        # it is still running at `deadline` (then it is killed).
+        report = b""
+        while read is not None:
+            ready, _, _ = select.select([read], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(read, 1 << 16) if ready else b""
+            if not chunk:
+                break
+            report += chunk
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return report, os.waitstatus_to_exitcode(status)
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return report, "hung"
+""")
+
+AFTER_INIT = REAP + textwrap.dedent("""
     import json, os, sys
     import numpy as np
     import ur_cffi, crash_probe
@@ -57,15 +88,15 @@ AFTER_INIT = textwrap.dedent("""
         os.close(write)
         sys.exit(0)  # a normal exit: atexit runs, and must not tear the parent's UR down
     os.close(write)
-    seen = json.loads(os.read(read, 1 << 20))
-    _, status = os.waitpid(pid, 0)
+    report, status = reap(pid, time.monotonic() + float(sys.argv[2]), read)
+    seen = json.loads(report) if status == 0 else {}
     # The parent carries on with the very same objects.
     out.fill(np.nan)
     axpy.launch(queue, grid, crash_probe.LOCAL_SIZE, a, a, out, 2.0, n)
     result = out.to_numpy()
     reference = 3.0 * x.astype(np.float64)
     print(json.dumps({
-        "child_status": os.waitstatus_to_exitcode(status), "seen": seen,
+        "child_status": status, "seen": seen,
         "parent_exact": bool(np.allclose(result, reference, rtol=2**-21, atol=0)),
         "parent_copy": bool(np.array_equal(a.to_numpy(), x)),
     }))
@@ -76,7 +107,7 @@ def test_a_child_forked_after_init_gets_closed_errors_and_the_parent_carries_on(
                                                                                 kernels):
     script = tmp_path / "fork.py"
     script.write_text(AFTER_INIT)
-    done = crash_probe.run_child([kernels], script=script, timeout=120)
+    done = crash_probe.run_child([kernels, CHILD_SECONDS], script=script, timeout=50)
     report = json.loads(done.stdout.strip().splitlines()[-1])
     print(json.dumps(report, indent=1))
     assert report["child_status"] == 0
@@ -91,7 +122,7 @@ def test_a_child_forked_after_init_gets_closed_errors_and_the_parent_carries_on(
     assert report["parent_exact"] and report["parent_copy"]
 
 
-FORK_BEFORE_USE = textwrap.dedent("""
+FORK_BEFORE_USE = REAP + textwrap.dedent("""
     import os, sys
     import numpy as np
     import ur_cffi  # imported, not yet used: the loader is not initialised
@@ -108,18 +139,20 @@ FORK_BEFORE_USE = textwrap.dedent("""
         except Exception as error:
             print("child:", type(error).__name__, error, flush=True)
             os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    sys.exit(os.waitstatus_to_exitcode(status))
+    _, status = reap(pid, time.monotonic() + float(sys.argv[1]))
+    print("child:", status)
+    sys.exit(0 if status == 0 else 1)
 """)
 
 
 def test_a_child_forked_before_any_use_uses_ur_normally():
-    done = crash_probe.run_child(code=FORK_BEFORE_USE, check=False, timeout=120)
+    done = crash_probe.run_child([CHILD_SECONDS], code=FORK_BEFORE_USE, check=False,
+                                 timeout=50)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
 
 
 SPAWN = textwrap.dedent("""
-    import multiprocessing
+    import multiprocessing, sys
     import numpy as np
     import ur_cffi
 
@@ -132,12 +165,13 @@ SPAWN = textwrap.dedent("""
     if __name__ == "__main__":
         assert work(0)  # the parent has initialised UR
         with multiprocessing.get_context("spawn").Pool(2) as pool:
-            print("spawned", pool.map(work, [1, 2, 3]))
+            # Bounded: a worker that hangs raises TimeoutError, and the pool is terminated.
+            print("spawned", pool.map_async(work, [1, 2, 3]).get(float(sys.argv[1])))
 """)
 
 
 def test_multiprocessing_spawn_is_the_way_to_use_ur_in_child_processes(tmp_path):
     script = tmp_path / "spawn.py"
     script.write_text(SPAWN)
-    done = crash_probe.run_child(script=script, timeout=120)
+    done = crash_probe.run_child([CHILD_SECONDS], script=script, timeout=50)
     assert "spawned [True, True, True]" in done.stdout

@@ -13,6 +13,9 @@ Thread safety as tested here (the README's text is in the reliability report):
 - Never safe: closing an object (or dropping its last reference) while another thread uses it.
 - The race reproductions run in child processes (they crash the process as often as not) and
   repeat until the race shows, for up to 15 s.
+- Whether a wait lets other threads run is decided by the order of events (``overlaps``), not by
+  timing, so a loaded machine gives the same verdict; a spinning kernel, threads and children
+  all have deadlines, so a test that fails does so in under a minute.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import ur_cffi
 from ur_cffi.enums import ur_event_status_t
 
 THREADS, LAUNCHES = 8, 500
+JOIN_SECONDS = 45  # for threads that take about 2 s here, quiet or loaded
+CHILD_SECONDS = 50  # for a child reproducing a race, which repeats it for 15 s
 BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
 SIGNATURE = crash_probe.SIGNATURES["axpy"][1]
 
@@ -103,11 +108,15 @@ def test_8_threads_launch_and_copy_concurrently_with_exact_results(device, conte
             errors.append((index, repr(error)))
             start.abort()
 
-    threads = [threading.Thread(target=work, args=(index,)) for index in range(THREADS)]
+    # Daemons, joined by a deadline: a thread that hangs fails the test instead of hanging it.
+    threads = [threading.Thread(target=work, args=(index,), daemon=True)
+               for index in range(THREADS)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + JOIN_SECONDS
     for thread in threads:
-        thread.join()
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not any(thread.is_alive() for thread in threads)
     assert errors == []
     assert failures == []
     assert done == [LAUNCHES] * THREADS  # 4,000 launches, 12,000 copies, 4,000 fills checked
@@ -156,7 +165,8 @@ def test_threads_creating_and_closing_queues_while_the_device_synchronizes():
     # device.synchronize() finishes every queue ur_cffi made on the device (the CPU device has
     # no urDeviceWaitExp) while other threads create and close theirs.  In a child process:
     # a released queue handle reaching UR may crash.
-    done = crash_probe.run_child(code=SYNCHRONIZE_WHILE_CLOSING, check=False, timeout=300)
+    done = crash_probe.run_child(code=SYNCHRONIZE_WHILE_CLOSING, check=False,
+                                 timeout=CHILD_SECONDS)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "synchronized" in done.stdout
 
@@ -170,7 +180,7 @@ def overlaps(context, device, spin, axpy, wait: str, waiter: str,
 
     True if the waiter was still in its wait once all 20 jobs were submitted.  Decided by order,
     not by time: the GIL changes hands here only where a thread gives it up (the switch interval
-    is raised), so the other thread runs only once the waiter is inside its wait, and the kernel
+    is raised), so the other thread runs only once the waiter has called its wait, and the kernel
     ends only by the flag, set after the check, or by itself after ``max_steps`` rounds (seconds,
     against milliseconds for the submissions).  Had the wait held the GIL, the other thread could
     only have run after the kernel ended by itself."""
@@ -235,11 +245,15 @@ def overlaps(context, device, spin, axpy, wait: str, waiter: str,
                 errors.append(("jobs", repr(error)))
             finally:
                 release_the_kernel()
-            short_queue.finish()
-            outcome["exact"] = sum(np.array_equal(result, 2 * x) for x, result, _, _ in jobs)
-            for _, _, dx, out in jobs:
-                dx.close()
-                out.close()
+            try:
+                short_queue.finish()
+                outcome["exact"] = sum(np.array_equal(result, 2 * x)
+                                       for x, result, _, _ in jobs)
+                for _, _, dx, out in jobs:
+                    dx.close()
+                    out.close()
+            except BaseException as error:
+                errors.append(("checking the jobs", repr(error)))
 
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(60.0)  # longer than any test: no forced GIL hand-over
@@ -248,10 +262,11 @@ def overlaps(context, device, spin, axpy, wait: str, waiter: str,
                                      ur_cffi.Local(4))
             # `waiter` waits for the long kernel; the other thread runs the short jobs.
             here, there = (block, short_jobs) if waiter == "main" else (short_jobs, block)
-            thread = threading.Thread(target=there)
+            thread = threading.Thread(target=there, daemon=True)
             thread.start()
             here()
-            thread.join()
+            thread.join(JOIN_SECONDS)  # it ends with the kernel, SPIN_LIMIT rounds at the most
+            assert not thread.is_alive()
         finally:
             sys.setswitchinterval(switch_interval)
         long_queue.finish()
@@ -313,7 +328,8 @@ FINISH_WHILE_ENQUEUEING = textwrap.dedent("""
 
 
 def test_the_main_thread_may_finish_a_queue_another_thread_enqueues_on():
-    done = crash_probe.run_child(code=FINISH_WHILE_ENQUEUEING, check=False, timeout=300)
+    done = crash_probe.run_child(code=FINISH_WHILE_ENQUEUEING, check=False,
+                                 timeout=CHILD_SECONDS)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "finished" in done.stdout
 
@@ -359,13 +375,13 @@ def test_threads_may_share_one_kernel(tmp_path, kernels):
     script.write_text(SHARED_KERNEL)
     # Wrong results or a segfault in the CPU runtime, in a child process either way.
     done = crash_probe.run_child([kernels], script=script, check=False,
-                                 timeout=300)
+                                 timeout=CHILD_SECONDS)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "exact" in done.stdout
 
 
 def test_the_first_use_from_8_threads_at_once_initialises_once():
-    done = crash_probe.run_child(code=textwrap.dedent("""
+    done = crash_probe.run_child(timeout=CHILD_SECONDS, code=textwrap.dedent("""
         import threading, ur_cffi
         start, found = threading.Barrier(8), []
 
