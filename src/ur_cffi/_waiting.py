@@ -26,6 +26,7 @@ import threading
 import time
 
 from ._ur import lib
+from ._interrupts import section
 from .errors import check
 
 INTERRUPTIBLE_ENV = "UR_CFFI_INTERRUPTIBLE_WAITS"
@@ -113,20 +114,27 @@ def wait(blocking_call, name: str, *args, probe=None) -> None:
             finished.set()
 
     helper = threading.Thread(target=run, name=f"ur_cffi {name}", daemon=True)
-    try:
-        for handle in handles:
-            check(getattr(lib, retain_name)(handle), retain_name)
-            held.append(handle)
-        with _helpers_lock:
-            _helpers[helper] = finished
-        helper.start()
-    except (RuntimeError, MemoryError):  # no thread to be had (address space exhausted, say)
-        give_back()
+    # Ctrl-C waits until the helper runs (or not at all): one arriving inside start() would
+    # otherwise give the references back under a helper that waits on with them.
+    with section:
+        try:
+            for handle in handles:
+                check(getattr(lib, retain_name)(handle), retain_name)
+                held.append(handle)
+            with _helpers_lock:
+                _helpers[helper] = finished
+            helper.start()
+        except (RuntimeError, MemoryError):  # no thread to be had (address space exhausted)
+            give_back()
+            started = False
+        except BaseException:
+            give_back()
+            raise
+        else:
+            started = True
+    if not started:
         check(blocking_call(*args), name)
         return
-    except BaseException:
-        give_back()
-        raise
     _wait_for(helper, finished)  # a signal interrupts this; the helper then keeps waiting
     if not outcome:  # the helper died before it could wait (no memory for its stack, say)
         give_back()
