@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import triton
 import triton.language as tl
 
@@ -86,7 +87,11 @@ def sweep(scenario, check, package: str) -> tuple[int, int]:
         target += 1
 
 
-def run(kernels: Path) -> dict:
+SCENARIOS = ["copy_in_without_waiting", "read_back", "allocate_and_close", "launch_and_wait",
+             "triton_launch"]
+
+
+def run(kernels: Path, names: list[str]) -> dict:
     import ur_cffi
     import ur_cffi.triton
     from ur_cffi.queue import enqueue_lock
@@ -144,20 +149,24 @@ def run(kernels: Path) -> dict:
         kept.append(event)
         event.wait()
 
-    results = {}
-    for scenario in (copy_in_without_waiting, read_back, allocate_and_close, launch_and_wait,
-                     triton_launch):
-        results[scenario.__name__] = sweep(scenario, check, package)
+    scenarios = {f.__name__: f for f in (copy_in_without_waiting, read_back, allocate_and_close,
+                                         launch_and_wait, triton_launch)}
+    results = {name: sweep(scenarios[name], check, package) for name in names}
+    out.fill(np.nan)  # after the sweep, a launch of each kind still computes exactly
+    scale[(3,)](x, out, 2.0, n, BLOCK=BLOCK)
+    assert np.array_equal(out.to_numpy(), 2.0 * x_host)
+    out.fill(np.nan)
+    axpy.launch(queue, n // BLOCK * LOCAL, LOCAL, x, y, out, 2.0, n).wait()
+    assert np.allclose(out.to_numpy(), 2.0 * x_host.astype(np.float64) + y.to_numpy(),
+                       rtol=1e-6)
     ur_cffi.triton.deactivate()
-    expected = 2.0 * x_host
-    assert np.array_equal(ur_cffi.asarray(out.to_numpy(), queue=queue).to_numpy(),
-                          out.to_numpy())
-    assert np.allclose(out.to_numpy(), expected, rtol=1e-6)
     return results
 
 
-def test_an_interrupt_at_any_line_leaves_the_process_sound(kernels, tmp_path):
-    done = crash_probe.run_child([kernels], script=Path(__file__), check=False, timeout=600,
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_an_interrupt_at_any_line_leaves_the_process_sound(kernels, tmp_path, scenario):
+    done = crash_probe.run_child([kernels, scenario], script=Path(__file__), check=False,
+                                 timeout=300,
                                  cwd=tmp_path, env=crash_probe.child_env(UR_CFFI_VALIDATION=1))
     assert done.returncode == 0, (f"exited with {done.returncode} (negative: a signal)\n"
                                   f"{done.stdout[-2000:]}\n{done.stderr[-6000:]}")
@@ -168,4 +177,4 @@ def test_an_interrupt_at_any_line_leaves_the_process_sound(kernels, tmp_path):
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(Path(sys.argv[1]))))
+    print(json.dumps(run(Path(sys.argv[1]), sys.argv[2:] or SCENARIOS)))
