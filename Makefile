@@ -35,7 +35,7 @@ examples: setup
 regen: setup
 	$(PY) build_ffi.py
 
-# dpctl is only needed for its comparison rows: installed here, not for the tests.
+# dpctl for its comparison rows (the test extra has it too, for tests/test_interop.py).
 $(VENV)/.bench-installed: $(VENV)/.installed
 	$(PY) -m pip install -e ".[$(EXTRAS),bench]"
 	touch $@

@@ -271,8 +271,10 @@ def test_types_are_checked_before_ur_is_called(queue, context, device):
         array.copy_to(ur_cffi.empty(4, np.float64, queue=queue))
     with pytest.raises(TypeError, match="not list"):
         array.copy_from([1.0] * 10)
-    with pytest.raises(ValueError, match="writeable C-contiguous"):
-        array.copy_to(np.zeros((10, 2), np.float32)[:, 0])
+    strided = np.full((10, 2), np.nan, np.float32)  # strides are honoured now (issue 12)
+    array.copy_from(np.arange(10, dtype=np.float32))
+    array.copy_to(strided[:, 0])
+    assert np.array_equal(strided[:, 0], np.arange(10)) and np.isnan(strided[:, 1]).all()
     read_only = np.zeros(10, np.float32)
     read_only.flags.writeable = False
     with pytest.raises(ValueError, match="writeable C-contiguous"):

@@ -32,6 +32,13 @@ from .device import Device, default_device, devices  # noqa: E402
 from .errors import URError, check  # noqa: E402
 from .loader import init  # noqa: E402
 from .memory import Buffer, USMArray, asarray, empty, zeros  # noqa: E402
+from .creation import (arange, empty_like, full, full_like, ones, ones_like,  # noqa: E402
+                       zeros_like)
+from .dtypes import (bfloat16, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2,  # noqa: E402
+                     float8_e5m2fnuz)
+from .allocator import empty_cache, memory_stats, set_memory_limit  # noqa: E402
+from . import interop  # noqa: E402
+from .interop import from_dlpack, from_pointer  # noqa: E402
 from .program import Kernel, Local, PreparedLaunch, Program  # noqa: E402
 from .queue import Event, Queue  # noqa: E402
 from .graph import Graph, GraphCommand  # noqa: E402
@@ -41,4 +48,7 @@ __all__ = [
     "ClosedError", "Backend", "Device", "devices", "default_device", "Context", "Queue", "Event",
     "USMArray", "Buffer", "asarray", "empty", "zeros", "Program", "Kernel", "Local",
     "PreparedLaunch", "set_interruptible_waits", "interruptible_waits", "Graph", "GraphCommand",
+    "ones", "full", "arange", "empty_like", "zeros_like", "ones_like", "full_like",
+    "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "empty_cache", "memory_stats", "set_memory_limit", "interop", "from_dlpack", "from_pointer",
 ]  # fmt: skip

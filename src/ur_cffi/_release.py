@@ -31,6 +31,9 @@ command buffers (``Graph``)    ``urEnqueueCommandBufferExp``, updates by    :dat
                                command); a launch appended with its
                                arguments in 2026.2, from arguments set on
                                the kernel before
+USM pools (``allocator``)      ``UR_DEVICE_INFO_USM_POOL_SUPPORT`` from     :func:`usm_pool`
+                               2025.1 (2025.0: no UR pool is used);
+                               ``urUSMPoolCreate`` in every release
 =============================  ===========================================  ==================
 
 Alike in every release: ``urDeviceGetSelected`` (``ur_cffi.devices()`` with
@@ -343,3 +346,29 @@ def append_launch(buffer, kernel, dims, offsets, global_sizes, local_sizes, coun
     return lib.urCommandBufferAppendKernelLaunchExp(
         buffer, kernel, dims, offsets, global_sizes, local_sizes, 0, _NULL, point_count, points,
         0, _NULL, point_out, _NULL, command_out)
+
+
+# --------------------------------------------------------------------------------------------
+# USM pools (ur_cffi.allocator)
+
+_POOL_SUPPORT = enumerator("ur_device_info_t", "UR_DEVICE_INFO_USM_POOL_SUPPORT")
+
+
+def usm_pool(context_handle, device_handle):
+    """A new UR USM pool (``urUSMPoolCreate``) for allocations of one context, or None where
+    the device does not report ``UR_DEVICE_INFO_USM_POOL_SUPPORT`` (oneAPI 2025.0's header has
+    no such query, and there the pool is not created: the caching allocator alone serves).
+    Every supported release declares ``urUSMPoolCreate`` in one shape; the ``...Exp`` pool
+    functions of 2025.2 on (``urUSMPoolTrimToExp``, per-device pools) are not used."""
+    if _POOL_SUPPORT is None:
+        return None
+    supported = ffi.new("ur_bool_t *")
+    if lib.urDeviceGetInfo(device_handle, _POOL_SUPPORT, ffi.sizeof("ur_bool_t"), supported,
+                           _NULL) or not supported[0]:
+        return None
+    description = ffi.new("ur_usm_pool_desc_t *", {
+        "stype": enums.ur_structure_type_t.UR_STRUCTURE_TYPE_USM_POOL_DESC})
+    out = ffi.new("ur_usm_pool_handle_t *")
+    if lib.urUSMPoolCreate(context_handle, description, out):
+        return None  # the adapter declined after all: allocate without a UR pool
+    return out[0]

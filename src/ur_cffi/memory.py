@@ -1,7 +1,10 @@
-"""Device memory: typed USM arrays (device, host, shared) and ``urMemBufferCreate`` buffers.
+"""Device memory: strided USM arrays (device, host, shared) and ``urMemBufferCreate`` buffers.
 
-Every size, offset, dtype and context is checked here before UR sees a pointer, so a copy
-that does not fit raises instead of writing past an allocation.
+A ``USMArray`` owns a block of the caching allocator (``allocator.py``) or, as a view, shares
+its base's: layouts (indexing, reshape, transpose) are worked out in ``_strided.py``, element
+types in ``dtypes.py``, interchange (numpy, DLPack, dpctl) in ``interop.py``.  Every size,
+offset, dtype and context is checked here before UR sees a pointer, so a copy that does not
+fit raises instead of writing past an allocation.
 """
 
 from __future__ import annotations
@@ -10,12 +13,12 @@ import math
 
 import numpy as np
 
-from . import _checks, _handle
+from . import _checks, _handle, _strided, allocator, dtypes
 from ._interrupts import section
 from ._ur import ffi, lib
 from .enums import ur_mem_flag_t, ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
-from .queue import Event, Queue, enqueue_command, wait_list
+from .queue import Event, Queue, enqueue, enqueue_command, recording, wait_list
 
 USM_KINDS = ("device", "host", "shared")
 
@@ -45,13 +48,7 @@ def _span(what: str, offset, count, size: int) -> tuple[int, int]:
     return offset, count
 
 
-def _dtype(dtype) -> np.dtype:
-    if dtype is None:  # numpy would read it as float64
-        raise TypeError("dtype None: name the element type")
-    try:
-        return np.dtype(dtype)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"dtype {dtype!r} is not a numpy dtype ({error})") from None
+_dtype = dtypes.dtype
 
 
 def _check_queue(queue) -> None:
@@ -78,8 +75,21 @@ def _enqueue_nothing(queue: Queue, blocking: bool, wait_for) -> Event:
     return enqueue_command(queue, lib.urEnqueueEventsWait, (), wait_for, (), blocking)
 
 
+def _held(queue: Queue, keep_alive: tuple) -> tuple:
+    """What a command's Event must keep alive: not USMArrays from the caching allocator used
+    on their own in-order queue, whose memory is reused only after this command
+    (``allocator``), so that a temporary freed right after an asynchronous copy is reused at
+    once; host memory and memory the allocator does not own, yes."""
+    if queue.out_of_order or (recording and queue in recording):  # a Graph keeps them
+        return keep_alive
+    return tuple(held for held in keep_alive if not (
+        type(held) is USMArray and held.queue is queue
+        and type((held if held._base is None else held._base)._handle) is allocator.Block))
+
+
 def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: bool, wait_for,
                     keep_alive: tuple) -> Event:
+    keep_alive = _held(queue, keep_alive)
     if nbytes == 0:
         return _enqueue_nothing(queue, blocking, wait_for)
     return enqueue_command(queue, lib.urEnqueueUSMMemcpy,
@@ -100,83 +110,315 @@ _USM_TYPE = int(ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_TYPE)
 _USM_UNKNOWN = int(ur_usm_type_t.UR_USM_TYPE_UNKNOWN)
 
 
-def _free(queue, context, pointer) -> int:
+def _give_back(pool, block, queue) -> int:
+    """The release of a USMArray's memory: back to its pool, not to ``urUSMFree``, and with no
+    wait (``allocator``: later users are ordered after the commands that used it)."""
     _handle.note_release()
-    # Commands on the array's queue may still use the memory (an asynchronous copy, a kernel):
-    # urUSMFree does not wait for them, and freeing under them crashes the runtime.
-    results = (lib.urQueueFinish(queue), lib.urUSMFree(context, pointer),
-               lib.urQueueRelease(queue), lib.urContextRelease(context))
-    return next((result for result in results if result), 0)
+    pool.give_back(block, queue)
+    return 0
+
+
+def _forget(*_held) -> int:
+    """The release of a USMArray over memory it does not own: drop the reference it held."""
+    _handle.note_release()
+    return 0
+
+
+def _root(array) -> USMArray:
+    """The array that owns ``array``'s memory (``array`` itself unless it is a view)."""
+    return array if array._base is None else array._base
+
+
+def _pointer(address: int):
+    return ffi.cast("void *", address)
 
 
 class USMArray(_handle.Resource):
-    """An n-dimensional array in USM memory of ``queue``'s context and device.
+    """An n-dimensional strided array in USM memory of ``queue``'s context and device.
 
-    ``kind`` is ``"device"`` (default), ``"host"`` or ``"shared"``.  Copies go on the array's
-    queue unless another queue of the same context is given.  Raises ``OutOfDeviceMemoryError``
-    (a ``MemoryError``) or ``InvalidUsmSizeError`` when UR cannot allocate.
+    ``kind`` is ``"device"`` (default), ``"host"`` or ``"shared"``.  Memory comes from the
+    caching allocator (``ur_cffi.allocator``) and goes back to it when the array is closed or
+    collected.  Indexing, ``reshape``, ``view``, ``transpose``/``permute``/``T`` give views
+    that share the memory and keep it alive; ``strides`` are in bytes (numpy), ``stride(dim)``
+    in elements (PyTorch).  Copies go on the array's queue unless another queue of the same
+    context is given.  Raises ``OutOfDeviceMemoryError`` (a ``MemoryError``) or
+    ``InvalidUsmSizeError`` when UR cannot allocate.
     """
 
-    __slots__ = ("queue", "shape", "dtype", "kind", "size", "nbytes", "_address")
+    __slots__ = ("queue", "shape", "dtype", "kind", "size", "nbytes", "_address", "_strides",
+                 "_base")
     _release_function = "urUSMFree"
 
     def __init__(self, queue: Queue, shape, dtype=np.float32, kind: str = "device"):
-        _check_queue(queue)
-        if not isinstance(kind, str) or kind not in USM_KINDS:
+        if type(queue) is not Queue:
+            _check_queue(queue)
+        if type(kind) is not str or kind not in USM_KINDS:
             raise ValueError(f"kind must be one of {USM_KINDS}, not {kind!r}")
-        queue.handle  # noqa: B018 - raises ClosedError if the queue is closed
+        if queue._handle is None or queue.context._handle is None:
+            queue.handle, queue.context.handle  # noqa: B018 - raise ClosedError (cached
+            # memory would otherwise hand out memory of a closed context)
         self.queue, self.kind = queue, kind
-        self.shape, self.dtype = _shape(shape), _dtype(dtype)
-        _no_objects(self.dtype, "USMArray")
-        self.size = math.prod(self.shape)
-        self.nbytes = self.size * self.dtype.itemsize
-        if self.nbytes > SIZE_MAX:
-            raise ValueError(f"shape {self.shape} of {self.dtype} is {self.nbytes} bytes, more "
-                             f"than size_t holds ({SIZE_MAX})")
-        out = ffi.new("void **")
+        self.shape = shape = (shape,) if type(shape) is int and shape >= 0 else _shape(shape)
+        self.dtype = dtype = dtype if isinstance(dtype, np.dtype) else _dtype(dtype)
+        _no_objects(dtype, "USMArray")
+        self.size = size = math.prod(shape)
+        self.nbytes = nbytes = size * dtype.itemsize
+        if nbytes > SIZE_MAX:
+            raise ValueError(f"shape {shape} of {dtype} is {nbytes} bytes, more than size_t "
+                             f"holds ({SIZE_MAX})")
+        self._strides = (dtype.itemsize,) if len(shape) == 1 else \
+            _strided.contiguous_strides(shape, dtype.itemsize)
+        self._base = None
         with section:  # Ctrl-C waits until this array owns the memory (_interrupts)
-            self._allocate(queue, out)
+            pool = allocator.pool_for(queue, kind)
+            block = pool.take(queue, nbytes or 1, (shape, dtype))  # empty: a block still
+            try:
+                self._own(block, parents=(queue,), release_args=(pool, block, queue),
+                          release=_give_back)
+            except BaseException:  # interrupted (Ctrl-C) before this array owned the memory
+                if not _handle.owns(block):
+                    pool.give_back(block, queue)
+                raise
+        self._address = block.address
 
-    def _allocate(self, queue: Queue, out) -> None:
-        context, device, kind = queue.context.handle, queue.device.handle, self.kind
-        nbytes = max(self.nbytes, 1)  # UR rejects empty allocations; an empty array still owns one
-        if kind == "device":
-            function = "urUSMDeviceAlloc"
-            result = lib.urUSMDeviceAlloc(context, device, ffi.NULL, ffi.NULL, nbytes, out)
-        elif kind == "host":
-            function = "urUSMHostAlloc"
-            result = lib.urUSMHostAlloc(context, ffi.NULL, ffi.NULL, nbytes, out)
-        else:
-            function = "urUSMSharedAlloc"
-            result = lib.urUSMSharedAlloc(context, device, ffi.NULL, ffi.NULL, nbytes, out)
-        if result:
-            check(result, function, f"shape {self.shape} of {self.dtype}: {nbytes} bytes; the "
-                                    "device's largest allocation is "
-                                    f"{queue.device.max_mem_alloc_size}")
-        self._address = int(ffi.cast("uintptr_t", out[0]))
-        # USM memory has no reference count, so the allocation holds one on its context for
-        # urUSMFree (closing the Context first must not free it: the CPU runtime segfaults),
-        # and one on its queue, which is finished before the memory is freed.
-        try:
-            check(lib.urContextRetain(context), "urContextRetain")
-            check(lib.urQueueRetain(queue.handle), "urQueueRetain")
-            self._own(out[0], parents=(queue,), release_args=(queue.handle, context, out[0]),
-                      release=_free)
-        except BaseException:  # interrupted (Ctrl-C) before this array owned the memory
-            if not _handle.owns(out[0]):
-                lib.urUSMFree(context, out[0])
-            raise
+    @classmethod
+    def _over(cls, queue: Queue, address: int, shape, dtype, kind: str, strides=None,
+              owner=None) -> USMArray:
+        """An array over memory it does not allocate (``ur_cffi.interop``): ``owner`` is kept
+        alive as long as the array or a view of it, and nothing is freed."""
+        array = object.__new__(cls)
+        array.queue, array.kind, array.shape, array.dtype = queue, kind, shape, dtype
+        array.size = math.prod(shape)
+        array.nbytes = array.size * dtype.itemsize
+        array._strides = strides if strides is not None else \
+            _strided.contiguous_strides(shape, dtype.itemsize)
+        array._base, array._address = None, address
+        array._own(_pointer(address), parents=(queue,), release_args=(owner,),
+                   release=_forget)
+        return array
+
+    def _view(self, shape, strides, offset: int = 0, dtype=None) -> USMArray:
+        """A view of this array's memory at byte ``offset`` from its first element."""
+        if self._handle is None or (self._base is not None and self._base._handle is None):
+            self.handle  # noqa: B018 - raises ClosedError
+        view = object.__new__(USMArray)
+        view.queue, view.kind = self.queue, self.kind
+        view.dtype = dtype = self.dtype if dtype is None else dtype
+        view.shape, view._strides = tuple(shape), tuple(strides)
+        view.size = math.prod(view.shape)
+        view.nbytes = view.size * dtype.itemsize
+        view._address = self._address + offset
+        view._base = self._base if self._base is not None else self
+        view._handle = True  # a view owns no handle: it is open until it or its base closes
+        return view
+
+    # -- what the array is -----------------------------------------------------------------
 
     @property
     def context(self):
         """The context the memory belongs to."""
         return self.queue.context
 
+    @property
+    def device(self):
+        """The device the memory belongs to (the array API's ``device``)."""
+        return self.queue.device
+
+    @property
+    def base(self) -> USMArray | None:
+        """The array that owns the memory of this view; None if this array owns it (numpy)."""
+        return self._base
+
+    @property
+    def data(self) -> USMArray:
+        """This array (PyTorch's ``tensor.data``; Triton's ``reinterpret`` reads it)."""
+        return self
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Bytes to step in each dimension (numpy's ``strides``)."""
+        return self._strides
+
+    def stride(self, dim: int | None = None):
+        """Elements to step in dimension ``dim``, or a tuple for all (PyTorch's ``stride``)."""
+        itemsize = self.dtype.itemsize
+        if dim is None:
+            return tuple(s // itemsize for s in self._strides)
+        return self._strides[_strided.axis_index(self.ndim, dim, "stride")] // itemsize
+
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    def numel(self) -> int:
+        """The number of elements (PyTorch's name for ``size``)."""
+        return self.size
+
+    def element_size(self) -> int:
+        """Bytes per element (PyTorch's name for ``itemsize``)."""
+        return self.dtype.itemsize
+
+    def is_contiguous(self) -> bool:
+        """Whether the elements lie in C order without gaps (PyTorch's ``is_contiguous``)."""
+        return _strided.is_contiguous(self.shape, self._strides, self.dtype.itemsize)
+
+    @property
+    def handle(self):
+        """The USM pointer of the first element (a ``void *`` cdata); raises
+        :class:`ClosedError` once this array (or, for a view, its base) is closed."""
+        if self._base is None:
+            _handle.Resource.handle.fget(self)  # raises ClosedError
+        elif self._handle is None:
+            raise _handle.ClosedError("USMArray view is closed")
+        else:
+            self._base.handle  # noqa: B018 - raises ClosedError
+        return ffi.cast("void *", self._address)
+
+    @property
+    def closed(self) -> bool:
+        """True once closed, or for a view once its base is closed."""
+        return self._handle is None or (self._base is not None and self._base._handle is None)
+
+    def close(self) -> None:
+        """Give the memory back (to the caching allocator) now.  Closing a view closes only the
+        view; closing the base makes its views raise ``ClosedError``."""
+        if self._base is not None:
+            if self._handle is not None:
+                self._handle = None
+                _handle.note_release()  # launches reusing this view's argument block recheck
+            return
+        _handle.Resource.close(self)
+
     def data_ptr(self) -> int:
-        """The USM address as an integer; raises ``ClosedError`` once freed."""
-        if self._handle is None:
+        """The address of the first element (a view's own) as an integer; raises
+        ``ClosedError`` once closed."""
+        if self._handle is None or (self._base is not None and self._base._handle is None):
             self.handle  # noqa: B018 - raises ClosedError
         return self._address
+
+    # -- views -----------------------------------------------------------------------------
+
+    def __getitem__(self, key) -> USMArray:
+        """A view (basic indexing: integers, slices with any step, None, ...); an integer for
+        every axis gives a 0-d view (CuPy's choice), read it with :meth:`item`."""
+        shape, strides, offset = _strided.index(self.shape, self._strides, key)
+        return self._view(shape, strides, offset)
+
+    def __setitem__(self, key, value) -> None:
+        """Write ``value`` (a number, a numpy array broadcast to the view, or a USMArray of the
+        view's shape) into ``self[key]``; blocking, like numpy's assignment."""
+        target = self[key]
+        if isinstance(value, USMArray):
+            target.copy_from(value)
+        elif isinstance(value, np.ndarray) or not np.ndim(value) == 0:
+            host = np.asarray(value)
+            if host.dtype != self.dtype:
+                host = host.astype(self.dtype)  # numpy's assignment casts as well
+            target.copy_from(np.ascontiguousarray(np.broadcast_to(host, target.shape)))
+        else:
+            target.fill(value)
+
+    def reshape(self, *shape) -> USMArray:
+        """This array in ``shape`` (one extent may be -1): a view where strides can express it
+        (numpy's rule), else a contiguous copy on the same queue."""
+        target = _strided.new_shape(shape, self.size)
+        strides = _strided.reshaped_strides(self.shape, self._strides, target, self.itemsize)
+        if strides is None:
+            return self.copy().reshape(target)
+        return self._view(target, strides)
+
+    def view(self, *shape_or_dtype) -> USMArray:
+        """A view: ``view(dtype)`` reinterprets the bytes (numpy's ``view``; the last axis must
+        be contiguous where the item size changes), ``view(shape)`` reshapes and raises where
+        that needs a copy (PyTorch's ``view``)."""
+        if len(shape_or_dtype) == 1 and not isinstance(shape_or_dtype[0],
+                                                       (int, np.integer, tuple, list)):
+            return self._view_as(_dtype(shape_or_dtype[0]))
+        target = _strided.new_shape(shape_or_dtype, self.size)
+        strides = _strided.reshaped_strides(self.shape, self._strides, target, self.itemsize)
+        if strides is None:
+            raise ValueError(f"view {target} of an array of shape {self.shape} and strides "
+                             f"{self._strides} needs a copy; use reshape()")
+        return self._view(target, strides)
+
+    def _view_as(self, dtype: np.dtype) -> USMArray:
+        _no_objects(dtype, "view")
+        old, new = self.itemsize, dtype.itemsize
+        if old == new:
+            return self._view(self.shape, self._strides, dtype=dtype)
+        if not self.shape:
+            raise ValueError(f"view as {dtype}: a 0-d array of {self.dtype} cannot change its "
+                             "item size")
+        if self.shape[-1] != 1 and self._strides[-1] != old:
+            raise ValueError(f"view as {dtype}: the last axis must be contiguous to change the "
+                             f"item size from {old} to {new}")
+        last = self.shape[-1] * old
+        if last % new:
+            raise ValueError(f"view as {dtype}: the last axis of {last} bytes is not a "
+                             f"multiple of {new}")
+        strides = (*self._strides[:-1], new)
+        if any(s % new for s in strides) or self._address % new:
+            raise ValueError(f"view as {dtype}: strides {strides} or the address are not "
+                             f"multiples of its {new} bytes")
+        return self._view((*self.shape[:-1], last // new), strides, dtype=dtype)
+
+    def transpose(self, *axes) -> USMArray:
+        """A view with the axes reversed, or ordered as ``axes`` (numpy's ``transpose``; to
+        swap two axes as PyTorch's ``transpose(a, b)`` does, use :meth:`swapaxes`)."""
+        order = _strided.axes(self.ndim, axes, "transpose") if axes else \
+            tuple(reversed(range(self.ndim)))
+        return self._view([self.shape[a] for a in order], [self._strides[a] for a in order])
+
+    def permute(self, *dims) -> USMArray:
+        """A view with the axes in the order ``dims`` (PyTorch's ``permute``)."""
+        return self._view(*zip(*((self.shape[a], self._strides[a]) for a in
+                                 _strided.axes(self.ndim, dims, "permute")))) if self.ndim \
+            else self._view((), ())
+
+    def swapaxes(self, axis1, axis2) -> USMArray:
+        """A view with two axes exchanged (numpy's ``swapaxes``, PyTorch's ``transpose``)."""
+        a = _strided.axis_index(self.ndim, axis1, "swapaxes")
+        b = _strided.axis_index(self.ndim, axis2, "swapaxes")
+        order = list(range(self.ndim))
+        order[a], order[b] = order[b], order[a]
+        return self._view([self.shape[i] for i in order], [self._strides[i] for i in order])
+
+    @property
+    def T(self) -> USMArray:
+        """The view with the axes reversed."""
+        return self.transpose()
+
+    def copy(self, *, queue: Queue | None = None, kind: str | None = None) -> USMArray:
+        """A new contiguous array with this array's elements (same queue and kind unless
+        given), copied on the device."""
+        out = USMArray(self._queue_for(queue), self.shape, self.dtype, kind or self.kind)
+        out.copy_from(self, queue=queue)
+        return out
+
+    def record_queue(self, queue: Queue) -> None:
+        """Note that commands on ``queue`` (another queue of this context) use this array's
+        memory: once freed, it is reused only after the work submitted to ``queue`` until the
+        free (PyTorch's ``record_stream``).  Views record for their base."""
+        queue = self._queue_for(queue)
+        root = _root(self)
+        if root._handle is None:
+            root.handle  # noqa: B018 - raises ClosedError
+        if queue is not root.queue and type(root._handle) is allocator.Block:
+            allocator.record_queue(root._handle, queue)
+
+    def item(self):
+        """The only element as a Python number (a blocking read)."""
+        if self.size != 1:
+            raise ValueError(f"item() of an array of {self.size} elements")
+        return self.to_numpy().item()
+
+    # -- copies ----------------------------------------------------------------------------
 
     def _queue_for(self, queue: Queue | None) -> Queue:
         if queue is None:
@@ -186,32 +428,103 @@ class USMArray(_handle.Resource):
             raise ValueError(f"{queue!r} is not of the context this array was allocated in")
         return queue
 
+    def _strided_copy(self, queue: Queue, dst: int, dst_strides, src: int, src_strides,
+                      blocking: bool, wait_for, keep_alive: tuple) -> Event:
+        """Copy the elements of :attr:`shape` between two strided layouts (either side this
+        array, a USMArray or host memory): UR's 2D copies where rows fit, one Event for all."""
+        plan = _strided.copy_plan(self.shape, dst_strides, src_strides, self.itemsize)
+        keep_alive = _held(queue, keep_alive)
+        if not plan:
+            return _enqueue_nothing(queue, blocking, wait_for)
+        commands = []
+        for d, s, width, height, dst_pitch, src_pitch in plan:
+            if height == 1:
+                commands.append((lib.urEnqueueUSMMemcpy,
+                                 (False, _pointer(dst + d), _pointer(src + s), width)))
+            else:
+                commands.append((lib.urEnqueueUSMMemcpy2D,
+                                 (False, _pointer(dst + d), dst_pitch, _pointer(src + s),
+                                  src_pitch, width, height)))
+        if len(commands) == 1 and commands[0][0] is lib.urEnqueueUSMMemcpy:
+            return enqueue_command(queue, *commands[0], wait_for, keep_alive, blocking)
+        if recording and queue in recording:  # a Graph records each copy
+            events = [enqueue_command(queue, function, args, wait_for, keep_alive, False)
+                      for function, args in commands]
+            return enqueue_command(queue, lib.urEnqueueEventsWait, (), events, keep_alive,
+                                   blocking)
+        # The copies make no events of their own; a barrier after them is the Event of all.
+        # (Not one event per copy: oneAPI 2026.2's leak checker does not register the events
+        # of urEnqueueUSMMemcpy2D and reports every later use of them.)
+        count, events = wait_list(wait_for, queue.context)
+        with section:
+            for function, args in commands:
+                enqueue(function, queue.handle, *args, count, events, ffi.NULL)
+        return enqueue_command(queue, lib.urEnqueueEventsWaitWithBarrier, (), (), keep_alive,
+                               blocking)
+
+    def _check_overlap(self, other: USMArray, what: str) -> None:
+        if _root(self) is not _root(other) or not self.size:
+            return
+        low, high = _strided.span(self.shape, self._strides, self.itemsize)
+        other_low, other_high = _strided.span(other.shape, other._strides, other.itemsize)
+        if self._address + low < other._address + other_high and \
+                other._address + other_low < self._address + high:
+            raise ValueError(f"{what}: the arrays overlap in memory (UR copies between "
+                             "distinct ranges only)")
+
     def copy_from(self, source, *, offset: int = 0, queue: Queue | None = None,
                   blocking: bool = True, wait_for=()) -> Event:
-        """Copy a numpy array or USMArray of the same dtype into this array at ``offset``
-        (in elements, over the flattened array).  Returns the copy's Event."""
+        """Copy a numpy array or USMArray of the same dtype into this array.  Contiguous on
+        both sides: at ``offset`` (in elements, over the flattened array), any shape that fits.
+        Otherwise the shapes must match (strides may differ on either side).  Returns the
+        copy's Event."""
         queue = self._queue_for(queue)
         if isinstance(source, USMArray):
             if source.context is not self.context:
                 raise ValueError("copy_from: the source array belongs to another context")
             if source.dtype != self.dtype:
                 raise TypeError(f"copy_from: dtype {source.dtype} does not match {self.dtype}")
-            offset, _ = _span("copy_from", offset, source.size, self.size)
-            if source is self and source.size and offset < source.size:
-                raise ValueError(f"copy_from: the array onto itself at offset {offset} "
-                                 "overlaps (UR copies between distinct ranges only)")
-            return _enqueue_memcpy(queue, self.data_ptr() + offset * self.dtype.itemsize,
-                                   source.data_ptr(), source.nbytes, blocking, wait_for,
-                                   (source, self))
-        host = np.ascontiguousarray(_host_view(source, self.dtype, "copy_from"))
-        offset, _ = _span("copy_from", offset, host.size, self.size)
-        return _enqueue_memcpy(queue, self.data_ptr() + offset * self.dtype.itemsize,
-                               host.ctypes.data, host.nbytes, blocking, wait_for, (host, self))
+            if self.is_contiguous() and source.is_contiguous():
+                offset, _ = _span("copy_from", offset, source.size, self.size)
+                start = self._address + offset * self.itemsize
+                if _root(source) is _root(self) and source.size and \
+                        start < source._address + source.nbytes and \
+                        source._address < start + source.nbytes:
+                    raise ValueError(f"copy_from: the source at offset {offset} overlaps "
+                                     "(UR copies between distinct ranges only)")
+                return _enqueue_memcpy(queue, self.data_ptr() + offset * self.itemsize,
+                                       source.data_ptr(), source.nbytes, blocking, wait_for,
+                                       (source, self))
+            self._same_shape("copy_from", source.shape, offset)
+            self._check_overlap(source, "copy_from")
+            return self._strided_copy(queue, self.data_ptr(), self._strides, source.data_ptr(),
+                                      source._strides, blocking, wait_for, (source, self))
+        host = _host_view(source, self.dtype, "copy_from")
+        if self.is_contiguous():
+            host = np.ascontiguousarray(host)
+            offset, _ = _span("copy_from", offset, host.size, self.size)
+            return _enqueue_memcpy(queue, self.data_ptr() + offset * self.itemsize,
+                                   host.ctypes.data, host.nbytes, blocking, wait_for,
+                                   (host, self))
+        self._same_shape("copy_from", host.shape, offset)
+        if any(s < 0 for s in host.strides):
+            host = np.ascontiguousarray(host)
+        return self._strided_copy(queue, self.data_ptr(), self._strides, host.ctypes.data,
+                                  host.strides, blocking, wait_for, (host, self))
+
+    def _same_shape(self, what: str, shape, offset) -> None:
+        if _checks.integer(f"{what}: offset", offset):
+            raise ValueError(f"{what}: an offset needs contiguous arrays; index the view "
+                             "instead (a[5:].copy_from(...))")
+        if tuple(shape) != self.shape:
+            raise ValueError(f"{what}: shape {tuple(shape)} does not match {self.shape} (a "
+                             "non-contiguous view copies element by element)")
 
     def copy_to(self, destination, *, offset: int = 0, queue: Queue | None = None,
                 blocking: bool = True, wait_for=()) -> Event:
-        """Copy ``destination.size`` elements from ``offset`` of this array into a C-contiguous
-        numpy array or a USMArray of the same dtype.  Returns the copy's Event.
+        """Copy into a writeable numpy array or a USMArray of the same dtype.  Contiguous on
+        both sides: ``destination.size`` elements from ``offset`` of this array.  Otherwise
+        the shapes must match.  Returns the copy's Event.
 
         On an out-of-order queue the copy waits for ``wait_for``, or, if none is given, for
         everything submitted to the queue before it (a barrier), so it never reads data that a
@@ -220,17 +533,26 @@ class USMArray(_handle.Resource):
         if queue.out_of_order and wait_list(wait_for)[0] == 0:
             wait_for = (queue.barrier(),)
         if isinstance(destination, USMArray):
-            return destination.copy_from(self, offset=0, queue=queue, blocking=blocking,
-                                         wait_for=wait_for) if offset == 0 and \
-                destination.size == self.size else self._copy_part_to(
-                    destination, offset, queue, blocking, wait_for)
+            if offset == 0 and destination.shape == self.shape:
+                return destination.copy_from(self, queue=queue, blocking=blocking,
+                                             wait_for=wait_for)
+            if not self.is_contiguous():
+                self._same_shape("copy_to", destination.shape, offset)
+            return self._copy_part_to(destination, offset, queue, blocking, wait_for)
         host = _host_view(destination, self.dtype, "copy_to")
-        if not host.flags.c_contiguous or not host.flags.writeable:
-            raise ValueError("copy_to needs a writeable C-contiguous numpy array")
-        offset, _ = _span("copy_to", offset, host.size, self.size)
-        return _enqueue_memcpy(queue, host.ctypes.data,
-                               self.data_ptr() + offset * self.dtype.itemsize, host.nbytes,
-                               blocking, wait_for, (host, self))
+        if not host.flags.writeable:
+            raise ValueError("copy_to needs a writeable C-contiguous (or strided) numpy "
+                             "array; this one is read-only")
+        if self.is_contiguous() and host.flags.c_contiguous:
+            offset, _ = _span("copy_to", offset, host.size, self.size)
+            return _enqueue_memcpy(queue, host.ctypes.data, self.data_ptr() + offset *
+                                   self.itemsize, host.nbytes, blocking, wait_for,
+                                   (host, self))
+        self._same_shape("copy_to", host.shape, offset)
+        if any(s < 0 for s in host.strides):
+            raise ValueError("copy_to needs a numpy array with non-negative strides")
+        return self._strided_copy(queue, host.ctypes.data, host.strides, self.data_ptr(),
+                                  self._strides, blocking, wait_for, (host, self))
 
     def _copy_part_to(self, destination: USMArray, offset, queue, blocking, wait_for) -> Event:
         if destination.context is not self.context:
@@ -238,24 +560,34 @@ class USMArray(_handle.Resource):
         if destination.dtype != self.dtype:
             raise TypeError(f"copy_to: dtype {destination.dtype} does not match {self.dtype}")
         offset, _ = _span("copy_to", offset, destination.size, self.size)
+        if not destination.is_contiguous():
+            raise ValueError("copy_to: a part of this array goes into a contiguous array only")
         if destination is self and offset < self.size:
             raise ValueError(f"copy_to: the array onto itself from offset {offset} overlaps "
                              "(UR copies between distinct ranges only)")
         return _enqueue_memcpy(queue, destination.data_ptr(),
-                               self.data_ptr() + offset * self.dtype.itemsize,
+                               self.data_ptr() + offset * self.itemsize,
                                destination.nbytes, blocking, wait_for, (self, destination))
 
     def to_numpy(self, *, queue: Queue | None = None, wait_for=()) -> np.ndarray:
-        """A new numpy array holding this array's contents (a blocking copy, ordered as
-        :meth:`copy_to` orders it)."""
+        """A new numpy array holding this array's (or view's) elements, and reading only
+        them: a blocking copy, ordered as :meth:`copy_to` orders it."""
         out = np.empty(self.shape, self.dtype)
         self.copy_to(out, queue=queue, wait_for=wait_for)
         return out
 
     def fill(self, value, *, offset: int = 0, count: int | None = None,
              queue: Queue | None = None, blocking: bool = True, wait_for=()) -> Event:
-        """Set ``count`` elements (default: all from ``offset``) to ``value``."""
+        """Set ``count`` elements (default: all from ``offset``) to ``value``; a
+        non-contiguous view is filled whole (no ``offset``/``count``)."""
         queue = self._queue_for(queue)
+        if not self.is_contiguous():
+            if offset or count is not None:
+                raise ValueError("fill: offset and count need a contiguous array; index the "
+                                 "view instead")
+            pattern = _checks.scalar("fill: value", value, self.dtype)
+            return self.copy_from(np.full(self.shape, pattern), queue=queue,
+                                  blocking=blocking, wait_for=wait_for)
         offset = _checks.integer("fill: offset", offset)
         if count is None:
             if offset > self.size:
@@ -270,9 +602,37 @@ class USMArray(_handle.Resource):
                                   blocking=blocking, wait_for=wait_for)
         return enqueue_command(
             queue, lib.urEnqueueUSMFill,
-            (ffi.cast("void *", self.data_ptr() + offset * pattern.nbytes), pattern.nbytes,
+            (_pointer(self.data_ptr() + offset * pattern.nbytes), pattern.nbytes,
              ffi.from_buffer(pattern), count * pattern.nbytes),
-            wait_for, (pattern, self), blocking)
+            wait_for, (pattern, *_held(queue, (self,))), blocking)
+
+    # -- interchange (ur_cffi.interop) -----------------------------------------------------
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """``np.asarray``: a view of host or shared USM without a copy; ``TypeError`` for device
+        USM (use :meth:`to_numpy`)."""
+        from .interop import to_host_view
+
+        return to_host_view(self, dtype, copy)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of this array (DLPack's oneAPI convention; ``interop``)."""
+        from .interop import to_dlpack
+
+        return to_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(kDLOneAPI, device index)`` for device and shared USM, ``(kDLCPU, 0)`` for host."""
+        from .interop import dlpack_device
+
+        return dlpack_device(self)
+
+    @property
+    def __sycl_usm_array_interface__(self) -> dict:
+        """dpctl's interface, for arrays of a context made from a dpctl queue (``interop``)."""
+        from .interop import sycl_usm_array_interface
+
+        return sycl_usm_array_interface(self)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -281,7 +641,9 @@ class USMArray(_handle.Resource):
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else hex(self._address)
-        return f"<USMArray {self.kind} {self.shape} {self.dtype} at {state}>"
+        view = "" if self._base is None else " view"
+        strides = "" if self.is_contiguous() else f" strides {self._strides}"
+        return f"<USMArray {self.kind}{view} {self.shape}{strides} {self.dtype} at {state}>"
 
 
 def empty(shape, dtype=np.float32, *, queue: Queue, kind: str = "device") -> USMArray:

@@ -16,9 +16,13 @@ Devices: Level Zero and OpenCL devices get SPIR-V from Triton's Intel backend, C
 cubin from its NVIDIA backend (target from the compute capability); ``backend.py`` decides,
 ``abi.py`` holds each backend's launch rules per Triton version, ``cuda.py`` the CUDA side.
 
-Arguments: ur_cffi ``USMArray`` pass as typed pointers (their dtype gives the kernel's pointer
-type); integers as integers (a raw address is an int64 the kernel may cast with
-``.to(tl.pointer_type(...))``); Python floats as fp32; constexprs as Triton expects.
+Arguments: ur_cffi ``USMArray`` and views of them pass as typed pointers to their own first
+element (their dtype gives the kernel's pointer type: bfloat16 and float8 arrays from
+``ml_dtypes`` too; Triton's alignment specialization sees the view's address), and so do other
+objects with ``data_ptr()`` and ``dtype`` (``triton.reinterpret``'s wrappers); integers as
+integers (a raw address is an int64 the kernel may cast with ``.to(tl.pointer_type(...))``; an
+int where the kernel uses a pointer raises a ``TypeError`` saying so); Python floats as fp32;
+constexprs as Triton expects.
 
 Ordering: every launch is enqueued on the current queue, so ``queue.finish()``,
 ``device.synchronize()`` and the launch's event order it exactly.  The event of the latest

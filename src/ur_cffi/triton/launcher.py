@@ -391,6 +391,37 @@ def install_argument_check(patches, backend_class) -> None:
 
     patches.replace(jit, "type_canonicalisation_dict",
                     _ElementTypes(jit.type_canonicalisation_dict))
+    _explain_integer_pointers(patches, jit.JITFunction)
+
+
+def _explain_integer_pointers(patches, jit_function) -> None:
+    """An integer passed where the kernel uses a pointer compiles as an integer and fails in
+    Triton's code generator; name the argument and say how to pass an address instead."""
+    from triton.compiler.errors import CompilationError
+
+    original = jit_function.run
+    if getattr(original, "explains_integer_pointers", False):  # one backend class installed it
+        return
+
+    def run(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        except CompilationError as error:
+            text = f"{error} {error.__cause__}"
+            integers = [name for name, value in (*zip((p.name for p in self.params), args),
+                                                 *kwargs.items())
+                        if type(value) is int and abs(value) >= 1 << 16]
+            if not integers or "ptr" not in text and "pointer" not in text:
+                raise
+            raise TypeError(
+                f"kernel {self.__name__!r}: {', '.join(map(repr, integers))} got an int, which "
+                "Triton compiles as an integer, but the kernel uses it as a pointer. Pass the "
+                "array itself (a ur_cffi USMArray or view, or any object with data_ptr() and "
+                "dtype), or keep the int and cast it in the kernel: "
+                "x.to(tl.pointer_type(tl.float32))") from error
+
+    run.explains_integer_pointers = True
+    patches.replace(jit_function, "run", run)
 
 
 class _ElementTypes(dict):

@@ -1,0 +1,219 @@
+"""Strided layouts as plain integers: what an index, a reshape or a transpose makes of
+``(shape, strides, offset)``, and which UR copies move the elements of such a layout.
+
+Strides are in bytes, as numpy's.  Nothing here touches UR or allocates: ``memory.py`` turns
+the results into views and enqueued copies, and the property tests compare them with numpy's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+
+import numpy as np
+
+from . import _checks
+
+
+def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The strides of a C-contiguous array of ``shape``."""
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides))
+
+
+def is_contiguous(shape, strides, itemsize: int) -> bool:
+    """Whether the layout is C-contiguous (extents of 1 and empty arrays: any stride), as
+    PyTorch's ``is_contiguous()`` and numpy's ``C_CONTIGUOUS`` flag decide it."""
+    if 0 in shape:
+        return True
+    step = itemsize
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent != 1:
+            if stride != step:
+                return False
+            step *= extent
+    return True
+
+
+def span(shape, strides, itemsize: int) -> tuple[int, int]:
+    """``(lowest, highest + 1)`` byte offsets the layout touches, relative to its first element;
+    ``(0, 0)`` for an empty array."""
+    if 0 in shape:
+        return 0, 0
+    low = sum(stride * (extent - 1) for extent, stride in zip(shape, strides) if stride < 0)
+    high = sum(stride * (extent - 1) for extent, stride in zip(shape, strides) if stride > 0)
+    return low, high + itemsize
+
+
+def _index(key) -> int | None:
+    """``key`` as an int if it is an integer index (not a bool), else None."""
+    if isinstance(key, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(key)
+    except TypeError:
+        return None
+
+
+def index(shape, strides, key) -> tuple[tuple, tuple, int]:
+    """``(shape, strides, byte offset)`` of ``array[key]`` for basic indexing: integers,
+    slices (any step), ``None`` and ``...``, as numpy computes them.  Raises ``IndexError``
+    for an index out of range, ``TypeError`` for anything else (advanced indexing copies
+    in numpy; a USMArray view never copies)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    ellipses = sum(1 for k in keys if k is Ellipsis)
+    if ellipses > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for k in keys if k is not None and k is not Ellipsis)
+    if used > len(shape):
+        raise IndexError(f"too many indices: the array is {len(shape)}-dimensional, but "
+                         f"{used} were indexed")
+    if not ellipses:
+        keys = (*keys, Ellipsis)
+    new_shape, new_strides, offset, dim = [], [], 0, 0
+    for k in keys:
+        if k is None:
+            new_shape.append(1)
+            new_strides.append(0)
+        elif k is Ellipsis:
+            for _ in range(len(shape) - used):
+                new_shape.append(shape[dim])
+                new_strides.append(strides[dim])
+                dim += 1
+        elif isinstance(k, slice):
+            start, stop, step = k.indices(shape[dim])  # raises ValueError for step 0
+            new_shape.append(len(range(start, stop, step)))
+            new_strides.append(strides[dim] * step)
+            offset += start * strides[dim] if new_shape[-1] else 0
+            dim += 1
+        else:
+            position = _index(k)
+            if position is None:
+                raise TypeError(
+                    f"index {k!r} ({type(k).__name__}): a USMArray takes integers, slices, "
+                    "None and ... (views never copy); for a boolean or integer-array index, "
+                    "index the result of to_numpy()")
+            if not -shape[dim] <= position < shape[dim]:
+                raise IndexError(f"index {position} is out of bounds for axis {dim} with size "
+                                 f"{shape[dim]}")
+            offset += (position % shape[dim]) * strides[dim]
+            dim += 1
+    return tuple(new_shape), tuple(new_strides), offset
+
+
+def new_shape(shape_args, size: int) -> tuple[int, ...]:
+    """A reshape's target shape from ``reshape(2, 3)``, ``reshape((2, 3))`` or ``-1`` for one
+    inferred extent; raises unless it holds ``size`` elements."""
+    if len(shape_args) == 1 and not isinstance(shape_args[0], (int, np.integer)):
+        shape_args = shape_args[0]
+    if isinstance(shape_args, (int, np.integer)):
+        shape_args = (shape_args,)
+    try:
+        shape = tuple(shape_args)
+    except TypeError:
+        raise TypeError(f"shape {shape_args!r} must be integers") from None
+    shape = tuple(_checks.integer(f"shape {shape} extent", extent, minimum=-1)
+                  for extent in shape)
+    unknown = [i for i, extent in enumerate(shape) if extent == -1]
+    if len(unknown) > 1:
+        raise ValueError(f"shape {shape}: only one extent can be -1")
+    known = math.prod(extent for extent in shape if extent != -1)
+    if unknown:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape an array of size {size} into shape {shape}")
+        shape = tuple(size // known if extent == -1 else extent for extent in shape)
+    if math.prod(shape) != size:
+        raise ValueError(f"cannot reshape an array of size {size} into shape {shape}")
+    return shape
+
+
+def reshaped_strides(shape, strides, target, itemsize: int) -> tuple | None:
+    """Strides for viewing ``(shape, strides)`` as ``target`` without copying, or None where
+    the elements cannot be reached with strides (numpy's ``_attempt_nocopy_reshape``, C order)."""
+    if math.prod(shape) == 0 or is_contiguous(shape, strides, itemsize):
+        return contiguous_strides(target, itemsize)
+    old = [(e, s) for e, s in zip(shape, strides) if e != 1]  # extents of 1: any stride
+    old_shape, old_strides = [e for e, _ in old], [s for _, s in old]
+    new_strides = [0] * len(target)
+    oi = ni = 0
+    # Runs of old and new axes holding equal element counts: the old run must be contiguous
+    # in itself, and the new run's strides follow from the old run's innermost stride.
+    while ni < len(target) and oi < len(old_shape):
+        nj, oj = ni + 1, oi + 1
+        new_count, old_count = target[ni], old_shape[oi]
+        while new_count != old_count:
+            if new_count < old_count:
+                new_count *= target[nj]
+                nj += 1
+            else:
+                old_count *= old_shape[oj]
+                oj += 1
+        for k in range(oi, oj - 1):
+            if old_strides[k] != old_shape[k + 1] * old_strides[k + 1]:
+                return None
+        new_strides[nj - 1] = old_strides[oj - 1]
+        for k in range(nj - 1, ni, -1):
+            new_strides[k - 1] = new_strides[k] * target[k]
+        ni, oi = nj, oj
+    last = new_strides[ni - 1] if ni else itemsize
+    for k in range(ni, len(target)):  # trailing extents of 1
+        new_strides[k] = last
+    return tuple(new_strides)
+
+
+def axes(ndim: int, given, what: str) -> tuple[int, ...]:
+    """A permutation of ``range(ndim)`` from ``given`` (negative axes allowed)."""
+    if len(given) == 1 and not isinstance(given[0], (int, np.integer)):
+        given = tuple(given[0])
+    order = tuple(axis_index(ndim, a, what) for a in given)
+    if sorted(order) != list(range(ndim)):
+        raise ValueError(f"{what}: axes {tuple(given)} are not a permutation of the "
+                         f"{ndim} axes")
+    return order
+
+
+def axis_index(ndim: int, axis, what: str) -> int:
+    """``axis`` as an index in ``range(ndim)``; raises naming ``what``."""
+    axis = _checks.integer(f"{what}: axis", axis, minimum=-max(ndim, 1))
+    if axis >= ndim:
+        raise ValueError(f"{what}: axis {axis} is out of range for {ndim} dimensions")
+    return axis % ndim if ndim else axis
+
+
+# --------------------------------------------------------------------------------------------
+# Copies
+
+def copy_plan(shape, dst_strides, src_strides, itemsize: int) -> list[tuple]:
+    """The copies that move every element of ``shape`` from a layout with ``src_strides`` to
+    one with ``dst_strides``: ``(dst offset, src offset, width, height, dst pitch, src pitch)``
+    in bytes, each a 2D copy of ``height`` rows of ``width`` bytes (``height`` 1: a plain copy).
+
+    Axes are ordered by the destination's strides, axes contiguous in both layouts merged, the
+    innermost contiguous run made the row and the next axis the rows' pitch where both strides
+    are positive; outer axes are looped over.  A contiguous pair gives one copy."""
+    if 0 in shape:
+        return []
+    dims = [(e, d, s) for e, d, s in zip(shape, dst_strides, src_strides) if e != 1]
+    dims.sort(key=lambda dim: (abs(dim[1]), abs(dim[2])), reverse=True)
+    merged: list[list[int]] = []
+    for extent, dst, src in dims:
+        if merged and merged[-1][1] == dst * extent and merged[-1][2] == src * extent:
+            merged[-1] = [merged[-1][0] * extent, dst, src]
+        else:
+            merged.append([extent, dst, src])
+    width = itemsize
+    if merged and merged[-1][1] == itemsize and merged[-1][2] == itemsize:
+        width *= merged.pop()[0]
+    height, dst_pitch, src_pitch = 1, 0, 0
+    if merged and merged[-1][1] >= width and merged[-1][2] >= width:
+        height, dst_pitch, src_pitch = merged.pop()
+    plan = []
+    for position in itertools.product(*(range(extent) for extent, _, _ in merged)):
+        dst = sum(i * dim[1] for i, dim in zip(position, merged))
+        src = sum(i * dim[2] for i, dim in zip(position, merged))
+        plan.append((dst, src, width, height, dst_pitch, src_pitch))
+    return plan

@@ -1,0 +1,373 @@
+"""A stream-ordered caching allocator for USM arrays, after PyTorch's and CuPy's.
+
+A freed array's memory goes back to the pool of its context, device and kind of USM instead of
+to ``urUSMFree``; a later allocation of the same rounded size takes it from there:
+
+- on the same in-order queue at once, without waiting: every command that used the memory was
+  submitted before any command of the new owner, and the queue runs them in that order;
+- on another queue (or an out-of-order one), ordered by events, still without a host wait: a
+  barrier on the queue it was freed on, and a barrier on the new queue that waits for it;
+- host and shared memory, which the host reads and writes directly (``np.asarray``), only
+  once the work submitted before its free has completed (an event recorded at the free,
+  queried without waiting), as PyTorch's host allocator does.
+
+Nothing here finishes a queue, except :func:`empty_cache` (and so running out of memory),
+which waits for the queues that last used the cached memory before ``urUSMFree``.  An array
+used by commands on a queue other than its own is ordered after them only if told so with
+``array.record_queue(other)`` (PyTorch's ``record_stream``): its free then records an event on
+each such queue, and the next owner waits for those too.  (An asynchronous copy's Event keeps
+its memory alive by itself.)
+
+Where the device supports UR's own USM pools (``UR_DEVICE_INFO_USM_POOL_SUPPORT``, see
+``_release.usm_pool``) the memory comes from a ``urUSMPoolCreate`` pool; the CPU device of
+the tests has none, and allocates with ``urUSM*Alloc`` directly.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from . import _checks, _handle, _interrupts, _release
+from ._interrupts import callback_section
+from ._ur import ffi, lib
+from .enums import ur_queue_flag_t, ur_result_t
+from .errors import check, by_result
+from .queue import _complete, enqueue_lock
+
+_NULL = ffi.NULL
+_SMALL = 1 << 20
+_OUT_OF_MEMORY = frozenset(int(r) for r in (
+    ur_result_t.UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY,
+    ur_result_t.UR_RESULT_ERROR_OUT_OF_HOST_MEMORY,
+    ur_result_t.UR_RESULT_ERROR_OUT_OF_RESOURCES))
+_LIMIT_RESULT = ur_result_t.UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY
+_OUT_OF_ORDER = int(ur_queue_flag_t.UR_QUEUE_FLAG_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+_int_and = int.__and__  # on an IntFlag without enum's Python-level operator
+
+_lock = threading.RLock()  # every pool's lists and the counters below
+_pools: dict = {}  # (id(context), id(device) or 0, kind) -> _Pool
+_totals = {"reserved": 0, "limit": None}
+
+
+def rounded(nbytes: int) -> int:
+    """The size of block an allocation of ``nbytes`` takes: multiples of 512 bytes below
+    1 MiB (CuPy's granularity), of 128 KiB above."""
+    if nbytes < _SMALL:
+        return max((nbytes + 511) & ~511, 512)
+    return (nbytes + (1 << 17) - 1) & ~((1 << 17) - 1)
+
+
+class Block:
+    """One USM allocation: its address, rounded size, and, while cached, the queue that last
+    used it (a weak reference) and for host and shared memory the event of its free; in use,
+    other queues its array was used on (``USMArray.record_queue``), and once cached, their
+    events at the free (``waits``)."""
+
+    __slots__ = ("pointer", "address", "size", "queue_ref", "event", "used_on", "waits")
+
+    def __init__(self, pointer, size: int):
+        self.pointer, self.address, self.size = pointer, int(ffi.cast("uintptr_t", pointer)), size
+        self.queue_ref = self.event = self.used_on = self.waits = None
+
+
+def _barrier(queue_handle, wait_count: int = 0, waits=_NULL, keep_event: bool = False):
+    """Enqueue a barrier (raw: no Event object, not recorded by a Graph); its event handle if
+    ``keep_event``."""
+    out = ffi.new("ur_event_handle_t *") if keep_event else _NULL
+    with enqueue_lock:
+        result = lib.urEnqueueEventsWaitWithBarrier(queue_handle, wait_count, waits, out)
+    check(result, "urEnqueueEventsWaitWithBarrier")
+    return out[0] if keep_event else None
+
+
+def _queue_of(block: Block):
+    """The still-open queue that last used ``block``, or None (closed queues were finished)."""
+    queue = block.queue_ref() if block.queue_ref is not None else None
+    return queue if queue is not None and queue._handle is not None else None
+
+
+class _Pool(_handle.Resource):
+    """The cached blocks of one context, device and kind of USM; released (cached memory freed)
+    when its context object is collected, at :func:`empty_cache`, or at teardown."""
+
+    __slots__ = ("context_ref", "context_handle", "device", "kind", "key", "_free", "_ur_pool",
+                 "stats")
+    _release_function = "urUSMFree"
+
+    def __init__(self, context, device, kind: str, key):
+        self.device, self.kind, self.key = device, kind, key
+        self._free: dict[int, list[Block]] = {}
+        self.stats = dict.fromkeys(("allocated_bytes", "cached_bytes", "peak_allocated_bytes",
+                                    "allocations", "cache_hits", "frees", "ur_allocations",
+                                    "ur_frees", "oom_retries", "cross_queue_reuses"), 0)
+        self._ur_pool = _release.usm_pool(context.handle, device.handle) \
+            if kind != "host" else None
+        self.context_handle = context.handle  # each block holds a reference on it
+        self.context_ref = weakref.ref(context, self._context_collected)
+        self._own(self._ur_pool if self._ur_pool is not None else key, release_args=(self,),
+                  release=_Pool._release_all)
+
+    def _context_collected(self, _ref) -> None:
+        with callback_section:  # a weak reference's callback: Ctrl-C is sent again after it
+            if _pools.get(self.key) is self:
+                del _pools[self.key]
+            self.close()
+
+    # -- taking and giving back ------------------------------------------------------------
+
+    def take(self, queue, nbytes: int, what=None) -> Block:
+        """A block of at least ``nbytes`` usable by commands on ``queue`` submitted from now on
+        (call inside an ``_interrupts.section``); ``what`` (shape and dtype) is named in
+        errors."""
+        size = max((nbytes + 511) & ~511, 512) if nbytes < _SMALL else rounded(nbytes)
+        with _lock:
+            # The common case first: the newest block was freed on this in-order queue.  (Popped,
+            # not peeked: a collection here may give another block back onto the list.)
+            blocks = self._free.get(size)
+            block = blocks.pop() if blocks else None
+            ref = block.queue_ref if block is not None else None
+            if ref is None or ref() is not queue or self.kind != "device" or \
+                    _int_and(queue.flags, _OUT_OF_ORDER) or block.waits is not None:
+                if block is not None:
+                    blocks.append(block)
+                block = self._cached(queue, size)
+            stats = self.stats
+            stats["allocations"] += 1
+            if block is None:
+                block = self._allocate(queue, size, what)
+            else:
+                stats["cache_hits"] += 1
+                stats["cached_bytes"] -= size
+            stats["allocated_bytes"] += size
+            if stats["allocated_bytes"] > stats["peak_allocated_bytes"]:
+                stats["peak_allocated_bytes"] = stats["allocated_bytes"]
+        return block
+
+    def _cached(self, queue, size: int) -> Block | None:
+        blocks = self._free.get(size)
+        if not blocks:
+            return None
+        if self.kind != "device":  # the host may touch it at once: only completed ones
+            for i in range(len(blocks) - 1, -1, -1):
+                candidate = blocks[i]
+                events = [candidate.event] if candidate.event is not None else []
+                if all(map(_complete, events + (candidate.waits or []))):
+                    block = blocks.pop(i)
+                    _release_events(events + (block.waits or []))
+                    block.event = block.waits = None
+                    return block
+            return None
+        for i in range(len(blocks) - 1, -1, -1):  # the newest block freed on this queue
+            ref = blocks[i].queue_ref
+            if ref is not None and ref() is queue and not _int_and(queue.flags, _OUT_OF_ORDER):
+                block = blocks.pop(i)
+                break
+        else:
+            block = blocks.pop()
+            self._order_after_last_use(block, queue)
+        if block.waits is not None:  # used on other queues too: wait for their work as well
+            waits, block.waits = block.waits, None
+            try:
+                _barrier(queue.handle, len(waits), ffi.new("ur_event_handle_t[]", waits))
+            finally:
+                _release_events(waits)
+            queue._last_event = None
+        return block
+
+    def _order_after_last_use(self, block: Block, queue) -> None:
+        """Make commands submitted to ``queue`` from now on run after every command submitted
+        to the queue that last used ``block`` (no host wait)."""
+        last = _queue_of(block)
+        if last is None:
+            return
+        self.stats["cross_queue_reuses"] += 1
+        if last is queue:  # out of order: a barrier orders what follows after what came before
+            _barrier(queue.handle)
+        else:
+            event = _barrier(last.handle, keep_event=True)
+            try:
+                _barrier(queue.handle, 1, ffi.new("ur_event_handle_t[1]", [event]))
+            finally:
+                lib.urEventRelease(event)
+        queue._last_event = None  # Queue.finish's probe: the latest command has no Event
+
+    def _allocate(self, queue, size: int, what) -> Block:
+        detail = f"shape {what[0]} of {what[1]}: " if what else ""
+        limit = _totals["limit"]
+        if limit is not None and _totals["reserved"] + size > limit:
+            empty_cache()
+            if _totals["reserved"] + size > limit:
+                raise by_result[_LIMIT_RESULT](
+                    _LIMIT_RESULT, _ALLOCATE[self.kind],
+                    f"{detail}{size} bytes more would pass the memory limit of {limit} bytes "
+                    f"({_totals['reserved']} in use; ur_cffi.set_memory_limit)")
+        out = ffi.new("void **")
+        result = self._ur_allocate(queue, size, out)
+        if result in _OUT_OF_MEMORY:  # free what the cache holds, then try once more
+            self.stats["oom_retries"] += 1
+            empty_cache()
+            result = self._ur_allocate(queue, size, out)
+        if result:
+            check(result, _ALLOCATE[self.kind],
+                  f"{detail}{size} bytes; the device's largest allocation is "
+                  f"{queue.device.max_mem_alloc_size}")
+        context = queue.context.handle
+        # USM memory has no reference count: the block holds its context for urUSMFree
+        # (freeing after the context's release crashes the CPU runtime).
+        result = lib.urContextRetain(context)
+        if result:
+            lib.urUSMFree(context, out[0])
+            check(result, "urContextRetain")
+        self.stats["ur_allocations"] += 1
+        _totals["reserved"] += size
+        block = Block(out[0], size)
+        block.queue_ref = None
+        return block
+
+    def _ur_allocate(self, queue, size: int, out) -> int:
+        context, pool = queue.context.handle, self._ur_pool or _NULL
+        if self.kind == "device":
+            return lib.urUSMDeviceAlloc(context, queue.device.handle, _NULL, pool, size, out)
+        if self.kind == "host":
+            return lib.urUSMHostAlloc(context, _NULL, pool, size, out)
+        return lib.urUSMSharedAlloc(context, queue.device.handle, _NULL, pool, size, out)
+
+    def give_back(self, block: Block, queue) -> None:
+        """Cache ``block``, last used on ``queue`` (no wait; see the module's text)."""
+        with _lock:
+            self.stats["frees"] += 1
+            self.stats["allocated_bytes"] -= block.size
+            # A closed queue was finished: nothing can still use the block.
+            block.queue_ref = weakref.ref(queue) if queue._handle is not None else None
+            if block.used_on is not None:  # record_queue: each other queue's work so far
+                others = {id(q): q for q in (ref() for ref in block.used_on)
+                          if q is not None and q._handle is not None and q is not queue}
+                block.used_on = None
+                block.waits = [_barrier(q._handle, keep_event=True)
+                               for q in others.values()] or None
+            if self._handle is None:  # this pool was released: free at once
+                _free_blocks(self, [block])
+                return
+            if self.kind != "device" and block.queue_ref is not None:
+                block.event = _barrier(queue._handle, keep_event=True)
+            self.stats["cached_bytes"] += block.size
+            blocks = self._free.get(block.size)
+            if blocks is None:
+                blocks = self._free[block.size] = []
+            blocks.append(block)
+
+    # -- emptying ---------------------------------------------------------------------------
+
+    def empty(self) -> int:
+        """Free every cached block (after the queues that last used them finish); returns
+        the first failing result or 0."""
+        with _lock:
+            blocks = [block for blocks in self._free.values() for block in blocks]
+            self._free.clear()
+            self.stats["cached_bytes"] = 0
+            return _free_blocks(self, blocks)
+
+    def _release_all(self) -> int:
+        result = self.empty()
+        # UR wants a pool's allocations freed before the pool; blocks still in use are freed
+        # when given back, and then the (rare) UR pool of this released one is left as is.
+        if self._ur_pool is not None and not self.stats["allocated_bytes"]:
+            result = lib.urUSMPoolRelease(self._ur_pool) or result
+        return result
+
+
+_interrupts._callbacks.add(_Pool._context_collected.__code__)
+
+
+def _release_events(events) -> None:
+    for event in events:
+        lib.urEventRelease(event)
+
+
+def record_queue(block, queue) -> None:
+    """Note that ``block``'s array is used on ``queue`` too (``USMArray.record_queue``)."""
+    with _lock:
+        if block.used_on is None:
+            block.used_on = []
+        if not any(ref() is queue for ref in block.used_on):
+            block.used_on.append(weakref.ref(queue))
+
+
+def _free_blocks(pool: _Pool, blocks: list[Block]) -> int:
+    """``urUSMFree`` each block once the work submitted before its free has completed."""
+    finished, result = set(), 0
+    for block in blocks:
+        queue = _queue_of(block)
+        if queue is not None and id(queue) not in finished:
+            finished.add(id(queue))
+            result = lib.urQueueFinish(queue._handle) or result
+        events = ([block.event] if block.event is not None else []) + (block.waits or [])
+        if events:
+            lib.urEventWait(len(events), ffi.new("ur_event_handle_t[]", events))
+            _release_events(events)
+            block.event = block.waits = None
+        result = lib.urUSMFree(pool.context_handle, block.pointer) or result
+        lib.urContextRelease(pool.context_handle)
+        _totals["reserved"] -= block.size
+        pool.stats["ur_frees"] += 1
+    return result
+
+
+_ALLOCATE = {"device": "urUSMDeviceAlloc", "host": "urUSMHostAlloc",
+             "shared": "urUSMSharedAlloc"}
+
+
+def pool_for(queue, kind: str) -> _Pool:
+    """The pool that serves ``kind`` USM allocations on ``queue``'s context and device."""
+    context = queue.context
+    device = queue.device
+    key = (id(context), id(device) if kind != "host" else 0, kind)
+    pool = _pools.get(key)
+    if pool is None or pool.context_ref() is not context or pool._handle is None:
+        with _lock:
+            pool = _pools[key] = _Pool(context, device, kind, key)
+    return pool
+
+
+def empty_cache() -> None:
+    """Free all cached (unused) USM memory of every pool, waiting first for the queues that
+    last used it (PyTorch's ``torch.cuda.empty_cache``).  Memory in use stays."""
+    with _lock:
+        pools = list(_pools.values())
+    result = 0
+    for pool in pools:
+        result = pool.empty() or result
+    check(result, "urUSMFree")
+
+
+def memory_stats(context=None) -> dict:
+    """Counters of the caching allocator, summed over the pools of ``context`` (default: all):
+    ``allocated_bytes`` (in use), ``cached_bytes`` (freed, kept for reuse),
+    ``reserved_bytes`` (both), ``peak_allocated_bytes``, ``allocations``, ``cache_hits``,
+    ``frees``, ``ur_allocations``, ``ur_frees``, ``oom_retries``, ``cross_queue_reuses``,
+    and ``limit_bytes`` (None: no limit)."""
+    with _lock:
+        pools = [pool for pool in _pools.values()
+                 if context is None or pool.context_ref() is context]
+        totals = dict.fromkeys(_Pool_STATS, 0)
+        for pool in pools:
+            for name, value in pool.stats.items():
+                totals[name] += value
+    totals["reserved_bytes"] = totals["allocated_bytes"] + totals["cached_bytes"]
+    totals["limit_bytes"] = _totals["limit"]
+    return totals
+
+
+_Pool_STATS = ("allocated_bytes", "cached_bytes", "peak_allocated_bytes", "allocations",
+               "cache_hits", "frees", "ur_allocations", "ur_frees", "oom_retries",
+               "cross_queue_reuses")
+
+
+def set_memory_limit(nbytes: int | None) -> None:
+    """Cap the USM memory the allocator holds (in use and cached, every pool) at ``nbytes``;
+    None removes the cap.  An allocation past it empties the cache, then raises
+    ``OutOfDeviceMemoryError`` (a ``MemoryError``)."""
+    if nbytes is not None:
+        nbytes = _checks.integer("memory limit", nbytes)
+    _totals["limit"] = nbytes

@@ -1,0 +1,75 @@
+"""Array constructors beyond ``empty``/``zeros``/``asarray`` (``memory.py``): ``ones``,
+``full``, ``arange`` and the ``*_like`` family, with numpy's signatures plus ``queue`` and
+``kind``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _checks
+from .memory import USMArray, _dtype, asarray, empty, zeros
+
+__all__ = ["ones", "full", "arange", "empty_like", "zeros_like", "ones_like", "full_like"]
+
+
+def ones(shape, dtype=np.float32, *, queue, kind: str = "device") -> USMArray:
+    """A USMArray of ones."""
+    return full(shape, 1, dtype, queue=queue, kind=kind)
+
+
+def full(shape, fill_value, dtype=None, *, queue, kind: str = "device") -> USMArray:
+    """A USMArray of ``fill_value``; ``dtype`` None takes the value's numpy dtype, as
+    ``numpy.full`` does (a Python float gives float64)."""
+    if dtype is None:
+        if np.ndim(fill_value) != 0 or fill_value is None:
+            raise TypeError(f"fill_value must be one number, not {type(fill_value).__name__} "
+                            f"{fill_value!r}")
+        dtype = np.asarray(fill_value).dtype
+    array = USMArray(queue, shape, _dtype(dtype), kind)
+    value = _checks.scalar("full: fill_value", fill_value, array.dtype)
+    if array.size:
+        array.fill(value[()])
+    return array
+
+
+def arange(start, stop=None, step=1, dtype=None, *, queue, kind: str = "device") -> USMArray:
+    """Evenly spaced values in ``[start, stop)`` (``numpy.arange``, computed on the host)."""
+    for name, value in (("start", start), ("stop", stop), ("step", step)):
+        if value is not None and (isinstance(value, (bool, np.bool_, str, bytes))
+                                  or np.ndim(value) != 0):
+            raise TypeError(f"arange: {name} must be a number, not {type(value).__name__} "
+                            f"{value!r}")
+    host = np.arange(start, stop, step, dtype=None if dtype is None else _dtype(dtype))
+    return asarray(host, queue=queue, kind=kind)
+
+
+def _like(array, dtype, queue, kind) -> tuple:
+    if not isinstance(array, USMArray):
+        raise TypeError(f"a *_like constructor takes a USMArray, not {type(array).__name__}")
+    return (array.shape, array.dtype if dtype is None else _dtype(dtype),
+            array.queue if queue is None else queue, array.kind if kind is None else kind)
+
+
+def empty_like(array, dtype=None, *, queue=None, kind=None) -> USMArray:
+    """An uninitialised contiguous array of ``array``'s shape (and dtype, queue and kind unless
+    given)."""
+    shape, dtype, queue, kind = _like(array, dtype, queue, kind)
+    return empty(shape, dtype, queue=queue, kind=kind)
+
+
+def zeros_like(array, dtype=None, *, queue=None, kind=None) -> USMArray:
+    """Zeros shaped like ``array``."""
+    shape, dtype, queue, kind = _like(array, dtype, queue, kind)
+    return zeros(shape, dtype, queue=queue, kind=kind)
+
+
+def ones_like(array, dtype=None, *, queue=None, kind=None) -> USMArray:
+    """Ones shaped like ``array``."""
+    shape, dtype, queue, kind = _like(array, dtype, queue, kind)
+    return full(shape, 1, dtype, queue=queue, kind=kind)
+
+
+def full_like(array, fill_value, dtype=None, *, queue=None, kind=None) -> USMArray:
+    """``fill_value`` shaped like ``array``."""
+    shape, dtype, queue, kind = _like(array, dtype, queue, kind)
+    return full(shape, fill_value, dtype, queue=queue, kind=kind)

@@ -1,0 +1,434 @@
+"""Zero-copy interchange: numpy views of host USM, DLPack, ``__sycl_usm_array_interface__``,
+USM pointers from elsewhere, and contexts and queues shared with dpctl.
+
+- ``np.asarray(array)`` of host or shared USM is a numpy view of the same memory (the array
+  is kept alive by it); of device USM it raises a ``TypeError`` naming ``to_numpy()``, as
+  CuPy does.  The host reads the memory directly: finish the queue first.
+- DLPack, with DLPack's oneAPI convention: device and shared USM are ``kDLOneAPI`` (14), with
+  the device's index among ``ur_cffi.devices()`` as ``device_id``; host USM is ``kDLCPU``,
+  which numpy imports.  :func:`from_dlpack` wraps USM of the queue's context without a copy
+  (a numpy or other CPU tensor is copied, unless ``copy=False``).
+- ``__sycl_usm_array_interface__`` (dpctl's protocol): exported where the array's context was
+  made from a dpctl one (the interface names a SYCL queue, which only dpctl has); imported by
+  :func:`from_sycl_usm_array_interface`, which finds or makes the ur_cffi context over the
+  same native OpenCL context.
+- :func:`from_pointer` wraps any USM address of a context with a shape and dtype.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+
+import numpy as np
+
+from . import _checks, _strided
+from ._ur import ffi, lib
+from .enums import ur_usm_alloc_info_t, ur_usm_type_t
+from .errors import check
+from .memory import USMArray, _check_queue, _dtype, _no_objects, _shape, asarray
+
+KDL_CPU, KDL_ONEAPI = 1, 14
+_KINDS = {int(ur_usm_type_t.UR_USM_TYPE_DEVICE): "device",
+          int(ur_usm_type_t.UR_USM_TYPE_HOST): "host",
+          int(ur_usm_type_t.UR_USM_TYPE_SHARED): "shared"}
+
+
+def usm_kind(context, address: int) -> str | None:
+    """``"device"``, ``"host"`` or ``"shared"`` for a USM address of ``context``; None for
+    memory UR does not know as USM of that context."""
+    out = ffi.new("ur_usm_type_t *")
+    result = lib.urUSMGetMemAllocInfo(context.handle, ffi.cast("void *", address),
+                                      ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_TYPE,
+                                      ffi.sizeof("ur_usm_type_t"), out, ffi.NULL)
+    return _KINDS.get(int(out[0])) if result == 0 else None
+
+
+def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> USMArray:
+    """A USMArray over USM memory at ``address`` (an int) that something else allocated:
+    ``shape`` and ``dtype``, ``strides`` in bytes (default C-contiguous).  ``owner`` is kept
+    alive as long as the array or a view of it; nothing is freed.  Raises ``ValueError`` if
+    UR does not know the address as USM of ``queue``'s context."""
+    _check_queue(queue)
+    address = _checks.integer("from_pointer: address", address, minimum=1)
+    shape, dtype = _shape(shape), _dtype(dtype)
+    _no_objects(dtype, "from_pointer")
+    if strides is not None:
+        strides = tuple(_checks.integer("from_pointer: stride", s, minimum=-(1 << 62))
+                        for s in strides)
+        if len(strides) != len(shape):
+            raise ValueError(f"from_pointer: strides {strides} do not match shape {shape}")
+    kind = usm_kind(queue.context, address)
+    if kind is None:
+        raise ValueError(f"from_pointer: address 0x{address:x} is not USM memory of "
+                         f"{queue.context!r}")
+    low, high = _strided.span(shape, strides or _strided.contiguous_strides(
+        shape, dtype.itemsize), dtype.itemsize)
+    if high > low and usm_kind(queue.context, address + high - 1) is None:
+        raise ValueError(f"from_pointer: {high} bytes from 0x{address:x} run past the USM "
+                         "allocation")
+    return USMArray._over(queue, address, shape, dtype, kind, strides, owner)
+
+
+# --- numpy -----------------------------------------------------------------------------------
+
+class _HostView:
+    """What numpy reads through ``__array_interface__``; it keeps the USMArray alive."""
+
+    __slots__ = ("array", "__array_interface__")
+
+    def __init__(self, array: USMArray):
+        self.array = array
+        self.__array_interface__ = {
+            "data": (array.data_ptr(), False), "shape": array.shape,
+            "strides": array.strides, "typestr": array.dtype.str,
+            "descr": array.dtype.descr, "version": 3}
+
+
+def to_host_view(array: USMArray, dtype=None, copy=None) -> np.ndarray:
+    """``USMArray.__array__``: a numpy view of host or shared USM."""
+    if array.kind == "device":
+        raise TypeError("device USM cannot be viewed from the host: np.asarray() of a device "
+                        "USMArray has nothing to point at; copy it with array.to_numpy() (or "
+                        "allocate with kind='host' or 'shared')")
+    if copy:
+        host = array.to_numpy()
+    else:
+        host = np.asarray(_HostView(array))
+        if host.dtype != array.dtype:  # numpy reads extension dtypes (bfloat16) as raw bytes
+            host = host.view(array.dtype)
+    if dtype is not None and np.dtype(dtype) != host.dtype:
+        if copy is False:
+            raise ValueError(f"np.asarray(..., dtype={dtype}, copy=False) of {array.dtype}")
+        host = host.astype(dtype)
+    return host
+
+
+# --- DLPack ----------------------------------------------------------------------------------
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                             ("deleter", _DELETER)]
+
+
+class _DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+_DLManagedTensorVersioned._fields_ = [
+    ("version", _DLPackVersion), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER),
+    ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+_exported: dict[int, tuple] = {}  # address of a managed tensor -> what it keeps alive
+_CODES = {"b": 6, "i": 0, "u": 1, "f": 2, "c": 5}  # kDLBool, kDLInt, kDLUInt, kDLFloat, kDLComplex
+_BFLOAT = 4  # kDLBfloat
+_FLOAT8 = {"float8_e4m3fn": 10, "float8_e4m3fnuz": 11, "float8_e5m2": 12,
+           "float8_e5m2fnuz": 13}  # DLPack 1.1's kDLFloat8_*
+
+
+@_DELETER
+def _delete(address):
+    _exported.pop(address, None)
+
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_capsule_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.restype = ctypes.c_char_p
+_capsule_name.argtypes = [ctypes.py_object]
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_rename = ctypes.pythonapi.PyCapsule_SetName
+_capsule_rename.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# PyCapsule_SetName keeps the pointer it is given: names that live as long as the module.
+_USED = {b"dltensor": b"used_dltensor", b"dltensor_versioned": b"used_dltensor_versioned"}
+
+
+# The destructor gets the dying capsule as a raw pointer: no Python reference may be taken.
+_raw_name = ctypes.pythonapi["PyCapsule_GetName"]
+_raw_name.restype, _raw_name.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
+_raw_pointer = ctypes.pythonapi["PyCapsule_GetPointer"]
+_raw_pointer.restype, _raw_pointer.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _capsule_destructor(capsule):
+    # An unconsumed capsule still owns its tensor: delete it (DLPack's rule).
+    name = _raw_name(capsule)
+    if name in (b"dltensor", b"dltensor_versioned"):
+        _exported.pop(_raw_pointer(capsule, name), None)
+
+
+def _dl_dtype(dtype: np.dtype) -> _DLDataType:
+    name = dtype.name
+    if name == "bfloat16":
+        code = _BFLOAT
+    elif name in _FLOAT8:
+        code = _FLOAT8[name]
+    elif dtype.kind in _CODES and dtype.byteorder in "=|<":
+        code = _CODES[dtype.kind]
+    else:
+        raise BufferError(f"DLPack has no type for {dtype}")
+    return _DLDataType(code, dtype.itemsize * 8, 1)
+
+
+def dlpack_device(array: USMArray) -> tuple[int, int]:
+    """``(device type, device id)`` for ``__dlpack_device__`` (see the module's text)."""
+    if array.kind == "host":
+        return KDL_CPU, 0
+    from .device import devices
+
+    found = devices()
+    return KDL_ONEAPI, found.index(array.device) if array.device in found else 0
+
+
+def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
+              copy=None):
+    """``USMArray.__dlpack__``: a capsule of DLPack 1.x (``max_version`` >= (1, 0)) or of the
+    unversioned ABI.  ``stream`` is accepted for the protocol and ignored: finish the queue
+    first.  ``dl_device=(kDLCPU, 0)`` of device USM copies to the host (``copy`` not False)."""
+    source = array
+    if dl_device is not None and tuple(dl_device) != dlpack_device(array):
+        if tuple(dl_device) != (KDL_CPU, 0):
+            raise BufferError(f"__dlpack__ cannot export to device {tuple(dl_device)}")
+        if array.kind == "device":
+            if copy is False:
+                raise BufferError("__dlpack__(dl_device=kDLCPU, copy=False) of device USM")
+            host = array.to_numpy()
+            return _capsule(host.ctypes.data, host.shape, host.strides, host.dtype,
+                            (KDL_CPU, 0), host, max_version)
+    elif copy:
+        source = array.copy()
+    return _capsule(source.data_ptr(), source.shape, source.strides, source.dtype,
+                    dl_device if dl_device is not None else dlpack_device(source), source,
+                    max_version)
+
+
+def _capsule(data: int, shape, strides, dtype, device, keep, max_version):
+    """A DLPack capsule of the elements at ``data``; ``keep`` lives until the consumer calls
+    the deleter (or the capsule dies unused)."""
+    itemsize = dtype.itemsize
+    ndim = len(shape)
+    shape = (ctypes.c_int64 * max(ndim, 1))(*shape)
+    strides = (ctypes.c_int64 * max(ndim, 1))(*(s // itemsize for s in strides))
+    tensor = _DLTensor(data, _DLDevice(*device), ndim, _dl_dtype(dtype), shape, strides, 0)
+    versioned = max_version is not None and tuple(max_version)[0] >= 1
+    if versioned:
+        managed = _DLManagedTensorVersioned(_DLPackVersion(1, 1), None, _delete, 0, tensor)
+        name = b"dltensor_versioned"
+    else:
+        managed = _DLManagedTensor(tensor, None, _delete)
+        name = b"dltensor"
+    address = ctypes.addressof(managed)
+    _exported[address] = (managed, shape, strides, keep)
+    return _capsule_new(address, name, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+
+
+_NUMPY_TYPES = {(0, 8): "i1", (0, 16): "i2", (0, 32): "i4", (0, 64): "i8", (1, 8): "u1",
+                (1, 16): "u2", (1, 32): "u4", (1, 64): "u8", (2, 16): "f2", (2, 32): "f4",
+                (2, 64): "f8", (5, 64): "c8", (5, 128): "c16", (6, 8): "?",
+                (_BFLOAT, 16): "bfloat16", **{(code, 8): name for name, code in _FLOAT8.items()}}
+
+
+class _Consumed:
+    """Calls a consumed DLPack tensor's deleter when the arrays over it are gone."""
+
+    __slots__ = ("deleter", "address", "__weakref__")
+
+    def __init__(self, deleter, address: int):
+        self.deleter, self.address = deleter, address
+
+    def __del__(self):
+        if self.deleter:
+            self.deleter(self.address)
+
+
+def from_dlpack(x, *, queue, copy=None) -> USMArray:
+    """A USMArray from any object with ``__dlpack__`` (or a DLPack capsule).  USM of
+    ``queue``'s context is wrapped without a copy (the producer's memory stays alive with the
+    array); CPU memory that is not USM is copied into device USM on ``queue``, unless
+    ``copy=False`` (``BufferError``)."""
+    _check_queue(queue)
+    if hasattr(x, "__dlpack__"):
+        try:
+            capsule = x.__dlpack__(max_version=(1, 1))
+        except TypeError:  # a producer of the older protocol
+            capsule = x.__dlpack__()
+    else:
+        capsule = x
+    name = _capsule_name(capsule) if type(capsule).__name__ == "PyCapsule" else None
+    if name not in (b"dltensor", b"dltensor_versioned"):
+        raise TypeError(f"from_dlpack needs an object with __dlpack__ or an unused DLPack "
+                        f"capsule, not {type(x).__name__}")
+    address = _capsule_pointer(capsule, name)
+    if name == b"dltensor_versioned":
+        managed = _DLManagedTensorVersioned.from_address(address)
+        if managed.version.major != 1:
+            raise BufferError(f"DLPack {managed.version.major}.x is not supported")
+    else:
+        managed = _DLManagedTensor.from_address(address)
+    tensor = managed.dl_tensor
+    key = (tensor.dtype.code, tensor.dtype.bits)
+    if tensor.dtype.lanes != 1 or key not in _NUMPY_TYPES:
+        raise BufferError(f"DLPack type code {key[0]}, {key[1]} bits, {tensor.dtype.lanes} "
+                          "lanes has no ur_cffi dtype")
+    dtype = _dtype(_NUMPY_TYPES[key])
+    shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
+    strides = tuple(tensor.strides[i] * dtype.itemsize for i in range(tensor.ndim)) \
+        if tensor.strides else None
+    data = (tensor.data or 0) + tensor.byte_offset
+    _capsule_rename(capsule, _USED[name])
+    owner = _Consumed(managed.deleter, address)
+    if data and usm_kind(queue.context, data) is not None:
+        return from_pointer(data, shape, dtype, queue=queue, strides=strides,
+                            owner=(owner, x))
+    if tensor.device.device_type != KDL_CPU:
+        raise BufferError(f"DLPack device {tensor.device.device_type} memory at 0x{data:x} is "
+                          f"not USM of {queue.context!r}")
+    if copy is False:
+        raise BufferError("from_dlpack(copy=False) of host memory that is not USM of the "
+                          "queue's context")
+    strides = strides or _strided.contiguous_strides(shape, dtype.itemsize)
+    low, high = _strided.span(shape, strides, dtype.itemsize)
+    raw = (ctypes.c_char * max(1, high - low)).from_address(data + low) if data else b"\0"
+    # np.ndarray over the bytes: as_strided cannot make arrays of ml_dtypes' types
+    host = np.ndarray(shape, dtype, buffer=raw, offset=-low, strides=strides) if data and \
+        high > low else np.empty(shape, dtype)
+    result = asarray(np.ascontiguousarray(host), queue=queue)
+    del owner  # the producer's memory is no longer needed
+    return result
+
+
+# --- dpctl (SYCL) ----------------------------------------------------------------------------
+
+_from_dpctl: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_dpctl_queues: dict = {}  # id(ur_cffi Context) -> the dpctl SyclQueue it was made from
+
+
+def _native_opencl_context(sycl_context) -> int:
+    """The ``cl_context`` under a dpctl ``SyclContext`` (``sycl::get_native<opencl>``, as
+    dpctl's own library instantiates it; OpenCL devices only)."""
+    import os
+
+    import dpctl
+
+    library = ctypes.CDLL(os.path.join(os.path.dirname(dpctl.__file__),
+                                       "libDPCTLSyclInterface.so"))
+    get_native = library["_ZN4sycl3_V110get_nativeILNS0_7backendE1ENS0_7contextEEENS0_"
+                         "14backend_traitsIXT_EE11return_typeIT0_EERKS7_"]
+    get_native.restype, get_native.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    return get_native(sycl_context.addressof_ref())
+
+
+def context_from_dpctl(sycl_queue):
+    """The ur_cffi Context over the same native OpenCL context as a dpctl ``SyclQueue`` (one
+    per SYCL context), so that USM memory of either is usable by the other without a copy.
+    Raises ``NotImplementedError`` for devices other than OpenCL ones."""
+    from .context import Context
+    from .device import devices
+
+    if sycl_queue.sycl_device.backend.name != "opencl":
+        raise NotImplementedError(f"context_from_dpctl: {sycl_queue.sycl_device} is not an "
+                                  "OpenCL device (only OpenCL's native context is reachable)")
+    native = _native_opencl_context(sycl_queue.sycl_context)
+    found = _from_dpctl.get(native)
+    if found is not None and not found.closed:
+        return found
+    name = sycl_queue.sycl_device.name
+    device = next((d for d in devices() if d.name == name and d.backend.name.endswith(
+        "OPENCL")), None)
+    if device is None:
+        raise ValueError(f"context_from_dpctl: no UR OpenCL device named {name!r}")
+    out = ffi.new("ur_context_handle_t *")
+    handles = ffi.new("ur_device_handle_t[1]", [device.handle])
+    properties = ffi.new("ur_context_native_properties_t *", {
+        "stype": _structure("UR_STRUCTURE_TYPE_CONTEXT_NATIVE_PROPERTIES"),
+        "isNativeHandleOwned": False})
+    check(lib.urContextCreateWithNativeHandle(native, device.platform.adapter.handle, 1,
+                                              handles, properties, out),
+          "urContextCreateWithNativeHandle")
+    context = Context.__new__(Context)
+    context.devices = (device,)
+    context._own(out[0], parents=(device,))
+    _from_dpctl[native] = context
+    _dpctl_queues[id(context)] = (weakref.ref(context), sycl_queue)
+    return context
+
+
+def _structure(name: str):
+    from .enums import ur_structure_type_t
+
+    return getattr(ur_structure_type_t, name)
+
+
+def queue_from_dpctl(sycl_queue):
+    """A ur_cffi Queue in :func:`context_from_dpctl`'s context on the same device (a UR queue
+    of its own: order it against the SYCL queue by waiting, e.g. ``sycl_queue.wait()``)."""
+    from .queue import Queue
+
+    context = context_from_dpctl(sycl_queue)
+    return Queue(context, context.devices[0],
+                 out_of_order=not sycl_queue.is_in_order)
+
+
+def sycl_usm_array_interface(array: USMArray) -> dict:
+    """``USMArray.__sycl_usm_array_interface__``: only for arrays of a context made from a
+    dpctl queue (the interface must name a SYCL object)."""
+    entry = _dpctl_queues.get(id(array.context))
+    if entry is None or entry[0]() is not array.context:
+        raise AttributeError("__sycl_usm_array_interface__ names a SYCL queue: only arrays "
+                             "of a context made with ur_cffi.interop.context_from_dpctl have "
+                             "one (use __dlpack__ otherwise)")
+    array.data_ptr()  # noqa: B018 - raises ClosedError
+    itemsize = array.itemsize
+    return {"data": (array.data_ptr(), False), "shape": array.shape,
+            "strides": None if array.is_contiguous() else tuple(
+                s // itemsize for s in array.strides),
+            "typestr": array.dtype.str, "version": 1, "syclobj": entry[1]}
+
+
+def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:
+    """A USMArray over the memory of ``obj`` (anything with ``__sycl_usm_array_interface__``,
+    e.g. dpctl's USM memory), without a copy; ``queue`` defaults to one made with
+    :func:`queue_from_dpctl` on the interface's SYCL queue.  ``obj`` stays alive with it."""
+    interface = getattr(obj, "__sycl_usm_array_interface__", None)
+    if not isinstance(interface, dict):
+        raise TypeError(f"{type(obj).__name__} has no __sycl_usm_array_interface__")
+    if queue is None:
+        syclobj = interface.get("syclobj")
+        if not hasattr(syclobj, "sycl_context"):
+            raise TypeError("from_sycl_usm_array_interface: give queue= (the interface names "
+                            f"{type(syclobj).__name__}, not a dpctl SyclQueue)")
+        queue = queue_from_dpctl(syclobj)
+    dtype = _dtype(interface["typestr"])
+    shape = _shape(interface["shape"])
+    strides = interface.get("strides")
+    if strides is not None:
+        strides = tuple(s * dtype.itemsize for s in strides)
+    offset = interface.get("offset", 0) * dtype.itemsize
+    return from_pointer(interface["data"][0] + offset, shape, dtype, queue=queue,
+                        strides=strides, owner=obj)

@@ -1,0 +1,258 @@
+"""The caching allocator on the CPU device: freed memory is reused on the same in-order queue
+without a wait, ordered by events on another queue, host memory only once its work is done;
+statistics, ``empty_cache``, the memory limit with its retry; and no queue finish on free,
+checked with a kernel that spins until the test lets it go (order, not timing, decides)."""
+
+import ctypes
+import json
+import gc
+
+import numpy as np
+import pytest
+
+import crash_probe
+import ur_cffi
+from ur_cffi.enums import ur_event_status_t
+
+LOCAL = crash_probe.LOCAL_SIZE
+COMPLETE = ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+
+
+@pytest.fixture(scope="module")
+def spin(context, kernels):
+    program, kernel = crash_probe.load(context, kernels, "spin")
+    with program, kernel:
+        yield kernel
+
+
+@pytest.fixture(scope="module")
+def axpy(context, kernels):
+    program, kernel = crash_probe.load(context, kernels, "axpy")
+    with program, kernel:
+        yield kernel
+
+
+class Spinning:
+    """A ``spin`` kernel running on ``queue`` until :meth:`release` (or SPIN_LIMIT rounds)."""
+
+    def __init__(self, spin, queue, out=None):
+        self.flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
+        self.out = out if out is not None else ur_cffi.empty(1, np.int32, queue=queue)
+        self.event = spin.launch(queue, LOCAL, LOCAL, self.flag, self.out,
+                                 crash_probe.SPIN_LIMIT, ur_cffi.Local(4))
+
+    @property
+    def running(self) -> bool:
+        return self.event.status != COMPLETE
+
+    def release(self) -> None:
+        ctypes.c_int32.from_address(self.flag.data_ptr()).value = 1
+
+
+def test_freed_memory_is_reused_on_the_same_queue(queue):
+    first = ur_cffi.empty(1024, np.float32, queue=queue)
+    address = first.data_ptr()
+    before = ur_cffi.memory_stats()
+    first.close()
+    after_free = ur_cffi.memory_stats()
+    assert after_free["cached_bytes"] >= before["cached_bytes"] + 4096
+    assert after_free["allocated_bytes"] == before["allocated_bytes"] - 4096
+    again = ur_cffi.empty(1000, np.float32, queue=queue)  # the same 4 KiB block size
+    stats = ur_cffi.memory_stats()
+    assert again.data_ptr() == address
+    assert stats["cache_hits"] == before["cache_hits"] + 1
+    assert stats["ur_allocations"] == before["ur_allocations"]
+    assert stats["reserved_bytes"] == stats["allocated_bytes"] + stats["cached_bytes"]
+
+
+def test_free_and_reuse_never_finish_the_queue(queue, spin, axpy, rng):
+    """Allocate a temporary, launch on it, drop it: 50 times behind a kernel that spins until
+    released.  Had any allocation or free finished the queue, the spinning kernel would have
+    completed (by its own limit, seconds later) before the loop ended."""
+    spinning = Spinning(spin, queue)
+    n = 100
+    x = rng.standard_normal((50, n)).astype(np.float32)
+    results = np.full((50, n), np.nan, np.float32)
+    hits = ur_cffi.memory_stats()["cache_hits"]
+    for i in range(50):
+        temporary = ur_cffi.empty(n, np.float32, queue=queue)
+        temporary.copy_from(x[i], blocking=False)
+        out = ur_cffi.empty(n, np.float32, queue=queue)
+        axpy.launch(queue, LOCAL, LOCAL, temporary, temporary, out, np.float32(3.0), n)
+        out.copy_to(results[i], blocking=False)
+        del temporary, out  # back to the pool while the copies and launch are still queued
+    assert spinning.running, "an allocation or free waited for the queue"
+    assert ur_cffi.memory_stats()["cache_hits"] >= hits + 98  # the loop reused its blocks
+    spinning.release()
+    queue.finish()
+    np.testing.assert_allclose(results, 4.0 * x.astype(np.float64), rtol=1e-6)
+
+
+def test_reuse_on_another_queue_is_ordered_by_events(context, device, spin):
+    """A block freed while a kernel on queue A still writes it, taken on queue B: B's commands
+    wait for A's (a barrier on each queue), and no host wait happens."""
+    with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b:
+        gc.collect()
+        out = ur_cffi.empty(12_345, np.int32, queue=a)  # a size of its own: a fresh block
+        address = out.data_ptr()
+        spinning = Spinning(spin, a, out)
+        crossed = ur_cffi.memory_stats()["cross_queue_reuses"]
+        del out
+        spinning.out = None  # the kernel still writes it; A's next barrier covers that
+        gc.collect()
+        taken = ur_cffi.empty(12_345, np.int32, queue=b)
+        assert taken.data_ptr() == address
+        assert ur_cffi.memory_stats()["cross_queue_reuses"] == crossed + 1
+        fill = taken.fill(-5, blocking=False)
+        assert spinning.running and fill.status != COMPLETE  # ordered after A's kernel
+        spinning.release()
+        b.finish()
+        assert taken.to_numpy()[0] == -5  # B wrote after the kernel's store, not before
+
+
+def test_host_memory_is_reused_only_once_its_work_is_done(queue, spin):
+    out = ur_cffi.empty(64, np.int32, queue=queue, kind="host")
+    address = out.data_ptr()
+    spinning = Spinning(spin, queue, out)
+    spinning.out = None
+    del out
+    gc.collect()
+    other = ur_cffi.empty(64, np.int32, queue=queue, kind="host")  # the host could touch it
+    assert other.data_ptr() != address and spinning.running
+    spinning.release()
+    queue.finish()
+    other.close()
+    again = [ur_cffi.empty(64, np.int32, queue=queue, kind="host") for _ in range(2)]
+    assert address in [array.data_ptr() for array in again]
+
+
+def test_empty_cache_and_the_memory_limit(queue):
+    ur_cffi.empty_cache()
+    stats = ur_cffi.memory_stats()
+    assert stats["cached_bytes"] == 0
+    base = stats["reserved_bytes"]
+    frees = stats["ur_frees"]
+    ur_cffi.set_memory_limit(base + (64 << 10))
+    try:
+        assert ur_cffi.memory_stats()["limit_bytes"] == base + (64 << 10)
+        cached = ur_cffi.empty(40 << 10, np.uint8, queue=queue)
+        cached.close()  # 40 KiB cached
+        kept = ur_cffi.empty(48 << 10, np.uint8, queue=queue)  # over the limit with the
+        stats = ur_cffi.memory_stats()                           # cached block: emptied first
+        assert stats["ur_frees"] == frees + 1 and stats["cached_bytes"] == 0
+        with pytest.raises(MemoryError, match=r"shape \(32768,\) of uint8: 32768 bytes more "
+                                              "would pass the memory limit"):
+            ur_cffi.empty(32 << 10, np.uint8, queue=queue)
+        with pytest.raises(ur_cffi.errors.OutOfDeviceMemoryError):
+            ur_cffi.zeros((8, 4096), np.float32, queue=queue)
+        kept.close()
+        ur_cffi.empty(32 << 10, np.uint8, queue=queue).close()  # fits again
+    finally:
+        ur_cffi.set_memory_limit(None)
+    assert ur_cffi.memory_stats()["limit_bytes"] is None
+    with pytest.raises(TypeError, match="memory limit must be an integer"):
+        ur_cffi.set_memory_limit(1.5)
+    ur_cffi.empty_cache()
+    assert ur_cffi.memory_stats()["reserved_bytes"] == base
+
+
+def test_a_collected_context_frees_its_cached_memory(device):
+    context = device.create_context()
+    queue = ur_cffi.Queue(context, device)
+    for kind in ("device", "host", "shared"):
+        ur_cffi.ones(1000, queue=queue, kind=kind).close()
+    stats = ur_cffi.memory_stats(context)
+    assert stats["cached_bytes"] == 3 * 4096 and stats["allocated_bytes"] == 0
+    reserved = ur_cffi.memory_stats()["reserved_bytes"]
+    del queue, context
+    gc.collect()
+    assert ur_cffi.memory_stats()["reserved_bytes"] == reserved - 3 * 4096
+
+
+def test_views_keep_their_block_from_the_pool(queue, rng):
+    host = rng.standard_normal(256).astype(np.float32)
+    array = ur_cffi.asarray(host, queue=queue)
+    view = array[::4]
+    address = array.data_ptr()
+    del array
+    gc.collect()
+    other = ur_cffi.empty(256, np.float32, queue=queue)  # must not get the view's memory
+    assert other.data_ptr() != address
+    assert np.array_equal(view.to_numpy(), host[::4])
+
+
+OUT_OF_MEMORY_RETRY = """
+import json, resource, sys
+import numpy as np
+import ur_cffi
+
+kind = sys.argv[1]
+device = ur_cffi.devices("cpu")[0]
+context = device.create_context()
+queue = ur_cffi.Queue(context, device)
+ur_cffi.zeros(16, queue=queue, kind=kind)  # whatever the first use maps, before the limit
+# The address space the process has now, plus 3 GiB: two cached 1-GiB blocks leave room for
+# no 1.5-GiB one until the cache is emptied.
+used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (used + 3 * 2**30, resource.RLIM_INFINITY))
+try:
+    first, second = (ur_cffi.empty(2**30, np.uint8, queue=queue, kind=kind) for _ in range(2))
+    first.fill(1, count=4096)
+    second.fill(2, count=4096)
+    del first, second
+    cached = ur_cffi.memory_stats(context)["cached_bytes"]
+    third = ur_cffi.empty(3 * 2**29, np.uint8, queue=queue, kind=kind)
+    third.fill(3, count=4096)
+    head = np.zeros(4096, np.uint8)
+    third.copy_to(head, offset=3 * 2**29 - 4096)
+    error = None
+except MemoryError as caught:
+    error = repr(caught)
+finally:
+    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+stats = ur_cffi.memory_stats(context)
+print(json.dumps({"error": error, "cached_before": cached, "stats": stats}))
+"""
+
+
+@pytest.mark.parametrize("kind", ["device", "host", "shared"])
+def test_out_of_memory_empties_the_cache_and_retries(kind):
+    """Under an address-space limit, UR's own out-of-memory result (not the allocator's
+    limit): the cached blocks are freed and the allocation succeeds on its second try."""
+    done = crash_probe.run_child([kind], code=OUT_OF_MEMORY_RETRY, timeout=120)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["error"] is None
+    assert result["cached_before"] >= 2 * 2**30
+    stats = result["stats"]
+    assert stats["oom_retries"] == 1 and stats["ur_frees"] >= 2
+    assert stats["cached_bytes"] == 0 and stats["allocated_bytes"] >= 3 * 2**29
+
+
+@pytest.mark.parametrize("kind", ["device", "shared"])
+def test_record_queue_orders_reuse_after_the_other_queues_work(context, device, spin, kind):
+    """An array of queue A written by a kernel on queue B, then freed: with
+    ``record_queue(B)``, A's next owner of the memory waits for B's kernel (no host wait)."""
+    with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b:
+        gc.collect()
+        out = ur_cffi.empty(23_456, np.int32, queue=a, kind=kind)  # a size of its own
+        address = out.data_ptr()
+        out[1:].record_queue(b)  # a view records for its base
+        spinning = Spinning(spin, b, out)
+        spinning.out = None
+        del out
+        gc.collect()
+        taken = ur_cffi.empty(23_456, np.int32, queue=a, kind=kind)
+        if kind == "device":  # ordered on the device after B's kernel
+            assert taken.data_ptr() == address
+            fill = taken.fill(-7, blocking=False)
+            assert spinning.running and fill.status != COMPLETE
+        else:  # the host could touch it at once: not reused before B's kernel completed
+            assert taken.data_ptr() != address and spinning.running
+            taken.fill(-7)
+        spinning.release()
+        a.finish()
+        b.finish()
+        assert taken.to_numpy()[0] == -7
+        with device.create_context() as other, ur_cffi.Queue(other, device) as foreign:
+            with pytest.raises(ValueError, match="not of the context"):
+                taken.record_queue(foreign)

@@ -1,0 +1,148 @@
+"""Every numpy numeric dtype plus bfloat16 and float8 (ml_dtypes) in USM arrays, the
+constructors (``empty``, ``zeros``, ``ones``, ``full``, ``arange``, ``*_like``, ``copy``), and
+Triton kernels receiving the matching element types, ``triton.reinterpret`` included."""
+
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ur_cffi
+
+NUMPY = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+         "float16", "float32", "float64", "complex64", "complex128"]
+LOW_PRECISION = ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                 "float8_e5m2fnuz"]
+KINDS = ("device", "host", "shared")
+
+
+def values(rng, shape, dtype):
+    dtype = ur_cffi.dtypes.dtype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    return (rng.standard_normal(shape) * 3).astype(dtype)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", NUMPY + LOW_PRECISION)
+def test_every_dtype_round_trips_and_constructs(queue, rng, name, kind):
+    dtype = ur_cffi.dtypes.dtype(name)
+    host = values(rng, (5, 7), name)
+    array = ur_cffi.asarray(host, queue=queue, kind=kind)
+    assert array.dtype == dtype and array.itemsize == dtype.itemsize
+    assert array.to_numpy().tobytes() == host.tobytes()
+    assert array.T.to_numpy().tobytes() == np.ascontiguousarray(host.T).tobytes()
+    assert array.copy().to_numpy().tobytes() == host.tobytes()
+    for made, expected in (
+            (ur_cffi.zeros((2, 3), name, queue=queue, kind=kind), np.zeros((2, 3), dtype)),
+            (ur_cffi.ones((2, 3), name, queue=queue, kind=kind), np.ones((2, 3), dtype)),
+            (ur_cffi.full(4, 1, name, queue=queue, kind=kind), np.full(4, 1, dtype)),
+            (ur_cffi.zeros_like(array), np.zeros((5, 7), dtype)),
+            (ur_cffi.ones_like(array, kind="host"), np.ones((5, 7), dtype)),
+            (ur_cffi.full_like(array[:, ::3], 1), np.full((5, 3), 1, dtype))):
+        assert made.dtype == dtype and made.shape == expected.shape
+        assert made.to_numpy().tobytes() == expected.tobytes()
+    like = ur_cffi.empty_like(array)
+    assert (like.shape, like.dtype, like.queue, like.kind) == ((5, 7), dtype, queue, kind)
+    if dtype.kind != "b":
+        ramp = ur_cffi.arange(0, 6, 2, dtype=name, queue=queue, kind=kind)
+        assert ramp.to_numpy().tobytes() == np.arange(0, 6, 2, dtype=dtype).tobytes()
+
+
+def test_constructor_defaults_and_checks(queue):
+    assert ur_cffi.full(3, 7, queue=queue).dtype == np.int64  # numpy.full's inference
+    assert ur_cffi.full(3, 0.5, queue=queue).dtype == np.float64
+    assert ur_cffi.ones(3, queue=queue).dtype == np.float32  # as empty and zeros
+    ramp = ur_cffi.arange(5, queue=queue)
+    assert ramp.dtype == np.arange(5).dtype and list(ramp.to_numpy()) == [0, 1, 2, 3, 4]
+    assert np.allclose(ur_cffi.arange(0.0, 1.0, 0.25, queue=queue).to_numpy(),
+                       [0, 0.25, 0.5, 0.75])
+    assert ur_cffi.zeros(2, ur_cffi.bfloat16, queue=queue).dtype == ml_dtypes.bfloat16
+    assert ur_cffi.zeros(2, "bfloat16", queue=queue).dtype == ml_dtypes.bfloat16
+    with pytest.raises(ValueError, match="300 does not fit in int8"):
+        ur_cffi.full(3, 300, np.int8, queue=queue)
+    with pytest.raises(TypeError, match="fill_value must be one number"):
+        ur_cffi.full(3, [1, 2], queue=queue)
+    with pytest.raises(TypeError, match="arange: start must be a number, not str"):
+        ur_cffi.arange("3", queue=queue)
+    with pytest.raises(TypeError, match="takes a USMArray, not ndarray"):
+        ur_cffi.zeros_like(np.zeros(3))
+    with pytest.raises(TypeError, match="dtype 'bfloat17' is not a numpy dtype"):
+        ur_cffi.ones(3, "bfloat16"[:-1] + "7", queue=queue)
+
+
+def test_bfloat16_rounds_as_ml_dtypes_does(queue):
+    host = np.array([1.0, 1.00390625, 3.14159, -2.5e-3, 65504.0], np.float32)
+    array = ur_cffi.asarray(host.astype(ml_dtypes.bfloat16), queue=queue)
+    assert array.to_numpy().tobytes() == host.astype(ml_dtypes.bfloat16).tobytes()
+    filled = ur_cffi.full(3, 3.14159, ur_cffi.bfloat16, queue=queue)
+    assert filled.to_numpy()[0] == ml_dtypes.bfloat16(3.14159)
+
+
+# --- Triton ----------------------------------------------------------------------------------
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # without the "triton" extra
+    triton = None
+else:
+    @triton.jit
+    def widen(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+        tl.store(out_ptr + offsets, x * 2.0, mask=mask)
+
+
+@pytest.fixture(scope="module")
+def tq(context, device, tmp_path_factory):
+    pytest.importorskip("triton")
+    import ur_cffi.triton as ur_triton
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "torch", None)
+        patch.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("dtypes_triton")))
+        with ur_cffi.Queue(context, device) as queue:
+            ur_triton.activate(queue)
+            yield queue
+            ur_triton.deactivate()
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16", "int8", "uint16", "float64",
+                                  "float8_e5m2", "float8_e4m3fn"])
+def test_triton_gets_the_element_type(tq, rng, name):
+    dtype = ur_cffi.dtypes.dtype(name)
+    n = 300
+    host = values(rng, n, name) if dtype.kind in "iu" else (rng.standard_normal(n) * 3).astype(
+        dtype)
+    x = ur_cffi.asarray(host, queue=tq)
+    out = ur_cffi.full(n, np.nan, np.float32, queue=tq)
+    widen[(3,)](x, out, n, BLOCK=128)
+    tq.finish()
+    expected = 2.0 * host.astype(np.float64)
+    np.testing.assert_allclose(out.to_numpy(), expected.astype(np.float32), rtol=1e-6)
+    from ur_cffi.triton.launcher import element_type
+
+    assert element_type(x.dtype) == {"bfloat16": "bf16", "float16": "fp16", "int8": "i8",
+                                     "uint16": "u16", "float64": "fp64",
+                                     "float8_e5m2": "fp8e5",
+                                     "float8_e4m3fn": "fp8e4nv"}[name]
+
+
+def test_triton_reinterpret_on_ur_arrays(tq, rng):
+    host = (rng.standard_normal(200) * 3).astype(ml_dtypes.bfloat16)
+    bits = ur_cffi.asarray(host.view(np.uint16), queue=tq)  # bfloat16 bits as uint16
+    out = ur_cffi.full(200, np.nan, np.float32, queue=tq)
+    widen[(2,)](triton.reinterpret(bits, tl.bfloat16), out, 200, BLOCK=128)
+    tq.finish()
+    np.testing.assert_allclose(out.to_numpy(), 2.0 * host.astype(np.float64), rtol=1e-6)
+    as_view = bits.view(ur_cffi.bfloat16)  # the same without Triton: a dtype view
+    assert as_view.dtype == ml_dtypes.bfloat16 and as_view.data_ptr() == bits.data_ptr()
+    widen[(2,)](as_view, out, 200, BLOCK=128)
+    tq.finish()
+    np.testing.assert_allclose(out.to_numpy(), 2.0 * host.astype(np.float64), rtol=1e-6)

@@ -1,0 +1,151 @@
+"""Zero-copy interchange on the CPU device: numpy views of host and shared USM, DLPack round
+trips with numpy, wrapping USM pointers, and sharing memory with dpctl (its OpenCL context,
+its ``__sycl_usm_array_interface__``)."""
+
+import gc
+import weakref
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ur_cffi
+from ur_cffi import ffi, interop, lib
+
+
+@pytest.mark.parametrize("kind", ["host", "shared"])
+def test_host_and_shared_usm_are_numpy_views(queue, rng, kind):
+    host = rng.standard_normal((6, 8)).astype(np.float32)
+    array = ur_cffi.asarray(host, queue=queue, kind=kind)
+    view = np.asarray(array)
+    assert view.__array_interface__["data"][0] == array.data_ptr()
+    assert np.array_equal(view, host)
+    strided = np.asarray(array[1::2, ::-3])
+    assert strided.__array_interface__["data"][0] == array[1::2, ::-3].data_ptr()
+    assert np.array_equal(strided, host[1::2, ::-3])
+    view[2, 3] = 42.0  # the same memory: the device sees the write
+    assert array[2, 3].item() == 42.0
+    alive = weakref.ref(array)
+    del array
+    gc.collect()
+    assert alive() is not None  # the numpy view keeps the USM array
+    bf = np.asarray(ur_cffi.ones(4, ur_cffi.bfloat16, queue=queue, kind=kind))
+    assert bf.dtype == ml_dtypes.bfloat16 and np.array_equal(bf, np.ones(4))
+
+
+def test_device_usm_refuses_numpy_and_names_to_numpy(queue):
+    array = ur_cffi.zeros(4, queue=queue)
+    with pytest.raises(TypeError, match=r"to_numpy\(\)"):
+        np.asarray(array)
+    with pytest.raises(TypeError, match=r"to_numpy\(\)"):
+        np.add(array, 1)
+
+
+def test_dlpack_round_trips_with_numpy(queue, rng):
+    host = rng.standard_normal((5, 7))
+    array = ur_cffi.asarray(host, queue=queue, kind="host")
+    assert array.__dlpack_device__() == (interop.KDL_CPU, 0)
+    imported = np.from_dlpack(array[:, 2:])  # no copy: numpy reads the host USM
+    assert imported.__array_interface__["data"][0] == array[:, 2:].data_ptr()
+    assert np.array_equal(imported, host[:, 2:])
+    back = ur_cffi.from_dlpack(imported, queue=queue)  # USM of this context: wrapped again
+    assert back.data_ptr() == array[:, 2:].data_ptr() and back.strides == imported.strides
+    copied = ur_cffi.from_dlpack(host[::2], queue=queue)  # plain numpy memory: copied
+    assert copied.kind == "device" and np.array_equal(copied.to_numpy(), host[::2])
+    with pytest.raises(BufferError, match="copy=False"):
+        ur_cffi.from_dlpack(host, queue=queue, copy=False)
+    gc.collect()
+    exported = len(interop._exported)
+    del imported, back
+    gc.collect()
+    assert len(interop._exported) == exported - 1  # numpy's deleter call released it
+
+
+@pytest.mark.parametrize("kind", ["device", "shared"])
+def test_dlpack_of_device_usm_follows_the_oneapi_convention(queue, rng, kind):
+    array = ur_cffi.asarray(rng.standard_normal(10).astype(ml_dtypes.bfloat16), queue=queue,
+                            kind=kind)
+    device_type, device_id = array.__dlpack_device__()
+    assert device_type == interop.KDL_ONEAPI
+    assert ur_cffi.devices()[device_id] == array.device
+    again = ur_cffi.from_dlpack(array[3:], queue=queue)
+    assert again.dtype == ml_dtypes.bfloat16 and again.data_ptr() == array[3:].data_ptr()
+    assert again.to_numpy().tobytes() == array.to_numpy()[3:].tobytes()
+    if kind == "device":  # asked for kDLCPU, device USM comes as a host copy
+        floats = ur_cffi.asarray(rng.standard_normal(10), queue=queue, kind=kind)
+        on_host = np.from_dlpack(floats[::2], device="cpu")
+        assert np.array_equal(on_host, floats.to_numpy()[::2])
+        wrapped = ur_cffi.from_dlpack(array.__dlpack__(dl_device=(1, 0)), queue=queue)
+        assert wrapped.kind == "device" and wrapped.data_ptr() != array.data_ptr()
+        assert wrapped.to_numpy().tobytes() == array.to_numpy().tobytes()
+    capsule = array.__dlpack__()
+    with pytest.raises(TypeError, match="unused DLPack capsule"):
+        ur_cffi.from_dlpack(object(), queue=queue)
+    del capsule  # an unconsumed capsule deletes its tensor
+    gc.collect()
+
+
+def test_from_pointer_wraps_usm_without_owning_it(queue, context, device):
+    out = ffi.new("void **")
+    assert lib.urUSMSharedAlloc(context.handle, device.handle, ffi.NULL, ffi.NULL, 4096,
+                                out) == 0
+    address = int(ffi.cast("uintptr_t", out[0]))
+    try:
+        owner = type("Owner", (), {})()
+        alive = weakref.ref(owner)
+        array = ur_cffi.from_pointer(address, (4, 8), np.float64, queue=queue, owner=owner)
+        del owner
+        assert array.kind == "shared" and alive() is not None
+        array[...] = np.arange(32.0).reshape(4, 8)
+        assert np.array_equal(np.asarray(array.T), np.arange(32.0).reshape(4, 8).T)
+        t = ur_cffi.from_pointer(address, (8, 4), np.float64, queue=queue, strides=(8, 64))
+        assert np.array_equal(t.to_numpy(), np.arange(32.0).reshape(4, 8).T)
+        array.close()
+        t.close()
+        gc.collect()
+        assert alive() is None
+        with pytest.raises(ValueError, match="is not USM memory"):
+            ur_cffi.from_pointer(np.zeros(4).ctypes.data, 4, np.float64, queue=queue)
+        with pytest.raises(ValueError, match="run past the USM allocation"):
+            ur_cffi.from_pointer(address, 4096, np.float64, queue=queue)
+        with pytest.raises(ValueError, match="address .* is out of range"):
+            ur_cffi.from_pointer(0, 4, np.float64, queue=queue)
+    finally:
+        queue.finish()
+        assert lib.urUSMFree(context.handle, out[0]) == 0
+
+
+@pytest.fixture(scope="module")
+def dpctl_queue():
+    dpctl = pytest.importorskip("dpctl")  # the "test" extra installs it
+    return dpctl.SyclQueue("opencl:cpu")
+
+
+def test_a_context_and_queue_from_dpctl_share_its_memory(dpctl_queue, rng):
+    import dpctl.memory as dpm
+
+    context = interop.context_from_dpctl(dpctl_queue)
+    assert interop.context_from_dpctl(dpctl_queue) is context  # one per SYCL context
+    queue = interop.queue_from_dpctl(dpctl_queue)
+    # dpctl's memory in ur_cffi, without a copy
+    memory = dpm.MemoryUSMShared(64 * 4, queue=dpctl_queue)
+    values = rng.standard_normal(64).astype(np.float32)
+    memory.copy_from_host(values.view(np.uint8))
+    array = interop.from_sycl_usm_array_interface(memory, queue=queue).view(np.float32)
+    assert array.kind == "shared" and array.shape == (64,)
+    assert np.array_equal(array.to_numpy(), values)
+    array[::2] = 0.0
+    values[::2] = 0.0
+    assert np.array_equal(memory.copy_to_host().view(np.float32), values)
+    # ur_cffi's memory in dpctl, without a copy
+    mine = ur_cffi.asarray(values * 3, queue=queue)
+    interface = mine.__sycl_usm_array_interface__
+    assert interface["syclobj"] is dpctl_queue and interface["data"][0] == mine.data_ptr()
+    seen = dpm.as_usm_memory(mine)
+    assert seen._pointer == mine.data_ptr() and seen.get_usm_type() == "device"
+    assert np.array_equal(seen.copy_to_host().view(np.float32), values * 3)
+    default = interop.from_sycl_usm_array_interface(memory)  # queue made from the syclobj
+    assert default.context is context
+    with pytest.raises(AttributeError, match="context_from_dpctl"):
+        ur_cffi.zeros(3, queue=ur_cffi.Queue(ur_cffi.default_device().create_context()))\
+            .__sycl_usm_array_interface__

@@ -1,0 +1,420 @@
+"""Strided USM arrays on the CPU device, against numpy on the same data: indexing, reshaping,
+transposing and dtype views (property-based, every kind of USM and every dtype), copies of
+non-contiguous views both ways, assignment into views, lifetime of views, and views as kernel
+arguments (``Kernel.launch`` and Triton)."""
+
+import gc
+import sys
+import weakref
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import ur_cffi
+
+KINDS = ("device", "host", "shared")
+DTYPES = [np.dtype(name) for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128")] + [
+    np.dtype(t) for t in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
+                          ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2fnuz)]
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                           HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module")
+def q(context, device):
+    with ur_cffi.Queue(context, device) as queue:
+        yield queue
+
+
+def random_host(rng, shape, dtype):
+    """Random elements of ``dtype`` (random bytes for the float types would hold NaNs, which
+    compare unequal: numbers drawn as float64 instead)."""
+    if dtype.kind == "b":
+        return np.asarray(rng.integers(0, 2, shape)).astype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return np.asarray(rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True))
+    values = rng.standard_normal(shape) * 4
+    if dtype.kind == "c":
+        values = values + 1j * rng.standard_normal(shape)
+    return np.asarray(values).astype(dtype)
+
+
+def same(a, b) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def strides_that_matter(array) -> tuple:
+    """The strides of axes longer than 1 of a non-empty array (numpy's others are arbitrary)."""
+    if not array.size:
+        return ()
+    return tuple(s for e, s in zip(array.shape, array.strides) if e > 1)
+
+
+shapes = st.lists(st.integers(0, 5), min_size=0, max_size=4).map(tuple)
+
+
+@st.composite
+def index_keys(draw, shape):
+    """A basic index for ``shape``: integers, slices with any step, None and one ``...``."""
+    ndim = len(shape)
+    lead = draw(st.integers(0, ndim))
+    ellipsis = draw(st.booleans())
+    trail = draw(st.integers(0, ndim - lead)) if ellipsis else 0
+
+    def part(extent):
+        if draw(st.integers(0, 2)) == 0 and extent:
+            return draw(st.integers(-extent, extent - 1))
+        step = draw(st.sampled_from([None, 1, 2, 3, -1, -2]))
+        start = draw(st.none() | st.integers(-extent - 1, extent + 1))
+        stop = draw(st.none() | st.integers(-extent - 1, extent + 1))
+        return slice(start, stop, step)
+
+    parts = [part(extent) for extent in shape[:lead]]
+    if ellipsis:
+        parts.append(Ellipsis)
+        parts += [part(extent) for extent in shape[ndim - trail:]]
+    for _ in range(draw(st.integers(0, 2))):
+        parts.insert(draw(st.integers(0, len(parts))), None)
+    return tuple(parts) if draw(st.booleans()) or len(parts) != 1 else parts[0]
+
+
+@SETTINGS
+@given(data=st.data(), shape=shapes, dtype=st.sampled_from(DTYPES),
+       kind=st.sampled_from(KINDS))
+def test_indexing_matches_numpy(q, data, shape, dtype, kind):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32)))
+    host = random_host(rng, shape, dtype)
+    array = ur_cffi.asarray(host, queue=q, kind=kind)
+    assert strides_that_matter(array) == strides_that_matter(host)
+    assert array.stride() == tuple(s // dtype.itemsize for s in array.strides)
+    key = data.draw(index_keys(shape))
+    expected = np.asarray(host[key])
+    view = array[key]
+    assert view.base is array and view.shape == expected.shape
+    if expected.ndim:
+        assert strides_that_matter(view) == strides_that_matter(host[key])
+        assert view.is_contiguous() == expected.flags.c_contiguous
+    if isinstance(host[key], np.ndarray) and expected.size:  # numpy's own view: same offset
+        assert view.data_ptr() - array.data_ptr() == \
+            expected.__array_interface__["data"][0] - host.__array_interface__["data"][0]
+    assert same(view.to_numpy(), np.array(expected, order="C"))
+    again = data.draw(index_keys(view.shape))  # a view of a view
+    assert same(view[again].to_numpy(), np.array(np.asarray(expected[again]), order="C"))
+
+
+@SETTINGS
+@given(data=st.data(), shape=shapes, dtype=st.sampled_from(DTYPES),
+       kind=st.sampled_from(KINDS))
+def test_reshape_transpose_and_dtype_views_match_numpy(q, data, shape, dtype, kind):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32)))
+    host = random_host(rng, shape, dtype)
+    array, expected = ur_cffi.asarray(host, queue=q, kind=kind), host
+    for _ in range(data.draw(st.integers(1, 4))):
+        operation = data.draw(st.sampled_from(["index", "T", "permute", "swapaxes", "reshape",
+                                               "view_shape", "view_dtype"]))
+        if operation == "index":
+            key = data.draw(index_keys(expected.shape))
+            array, expected = array[key], expected[key]
+            expected = np.asarray(expected)
+        elif operation == "T":
+            array, expected = array.T, expected.T
+        elif operation == "permute" and expected.ndim:
+            order = data.draw(st.permutations(range(expected.ndim)))
+            array, expected = array.permute(*order), expected.transpose(order)
+        elif operation == "swapaxes" and expected.ndim:
+            a, b = (data.draw(st.integers(-expected.ndim, expected.ndim - 1)) for _ in "ab")
+            array, expected = array.swapaxes(a, b), expected.swapaxes(a, b)
+        elif operation in ("reshape", "view_shape"):
+            target = data.draw(st.permutations(_factors(expected.size)))
+            if target and data.draw(st.booleans()):
+                target = (*target[:-1], -1)
+            try:
+                no_copy = np.reshape(expected, target, copy=False)
+            except ValueError:  # numpy: a copy is needed
+                no_copy = None
+            if operation == "view_shape":
+                if no_copy is None:
+                    with pytest.raises(ValueError, match="needs a copy; use reshape"):
+                        array.view(*target)
+                    continue
+                array = array.view(*target)
+            else:
+                root = array.base if array.base is not None else array
+                array = array.reshape(target)
+                assert (array.base is root) == (no_copy is not None) or not expected.size
+            expected = expected.reshape(target)
+        elif operation == "view_dtype":
+            new = data.draw(st.sampled_from(DTYPES))
+            if new.kind == "b" and expected.dtype.kind != "b":
+                continue  # bytes other than 0 and 1 as bool: numpy's copies normalize them
+            try:
+                reference = expected.view(new)
+            except ValueError:
+                continue
+            if any(s % new.itemsize for s in reference.strides) or (
+                    expected.ndim and expected.shape[-1] != 1 and expected.strides[-1] !=
+                    expected.itemsize and new.itemsize != expected.itemsize):
+                continue  # numpy allows strides PyTorch-style element strides cannot express
+            array, expected = array.view(new), reference
+        assert array.shape == expected.shape and array.dtype == expected.dtype
+        assert same(array.to_numpy(), np.array(expected, order="C"))
+
+
+def _factors(n: int) -> list[int]:
+    """``n`` split into prime factors (and a 1 now and then): shapes holding n elements."""
+    factors, p = [], 2
+    while n > 1 and p * p <= n:
+        while n % p == 0:
+            factors.append(p)
+            n //= p
+        p += 1
+    if n > 1 or not factors:
+        factors.append(n)
+    return factors
+
+
+@SETTINGS
+@given(data=st.data(), shape=shapes.filter(lambda s: len(s) >= 1),
+       dtype=st.sampled_from(DTYPES), kind=st.sampled_from(KINDS))
+def test_assignment_into_views_matches_numpy(q, data, shape, dtype, kind):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32)))
+    host = random_host(rng, shape, dtype)
+    array = ur_cffi.asarray(host, queue=q, kind=kind)
+    key = data.draw(index_keys(shape))
+    target = np.asarray(host[key])
+    assume(target.ndim)  # numpy's scalar result cannot be assigned through
+    value = random_host(rng, target.shape, dtype)
+    source = data.draw(st.sampled_from(["numpy", "strided numpy", "usm", "scalar"]))
+    if source == "scalar":
+        value = random_host(rng, (), dtype)[()]
+        array[key] = value
+    elif source == "usm":
+        array[key] = ur_cffi.asarray(value, queue=q, kind=data.draw(st.sampled_from(KINDS)))
+    elif source == "strided numpy":
+        padded = random_host(rng, (*target.shape[:-1], 2 * target.shape[-1]), dtype)
+        padded[..., ::2] = value
+        array[key] = padded[..., ::2]
+    else:
+        array[key] = value
+    host[key] = value
+    assert same(array.to_numpy(), host)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_copies_of_non_contiguous_views_both_ways(q, rng, kind):
+    host = rng.standard_normal((7, 9, 5)).astype(np.float32)
+    array = ur_cffi.asarray(host, queue=q, kind=kind)
+    # device view -> contiguous and strided numpy, and many-copy views (the span is read)
+    for key in [(slice(None), slice(1, 8, 2)), (Ellipsis, 3), (slice(None, None, -2),),
+                (slice(None), slice(None), slice(None, None, 2))]:
+        view, expected = array[key], host[key]
+        assert np.array_equal(view.to_numpy(), expected)
+        out = np.full((*expected.shape, 3), np.nan, np.float32)[..., 1]  # strided destination
+        view.copy_to(out)
+        assert np.array_equal(out, expected)
+    transposed = array.permute(2, 0, 1)
+    assert np.array_equal(transposed.to_numpy(), host.transpose(2, 0, 1))
+    # numpy -> view, contiguous and strided sources
+    view = array[1:6, ::3]
+    value = rng.standard_normal(view.shape).astype(np.float32)
+    view.copy_from(value[::-1][::-1])
+    host[1:6, ::3] = value
+    assert np.array_equal(array.to_numpy(), host)
+    view.copy_from(np.asfortranarray(value * 2))
+    host[1:6, ::3] = value * 2
+    assert np.array_equal(array.to_numpy(), host)
+    # view -> view on the device, and copy() of a view
+    other = ur_cffi.full((9, 7, 5), np.nan, np.float32, queue=q, kind=kind)
+    other.transpose(1, 0, 2).copy_from(array)
+    assert np.array_equal(other.to_numpy(), host.transpose(1, 0, 2))
+    duplicate = array[:, ::2].copy()
+    assert duplicate.base is None and duplicate.is_contiguous()
+    assert np.array_equal(duplicate.to_numpy(), host[:, ::2])
+    with pytest.raises(ValueError, match="overlap"):
+        array[:4].copy_from(array[3:7])
+    with pytest.raises(ValueError, match="shape .* does not match"):
+        array[:, ::2].copy_from(np.zeros((7, 4, 5), np.float32))
+
+
+def test_fill_of_a_non_contiguous_view(q):
+    array = ur_cffi.zeros((4, 6), np.int32, queue=q)
+    array[:, 1::2].fill(7)
+    array[2] = 5
+    expected = np.zeros((4, 6), np.int32)
+    expected[:, 1::2] = 7
+    expected[2] = 5
+    assert np.array_equal(array.to_numpy(), expected)
+    with pytest.raises(ValueError, match="offset and count need a contiguous array"):
+        array[:, ::2].fill(1, offset=1)
+
+
+def test_shape_and_stride_accessors(q):
+    array = ur_cffi.empty((3, 4, 5), np.float64, queue=q)
+    assert (array.ndim, array.size, array.numel(), array.itemsize, array.element_size(),
+            array.nbytes) == (3, 60, 60, 8, 8, 480)
+    assert array.strides == (160, 40, 8) and array.stride() == (20, 5, 1)
+    assert array.stride(0) == 20 and array.stride(-1) == 1 and array.is_contiguous()
+    t = array.T
+    assert t.shape == (5, 4, 3) and t.stride() == (1, 5, 20) and not t.is_contiguous()
+    assert array.transpose(0, 2, 1).shape == (3, 5, 4)
+    assert array.swapaxes(0, 2).stride() == (1, 5, 20)
+    assert array.device is q.device and array.data is array
+    with pytest.raises(ValueError, match="axis 3 is out of range"):
+        array.stride(3)
+    with pytest.raises(ValueError, match="not a permutation"):
+        array.transpose(0, 2)  # numpy's meaning; PyTorch's swap is swapaxes
+    with pytest.raises(TypeError, match="advanced indexing|integer-array index"):
+        array[[0, 1]]
+    with pytest.raises(TypeError, match="boolean"):
+        array[True]
+    with pytest.raises(IndexError, match="out of bounds"):
+        array[3]
+    with pytest.raises(IndexError, match="too many indices"):
+        array[0, 0, 0, 0]
+    with pytest.raises(ValueError, match="cannot reshape an array of size 60"):
+        array.reshape(7, -1)
+    with pytest.raises(ValueError, match="only one extent can be -1"):
+        array.reshape(-1, -1)
+    with pytest.raises(ValueError, match="last axis must be contiguous"):
+        array.T.view(np.float32)
+    assert array[1, 2, 3].shape == () and array[1, 2, 3].data_ptr() == \
+        array.data_ptr() + 8 * (20 + 10 + 3)
+
+
+def test_a_view_keeps_its_base_alive_and_closing_the_base_closes_views(q, rng):
+    host = rng.standard_normal(100).astype(np.float32)
+    array = ur_cffi.asarray(host, queue=q)
+    base = weakref.ref(array)
+    view = array[10:20].reshape(2, 5)
+    del array
+    gc.collect()
+    assert base() is not None  # the view holds it
+    assert np.array_equal(view.to_numpy(), host[10:20].reshape(2, 5))
+    view.close()  # closes only the view
+    assert view.closed and not base().closed
+    with pytest.raises(ur_cffi.ClosedError):
+        view.data_ptr()
+    other = base()[::2]
+    views = (other, other[1:], other.T, other.view(np.int32))
+    base().close()
+    for closed in views:
+        assert closed.closed
+        with pytest.raises(ur_cffi.ClosedError):
+            closed.data_ptr()
+        with pytest.raises(ur_cffi.ClosedError):
+            closed.to_numpy()
+    with pytest.raises(ur_cffi.ClosedError):
+        other[1]
+
+
+def test_kernel_launch_takes_a_view_at_its_own_address(q, rng, build_triton, context):
+    program, compiled = build_triton("add", BLOCK=128)
+    kernel = program.kernel(compiled.name)
+    n = 300
+    x = ur_cffi.asarray(rng.standard_normal(n + 7).astype(np.float32), queue=q)
+    y = ur_cffi.asarray(rng.standard_normal((2, n)).astype(np.float32), queue=q)
+    out = ur_cffi.full(n + 3, np.nan, np.float32, queue=q)
+    args = (x[7:], y[1], out[3:], np.int32(n))
+    if compiled.shared:
+        args += (ur_cffi.Local(compiled.shared),)
+    kernel.launch(q, 3 * compiled.local_size, compiled.local_size, *args)
+    result = out.to_numpy()
+    expected = x.to_numpy()[7:].astype(np.float64) + y.to_numpy()[1]
+    assert np.isnan(result[:3]).all()
+    np.testing.assert_allclose(result[3:], expected, rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def triton_queue(context, device, tmp_path_factory):
+    pytest.importorskip("triton")
+    import ur_cffi.triton as ur_triton
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "torch", None)
+        patch.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("views_triton")))
+        with ur_cffi.Queue(context, device) as queue:
+            ur_triton.activate(queue)
+            yield queue
+            ur_triton.deactivate()
+
+
+def test_triton_softmax_over_a_strided_view(triton_queue, rng):
+    import triton
+
+    from kernels import softmax
+
+    q = triton_queue
+    host = rng.standard_normal((40, 75)).astype(np.float32)
+    x = ur_cffi.asarray(host, queue=q)
+    view = x[::2, 3:70]  # every other row, columns 3..69: address and strides of its own
+    out = ur_cffi.full(view.shape, np.nan, np.float32, queue=q)
+    rows, cols = view.shape
+    softmax[(rows,)](out, view, view.stride(0), out.stride(0), cols,
+                     BLOCK=triton.next_power_of_2(cols))
+    q.finish()
+    part = host[::2, 3:70].astype(np.float64)
+    reference = np.exp(part - part.max(axis=1, keepdims=True))
+    reference /= reference.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(out.to_numpy(), reference, rtol=1e-5, atol=1e-7)
+
+
+def test_triton_alignment_specialization_follows_the_view_address(triton_queue):
+    from triton.backends.compiler import BaseBackend
+
+    x = ur_cffi.empty(64, np.float32, queue=triton_queue)
+    assert x.data_ptr() % 16 == 0
+    assert BaseBackend.get_arg_specialization(x, "tensor", align=True) == "D"
+    assert BaseBackend.get_arg_specialization(x[4:], "tensor", align=True) == "D"
+    assert BaseBackend.get_arg_specialization(x[1:], "tensor", align=True) == ""
+
+
+def test_triton_scale_on_a_misaligned_view(triton_queue, rng):
+    from kernels import scale
+
+    q = triton_queue
+    host = rng.standard_normal(1000).astype(np.float32)
+    x = ur_cffi.asarray(host, queue=q)
+    y = ur_cffi.full(1000, np.nan, np.float32, queue=q)
+    scale[(4,)](x[1:], y[3:], 2.0, 997, BLOCK=256)  # addresses 4 and 12 bytes past alignment
+    q.finish()
+    result = y.to_numpy()
+    assert np.isnan(result[:3]).all()
+    np.testing.assert_allclose(result[3:], 2.0 * host[1:998].astype(np.float64), rtol=1e-6)
+
+
+def test_triton_takes_any_object_with_data_ptr_and_dtype(triton_queue, rng):
+    from kernels import scale
+
+    q = triton_queue
+    host = rng.standard_normal(300).astype(np.float32)
+    x = ur_cffi.asarray(host, queue=q)
+    y = ur_cffi.full(300, np.nan, np.float32, queue=q)
+
+    class Foreign:  # what another library's tensor offers Triton
+        def __init__(self, array):
+            self.array, self.dtype = array, array.dtype
+
+        def data_ptr(self):
+            return self.array.data_ptr()
+
+    scale[(2,)](Foreign(x[100:]), Foreign(y), 3.0, 200, BLOCK=128)
+    q.finish()
+    np.testing.assert_allclose(y.to_numpy()[:200], 3.0 * host[100:].astype(np.float64),
+                               rtol=1e-6)
+    assert np.isnan(y.to_numpy()[200:]).all()
+
+
+def test_triton_explains_an_integer_given_for_a_pointer(triton_queue):
+    from kernels import scale
+
+    x = ur_cffi.zeros(300, np.float32, queue=triton_queue)
+    with pytest.raises(TypeError, match=r"'x_ptr', 'y_ptr' got an int.*data_ptr\(\).*"
+                                        r"tl.pointer_type"):
+        scale[(2,)](x.data_ptr(), x.data_ptr(), 3.0, 300, BLOCK=128)
