@@ -220,6 +220,44 @@ def test_sizes_alone_and_local_sizes_update(updatable, add, queue, rng):
     assert np.array_equal(out.to_numpy()[:4 * BLOCK], expected)
 
 
+def test_views_update_launches(updatable, add, queue, rng):
+    kernel, local = add
+    n = 4 * BLOCK
+    xs, ys = random32(rng, 2 * n), random32(rng, n)
+    base, y = ur_cffi.asarray(xs, queue=queue), ur_cffi.asarray(ys, queue=queue)
+    out = ur_cffi.empty(n, np.float32, queue=queue)
+    graph = ur_cffi.Graph(queue.context, native=updatable)
+    with graph.recording(queue):
+        command = kernel.launch(queue, blocks(n, local), local, base[:n], y, out, np.int32(n))
+    graph.finalize()
+    for start in (0, 5, n, 3):  # views: other addresses (5, 3: not 16-byte aligned)
+        command.update(base[start:start + n], y, out, np.int32(n))
+        out.fill(np.nan)
+        graph.replay(queue).wait()
+        assert np.array_equal(out.to_numpy(), f32(xs[start:start + n].astype(np.float64) + ys))
+    graph.close()
+
+
+def test_strided_copies_are_recorded_and_replayed_one_by_one(native, queue, rng):
+    """Rows of a 2-D view go by urEnqueueUSMMemcpy2D, which UR command buffers have no append
+    for: the graph replays one by one from there."""
+    table = ur_cffi.zeros((8, 10), np.float32, queue=queue)
+    rows = random32(rng, 40).reshape(8, 5)
+    graph = ur_cffi.Graph(queue.context, native=native)
+    with graph.recording(queue):
+        table[:, 2:7].copy_from(rows, blocking=False)
+    if native is None:  # native until the 2-D copy
+        assert not graph.native and "urEnqueueUSMMemcpy2D" in repr(graph)
+    for _ in range(3):
+        rows[:] = random32(rng, 40).reshape(8, 5)
+        table.fill(0.0)
+        graph.replay(queue).wait()
+        expected = np.zeros((8, 10), np.float32)
+        expected[:, 2:7] = rows
+        assert np.array_equal(table.to_numpy(), expected)
+    graph.close()
+
+
 def test_a_missing_update_capability_is_named(add, queue, device, rng):
     supported, capabilities, _ = command_buffer_support(device)
     if not supported:
@@ -614,27 +652,33 @@ def test_a_replay_refuses_closed_memory(updatable, add, queue, rng):
     graph.close()
 
 
-def test_graph_cycles_hold_no_memory(native, add, queue, rng):
+def test_graph_cycles_hold_nothing(native, add, queue, rng):
+    """1000 graphs made, recorded, replayed and closed give back every kernel reference;
+    replaying one by one, resident memory does not grow.  (A UR command buffer with a launch,
+    made and released with the raw layer alone, leaves several KiB behind in oneAPI 2026.2's
+    OpenCL adapter or CPU runtime, so native cycles are not measured by memory.)"""
     kernel, local = add
     n = BLOCK
     x, y, out = (ur_cffi.asarray(random32(rng, n), queue=queue) for _ in range(3))
+    references = enums.ur_kernel_info_t.UR_KERNEL_INFO_REFERENCE_COUNT
+    kernel_references = info.query("urKernelGetInfo", kernel.handle, references)
 
-    def cycle():
-        with ur_cffi.Graph(queue.context, native=native) as graph:
-            with graph.recording(queue):
-                out.fill(0.0)
-                kernel.launch(queue, local, local, x, y, out, np.int32(n), event=False)
-            graph.replay(queue, event=False)
+    def cycles(count):
+        for _ in range(count):
+            with ur_cffi.Graph(queue.context, native=native) as graph:
+                with graph.recording(queue):
+                    out.fill(0.0)
+                    kernel.launch(queue, local, local, x, y, out, np.int32(n), event=False)
+                graph.replay(queue, event=False)
+        queue.finish()
+        gc.collect()
 
-    for _ in range(50):
-        cycle()
-    gc.collect()
+    cycles(50)
     before = crash_probe.rss_bytes()
-    for _ in range(1000):
-        cycle()
-    queue.finish()
-    gc.collect()
-    assert crash_probe.rss_bytes() - before < 4 << 20
+    cycles(1000)
+    assert info.query("urKernelGetInfo", kernel.handle, references) == kernel_references
+    if native is False:
+        assert crash_probe.rss_bytes() - before < 2 << 20
 
 
 def test_the_choice_between_native_and_one_by_one(context, device, monkeypatch):
@@ -659,8 +703,10 @@ def test_graphs_run_clean_under_urs_validation_and_leak_checking(tmp_path,
         pytest.skip("UR's leak checker misreports a correct raw program on this release")
     log_dir = tmp_path / "logs"
     done = crash_probe.run_child(
-        [__file__, "-q", "-p", "no:cacheprovider", "-k", "not validation", "--basetemp",
-         tmp_path / "inner"],
+        # Not the strided copies: UR's leak checker does not see the events urEnqueueUSMMemcpy2D
+        # makes (a raw 2-D copy whose event is released is reported too).
+        [__file__, "-q", "-p", "no:cacheprovider", "-k", "not validation and not strided",
+         "--basetemp", tmp_path / "inner"],
         code="import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))", check=False,
         env=validation_env(log_dir), timeout=900, cwd=crash_probe.HERE.parent)
     tail = done.stdout[-3000:] + done.stderr[-3000:]

@@ -15,8 +15,9 @@ UR command buffer (``urCommandBufferCreateExp``, appends, ``urCommandBufferFinal
 by one, in the same order and with the same dependencies, so code written for graphs runs
 everywhere; ``Graph(..., native=False)`` or ``UR_CFFI_GRAPH_NATIVE=0`` chooses that, and a graph
 left to choose turns to it when the device's command buffers refuse a command as unsupported
-(oneAPI 2025.2's CPU runtime takes launches but no USM copies).  Which headers' command-buffer
-functions ur_cffi drives is settled in ``_release`` (oneAPI 2025.2 on).
+(oneAPI 2025.2's CPU runtime takes launches but no USM copies), or at a 2-D copy (rows of a
+strided view: UR has no command-buffer append for ``urEnqueueUSMMemcpy2D``).  Which headers'
+command-buffer functions ur_cffi drives is settled in ``_release`` (oneAPI 2025.2 on).
 
 Recording.  In a :meth:`Graph.recording` block every command submitted to its queue, by any
 thread, is recorded, not run: ``Kernel.launch``, calls of a ``PreparedLaunch``
@@ -51,6 +52,7 @@ latest replay.  A replay raises ``ClosedError`` if an array it uses was closed s
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import struct
 import sys
@@ -277,7 +279,7 @@ class Graph(_handle.Resource):
         for arg in launch.args:
             if isinstance(arg, _handle.Resource):
                 arg.handle  # noqa: B018 - raises ClosedError
-        return self._record(_Launch(launch.kernel, launch.queue, launch._call_args, launch.args,
+        return self._record(_Launch(launch.kernel, launch._call_args, launch.args,
                                     keep=launch._buffers), after, True)
 
     def finalize(self) -> None:
@@ -300,7 +302,7 @@ class Graph(_handle.Resource):
     def record_launch(self, kernel, queue, call_args, args, wait_for, event):
         """Record a checked launch of ``kernel`` (``call_args`` as ``program._launch`` takes
         them, packed from ``args``)."""
-        return self._record(_Launch(kernel, queue, call_args, args), wait_for, event)
+        return self._record(_Launch(kernel, call_args, args), wait_for, event)
 
     def record_triton(self, launcher, grid, queue, function, addresses, values, args, owners,
                       wait_for):
@@ -308,7 +310,7 @@ class Graph(_handle.Resource):
         if not all(grid):
             return None  # an empty grid runs nothing
         prepared = launcher._prepare(grid, queue, function, addresses, values, args, owners)
-        command = _Launch(function, queue, prepared._call_args, tuple(args), launcher=launcher,
+        command = _Launch(function, prepared._call_args, tuple(args), launcher=launcher,
                           keep=prepared._buffers)
         return self._record(command, wait_for, False)
 
@@ -317,10 +319,10 @@ class Graph(_handle.Resource):
         name = function.__name__
         if name in ("urEnqueueEventsWait", "urEnqueueEventsWaitWithBarrier"):
             return self._record_marker(wait_for, barrier=name.endswith("Barrier"))
-        if name == "urEnqueueUSMMemcpy":
+        if name in ("urEnqueueUSMMemcpy", "urEnqueueUSMMemcpy2D"):
             destination = int(ffi.cast("uintptr_t", args[1]))
-            if blocking and any(isinstance(held, np.ndarray) and held.nbytes
-                                and held.ctypes.data == destination for held in keep_alive):
+            if blocking and any(isinstance(held, np.ndarray) and held.ctypes.data <= destination
+                                < held.ctypes.data + held.nbytes for held in keep_alive):
                 raise RuntimeError("a blocking copy into host memory while recording: its data "
                                    "would exist only after a replay. Record it with "
                                    "blocking=False and read the array after the replay")
@@ -686,6 +688,8 @@ class _Copy:
 
     @property
     def append_name(self) -> str:
+        if self.function_name == "urEnqueueUSMMemcpy2D":
+            return "a 2-D USM copy (UR has no command-buffer append for urEnqueueUSMMemcpy2D)"
         return "urCommandBufferAppendUSMMemcpyExp" if self.kind == "copy" else \
             "urCommandBufferAppendUSMFillExp"
 
@@ -698,6 +702,8 @@ class _Copy:
     def append(self, buffer, count, points, point, _command) -> int:
         # urEnqueueUSMMemcpy(queue, blocking, dst, src, size, ...) and
         # urEnqueueUSMFill(queue, ptr, patternSize, pPattern, size, ...) after the queue
+        if self.function_name == "urEnqueueUSMMemcpy2D":
+            return _UNSUPPORTED  # the graph replays one by one from here (Graph._append)
         if self.kind == "copy":
             _, destination, source, nbytes = self.args
             return lib.urCommandBufferAppendUSMMemcpyExp(buffer, destination, source, nbytes,
@@ -708,6 +714,7 @@ class _Copy:
                                                    count, points, 0, _NULL, point, _NULL, _NULL)
 
 
+_UNSUPPORTED = int(ur_result_t.UR_RESULT_ERROR_UNSUPPORTED_FEATURE)
 _INTEGERS = frozenset(("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"))
 _KIND_NAMES = {POINTER: "pointer", VALUE: "value", MEM_OBJ: "memory object",
                LOCAL: "local memory size"}
@@ -751,7 +758,7 @@ def _checked_sizes(device, dims: int, global_size, local_size, global_offset) ->
         if any(g % s for g, s in zip(global_sizes, local_sizes)):
             raise ValueError(f"local_size {local_sizes} does not divide global_size "
                              f"{global_sizes}")
-        if np.prod(local_sizes) > device.max_work_group_size:
+        if math.prod(local_sizes) > device.max_work_group_size:
             raise ValueError(f"local_size {local_sizes} exceeds the device's maximum work-group "
                              f"size {device.max_work_group_size}")
     return dims, offsets, global_sizes, local_sizes
@@ -768,8 +775,8 @@ class _Launch:
     append_name = ("urCommandBufferAppendKernelLaunchWithArgsExp"
                    if _release.HAS_APPEND_WITH_ARGS else "urCommandBufferAppendKernelLaunchExp")
 
-    def __init__(self, kernel: Kernel, queue: Queue, call_args: tuple, args: tuple,
-                 launcher=None, keep=None):
+    def __init__(self, kernel: Kernel, call_args: tuple, args: tuple, launcher=None,
+                 keep=None):
         self.kind, self.kernel, self.handle = "launch", kernel, kernel.handle
         self.launcher, self.command = launcher, None
         self.count, self.properties = call_args[4], call_args[6]
