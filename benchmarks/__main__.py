@@ -124,6 +124,12 @@ def main(argv=None) -> int:
     print(f"measuring {len(available)} methods, {rounds} interleaved rounds...")
     times = harness.measure(available, workloads, rounds)
 
+    from . import allocator
+
+    print("caching allocator rows...")
+    allocator_rows = allocator.measure(setup, floor_lib, max(rounds // 3, 2),
+                                       10 if args.quick else 2000)
+
     print("start-up (subprocesses)...")
     start = startup.measure(import_runs=2 if args.quick else 7, cold_runs=1 if args.quick else 3,
                             warm_runs=1 if args.quick else 5)
@@ -152,6 +158,8 @@ def main(argv=None) -> int:
         if start.get(key):
             print(f"{key}: {start[key]}")
     print()
+    print(allocator.table(allocator_rows))
+    print()
     print(report.targets_table(verdicts))
     for name, reason in unavailable.items():
         print(f"\nnot measured: {name}: {reason}")
@@ -168,6 +176,7 @@ def main(argv=None) -> int:
         "figures": figs,
         "startup": start,
         "targets": verdicts,
+        "allocator": allocator_rows,
         "elapsed_s": elapsed,
     }
     path = args.json or RESULTS / f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}.json"

@@ -25,6 +25,9 @@ int floor_launches_then_finish(uintptr_t queue, uintptr_t kernel, uint32_t dims,
                                uintptr_t args, int64_t count);
 int floor_memcpy(uintptr_t queue, uintptr_t dst, uintptr_t src, size_t nbytes);
 int floor_usm_alloc_free(uintptr_t context, uintptr_t device, size_t nbytes, int64_t count);
+int floor_temporary_launch(uintptr_t context, uintptr_t device, uintptr_t queue, uintptr_t kernel,
+                           uintptr_t global_size, uintptr_t local_size, uint32_t num_args,
+                           uintptr_t args, size_t nbytes, int64_t count);
 """
 
 SOURCE = r"""
@@ -69,6 +72,24 @@ int floor_launches_then_finish(uintptr_t queue, uintptr_t kernel, uint32_t dims,
 int floor_memcpy(uintptr_t queue, uintptr_t dst, uintptr_t src, size_t nbytes) {
     RETURN_IF_FAILED(urEnqueueUSMMemcpy((ur_queue_handle_t)queue, 1, (void *)dst,
                                         (const void *)src, nbytes, 0, NULL, NULL));
+    return 0;
+}
+
+/* Allocate a temporary, launch on it, free it: without a caching allocator C must finish the
+   queue before urUSMFree (the launch may still use the memory). args[0] is the pointer. */
+int floor_temporary_launch(uintptr_t context, uintptr_t device, uintptr_t queue, uintptr_t kernel,
+                           uintptr_t global_size, uintptr_t local_size, uint32_t num_args,
+                           uintptr_t args, size_t nbytes, int64_t count) {
+    ur_exp_kernel_arg_properties_t *entries = (ur_exp_kernel_arg_properties_t *)args;
+    for (int64_t i = 0; i < count; i++) {
+        void *p = NULL;
+        RETURN_IF_FAILED(urUSMDeviceAlloc((ur_context_handle_t)context,
+                                          (ur_device_handle_t)device, NULL, NULL, nbytes, &p));
+        entries[0].value.pointer = p;
+        RETURN_IF_FAILED(launch(queue, kernel, 1, global_size, local_size, num_args, args));
+        RETURN_IF_FAILED(urQueueFinish((ur_queue_handle_t)queue));
+        RETURN_IF_FAILED(urUSMFree((ur_context_handle_t)context, p));
+    }
     return 0;
 }
 

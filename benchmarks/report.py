@@ -13,6 +13,9 @@ from . import harness
 # (workload, method, reference, limit, description): the method's time must be at most
 # ``limit`` times the reference's, as a median of per-round ratios.
 RATIO_TARGETS = (
+    ("usm_alloc_free", "wrapper", "c", 1.3,
+     "ur_cffi.empty(4 KiB) + close (caching allocator) within 1.3x of C urUSMDeviceAlloc + "
+     "urUSMFree"),
     ("launch_finish", "lean", "c", 1.3,
      "Kernel.launch(event=False) + blocking finish within 1.3x of C"),
     ("back_to_back", "lean", "c", 1.3, "Kernel.launch(event=False) back-to-back within 1.3x of C"),
