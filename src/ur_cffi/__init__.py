@@ -20,7 +20,7 @@ try:
 except ImportError as error:
     _libraries.explain_failed_load(error)
     raise
-from . import enums, errors, info, loader  # noqa: E402
+from . import dtypes, enums, errors, info, loader  # noqa: E402
 
 _libraries.check_loader(info.HEADER_FACTS.get("loader"))
 
@@ -34,8 +34,6 @@ from .loader import init  # noqa: E402
 from .memory import Buffer, USMArray, asarray, empty, zeros  # noqa: E402
 from .creation import (arange, empty_like, full, full_like, ones, ones_like,  # noqa: E402
                        zeros_like)
-from .dtypes import (bfloat16, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2,  # noqa: E402
-                     float8_e5m2fnuz)
 from .allocator import empty_cache, memory_stats, set_memory_limit  # noqa: E402
 from . import interop  # noqa: E402
 from .interop import from_dlpack, from_pointer  # noqa: E402
@@ -52,3 +50,10 @@ __all__ = [
     "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
     "empty_cache", "memory_stats", "set_memory_limit", "interop", "from_dlpack", "from_pointer",
 ]  # fmt: skip
+
+
+def __getattr__(name: str):
+    """``ur_cffi.bfloat16`` and the float8 dtypes, loaded with ``ml_dtypes`` on first use."""
+    if name in dtypes.NAMES:
+        return getattr(dtypes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

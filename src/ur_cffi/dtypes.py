@@ -8,20 +8,22 @@ Triton reads their names (``bfloat16``, ``float8_e5m2``, ...) as its own element
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
-bfloat16 = ml_dtypes.bfloat16
-float8_e4m3fn = ml_dtypes.float8_e4m3fn  # Triton's fp8e4nv (tl.float8e4nv)
-float8_e5m2 = ml_dtypes.float8_e5m2  # Triton's fp8e5 (tl.float8e5)
-float8_e4m3fnuz = ml_dtypes.float8_e4m3fnuz  # Triton's fp8e4b8 (tl.float8e4b8)
-float8_e5m2fnuz = ml_dtypes.float8_e5m2fnuz  # Triton's fp8e5b16 (tl.float8e5b16)
+NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+"""The dtypes beyond numpy's own, by name: Triton's bf16, fp8e4nv, fp8e5, fp8e4b8, fp8e5b16.
+``ml_dtypes`` is imported only when one is asked for (its import takes most of a second)."""
 
-EXTRA = {np.dtype(t).name: np.dtype(t) for t in (
-    bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz)}
-"""The dtypes beyond numpy's own, by name."""
+_NAME_SET = frozenset(NAMES)
 
-_FLOATING = frozenset(EXTRA.values())
+
+def __getattr__(name: str):
+    """``dtypes.bfloat16`` and the float8 types, from ``ml_dtypes`` on first use."""
+    if name in _NAME_SET:
+        import ml_dtypes
+
+        return getattr(ml_dtypes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def dtype(value) -> np.dtype:
@@ -29,8 +31,8 @@ def dtype(value) -> np.dtype:
     ``TypeError`` for None and for anything numpy cannot read."""
     if value is None:  # numpy would read it as float64
         raise TypeError("dtype None: name the element type")
-    if isinstance(value, str) and value in EXTRA:
-        return EXTRA[value]
+    if isinstance(value, str) and value in _NAME_SET:
+        return np.dtype(__getattr__(value))
     try:
         return np.dtype(value)
     except (TypeError, ValueError) as error:
@@ -39,10 +41,10 @@ def dtype(value) -> np.dtype:
 
 def is_floating(value: np.dtype) -> bool:
     """Whether ``value`` is a floating-point dtype, numpy's or ``ml_dtypes``'."""
-    return value.kind == "f" or value in _FLOATING
+    return value.kind == "f" or value.name in _NAME_SET
 
 
 def is_numeric(value: np.dtype) -> bool:
     """Whether USM arrays may hold ``value``: numbers (bool, integers, floats, complex, the
     low-precision floats), not Python objects, strings or records."""
-    return value.kind in "biufc" or value in _FLOATING
+    return value.kind in "biufc" or value.name in _NAME_SET
