@@ -50,6 +50,31 @@ def kernels(tmp_path_factory):
     return crash_probe.kernel_dir(tmp_path_factory.getbasetemp())
 
 
+@pytest.fixture(scope="module")
+def torch_blocked(tmp_path_factory):
+    """Block torch and point Triton at one cache per test session, for a whole module; fails
+    the module if anything imported torch meanwhile."""
+    cache = tmp_path_factory.getbasetemp() / "triton_cache"
+    cache.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "torch", None)
+        patch.setenv("TRITON_CACHE_DIR", str(cache))
+        yield
+        assert sys.modules.get("torch") is None, "something imported torch"
+
+
+@pytest.fixture(scope="module")
+def triton_queue(context, device, torch_blocked):
+    """An in-order queue that ur_cffi.triton launches on, for a whole module."""
+    pytest.importorskip("triton")
+    import ur_cffi.triton as ur_triton
+
+    with ur_cffi.Queue(context, device) as queue:
+        ur_triton.activate(queue)
+        yield queue
+        ur_triton.deactivate()
+
+
 @pytest.fixture(scope="session")
 def validation_layer_report():
     """What UR's validation layer reports for a correct raw program (``validation_control.py``):

@@ -2,7 +2,6 @@
 constructors (``empty``, ``zeros``, ``ones``, ``full``, ``arange``, ``*_like``, ``copy``), and
 Triton kernels receiving the matching element types, ``triton.reinterpret`` included."""
 
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -99,31 +98,19 @@ else:
         tl.store(out_ptr + offsets, x * 2.0, mask=mask)
 
 
-@pytest.fixture(scope="module")
-def tq(context, device, tmp_path_factory):
-    pytest.importorskip("triton")
-    import ur_cffi.triton as ur_triton
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(sys.modules, "torch", None)
-        patch.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("dtypes_triton")))
-        with ur_cffi.Queue(context, device) as queue:
-            ur_triton.activate(queue)
-            yield queue
-            ur_triton.deactivate()
 
 
 @pytest.mark.parametrize("name", ["bfloat16", "float16", "int8", "uint16", "float64",
                                   "float8_e5m2", "float8_e4m3fn"])
-def test_triton_gets_the_element_type(tq, rng, name):
+def test_triton_gets_the_element_type(triton_queue, rng, name):
     dtype = ur_cffi.dtypes.dtype(name)
     n = 300
     host = values(rng, n, name) if dtype.kind in "iu" else (rng.standard_normal(n) * 3).astype(
         dtype)
-    x = ur_cffi.asarray(host, queue=tq)
-    out = ur_cffi.full(n, np.nan, np.float32, queue=tq)
+    x = ur_cffi.asarray(host, queue=triton_queue)
+    out = ur_cffi.full(n, np.nan, np.float32, queue=triton_queue)
     widen[(3,)](x, out, n, BLOCK=128)
-    tq.finish()
+    triton_queue.finish()
     expected = 2.0 * host.astype(np.float64)
     np.testing.assert_allclose(out.to_numpy(), expected.astype(np.float32), rtol=1e-6)
     from ur_cffi.triton.launcher import element_type
@@ -134,15 +121,15 @@ def test_triton_gets_the_element_type(tq, rng, name):
                                      "float8_e4m3fn": "fp8e4nv"}[name]
 
 
-def test_triton_reinterpret_on_ur_arrays(tq, rng):
+def test_triton_reinterpret_on_ur_arrays(triton_queue, rng):
     host = (rng.standard_normal(200) * 3).astype(ml_dtypes.bfloat16)
-    bits = ur_cffi.asarray(host.view(np.uint16), queue=tq)  # bfloat16 bits as uint16
-    out = ur_cffi.full(200, np.nan, np.float32, queue=tq)
+    bits = ur_cffi.asarray(host.view(np.uint16), queue=triton_queue)  # bfloat16 bits as uint16
+    out = ur_cffi.full(200, np.nan, np.float32, queue=triton_queue)
     widen[(2,)](triton.reinterpret(bits, tl.bfloat16), out, 200, BLOCK=128)
-    tq.finish()
+    triton_queue.finish()
     np.testing.assert_allclose(out.to_numpy(), 2.0 * host.astype(np.float64), rtol=1e-6)
     as_view = bits.view(ur_cffi.bfloat16)  # the same without Triton: a dtype view
     assert as_view.dtype == ml_dtypes.bfloat16 and as_view.data_ptr() == bits.data_ptr()
     widen[(2,)](as_view, out, 200, BLOCK=128)
-    tq.finish()
+    triton_queue.finish()
     np.testing.assert_allclose(out.to_numpy(), 2.0 * host.astype(np.float64), rtol=1e-6)

@@ -9,7 +9,6 @@ without command buffers gets).  Fresh random inputs, NaN-poisoned outputs, float
 
 import gc
 import re
-import sys
 import threading
 
 import numpy as np
@@ -30,15 +29,7 @@ BLOCK = 128
 COMPLETE = enums.ur_event_status_t.UR_EVENT_STATUS_COMPLETE
 
 
-@pytest.fixture(scope="module", autouse=True)
-def without_torch(tmp_path_factory):
-    """Block torch and share the session's Triton cache (as test_triton.py does)."""
-    cache = tmp_path_factory.getbasetemp() / "triton_cache"
-    cache.mkdir(exist_ok=True)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(sys.modules, "torch", None)
-        patch.setenv("TRITON_CACHE_DIR", str(cache))
-        yield
+pytestmark = pytest.mark.usefixtures("torch_blocked")  # conftest.py
 
 
 @pytest.fixture(params=[None, False], ids=["native", "one-by-one"])

@@ -43,21 +43,7 @@ from kernels import (  # noqa: E402
 )
 
 
-def triton_cache_dir(tmp_path_factory):
-    """One Triton cache directory per test session, shared by the Triton test files."""
-    path = tmp_path_factory.getbasetemp() / "triton_cache"
-    path.mkdir(exist_ok=True)
-    return path
-
-
-@pytest.fixture(scope="module", autouse=True)
-def without_torch(tmp_path_factory):
-    """Block torch and point Triton at the session cache for this module."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(sys.modules, "torch", None)
-        patch.setenv("TRITON_CACHE_DIR", str(triton_cache_dir(tmp_path_factory)))
-        yield
-        assert sys.modules.get("torch") is None, "something imported torch"
+pytestmark = pytest.mark.usefixtures("torch_blocked")  # conftest.py
 
 
 @pytest.fixture(scope="module")

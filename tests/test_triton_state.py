@@ -22,15 +22,7 @@ from kernels import scale  # noqa: E402
 TESTS = Path(__file__).parent
 
 
-@pytest.fixture(scope="module", autouse=True)
-def without_torch(tmp_path_factory):
-    """Block torch and share the session's Triton cache (as test_triton.py does)."""
-    cache = tmp_path_factory.getbasetemp() / "triton_cache"
-    cache.mkdir(exist_ok=True)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(sys.modules, "torch", None)
-        patch.setenv("TRITON_CACHE_DIR", str(cache))
-        yield
+pytestmark = pytest.mark.usefixtures("torch_blocked")  # conftest.py
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ non-contiguous views both ways, assignment into views, lifetime of views, and vi
 arguments (``Kernel.launch`` and Triton)."""
 
 import gc
-import sys
 import weakref
 
 import ml_dtypes
@@ -331,18 +330,6 @@ def test_kernel_launch_takes_a_view_at_its_own_address(q, rng, build_triton, con
     np.testing.assert_allclose(result[3:], expected, rtol=1e-6)
 
 
-@pytest.fixture(scope="module")
-def triton_queue(context, device, tmp_path_factory):
-    pytest.importorskip("triton")
-    import ur_cffi.triton as ur_triton
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(sys.modules, "torch", None)
-        patch.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("views_triton")))
-        with ur_cffi.Queue(context, device) as queue:
-            ur_triton.activate(queue)
-            yield queue
-            ur_triton.deactivate()
 
 
 def test_triton_softmax_over_a_strided_view(triton_queue, rng):
