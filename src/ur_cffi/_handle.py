@@ -14,14 +14,20 @@ import os
 import weakref
 
 from . import _interrupts
-from ._interrupts import callback_section, section
+from ._interrupts import section
 from ._ur import ffi, lib
 from .errors import check
 
 # serial -> (weak reference to the owner, release function, its arguments, parents), in
-# creation order, so teardown can release children before parents.
+# creation order, so teardown can release children before parents.  An Event's entry has no
+# weak reference (None): Event.__del__ releases it, and it checks its entry instead.
 _live: dict[int, tuple] = {}
 _serials = itertools.count()
+
+# serial -> handle of each Event that keeps no memory alive: the one resource every launch
+# makes is owned this cheaply (queue.Event).  No owner or parents to record: events are
+# children of queues and parents of nothing, so teardown releases them first.
+_events: dict[int, object] = {}
 _forked = False
 
 released = 0
@@ -38,9 +44,9 @@ def note_release() -> None:
 def _after_fork_in_child() -> None:
     global _forked
     # Only what the parent created is foreign here; a child forked before any use starts fresh.
-    _forked = _forked or bool(_live)
+    _forked = _forked or bool(_live) or bool(_events)
     for entry in _live.values():  # hot paths test only ``_handle is None``
-        owner = entry[0]()
+        owner = entry[0]() if entry[0] is not None else None  # an Event's is None
         if owner is not None:
             owner._handle = None
 
@@ -60,33 +66,45 @@ def owns(handle) -> bool:
     """Whether some owner releases ``handle`` (a UR handle or USM pointer among its release
     arguments).  Scans the registry: for the rare paths that must find out after an
     interruption (Ctrl-C) whether an owner took a handle."""
-    return any(any(arg is handle or (type(arg) is type(handle) and arg == handle)
-                   for arg in entry[2]) for entry in list(_live.values()))
+    def same(arg) -> bool:
+        return arg is handle or (type(arg) is type(handle) and arg == handle)
+
+    return any(same(event) for event in list(_events.values())) or \
+        any(any(same(arg) for arg in entry[2]) for entry in list(_live.values()))
 
 
 def _release(serial: int) -> int:
     with section:  # a release is never cut in half by Ctrl-C (_interrupts)
-        entry = _live.pop(serial, None)
-        if entry is None or _forked:  # a forked child must not release its parent's objects
-            return 0
-        return entry[1](*entry[2])
+        return _release_entry(serial)
 
 
+def _release_entry(serial: int) -> int:
+    entry = _live.pop(serial, None)
+    if entry is None or _forked:  # a forked child must not release its parent's objects
+        return 0
+    return entry[1](*entry[2])
+
+
+@_interrupts.hold_back_in  # a weak reference's callback
 def _collected(owner_ref: _OwnerRef) -> None:
-    with callback_section:
-        _release(owner_ref.serial)
+    entry = _live.pop(owner_ref.serial, None)  # _release_entry, inlined: a hot path
+    if entry is not None and not _forked:
+        entry[1](*entry[2])
 
-
-_interrupts._callbacks.add(_collected.__code__)
 
 
 def release_all() -> None:
     """Release every resource still open, newest first, and mark its owner closed."""
+    with section:
+        while _events:
+            _, handle = _events.popitem()
+            if not _forked:
+                lib.urEventRelease(handle)
     for serial in sorted(_live, reverse=True):
         entry = _live.get(serial)
         if entry is None:
             continue
-        owner = entry[0]()
+        owner = entry[0]() if entry[0] is not None else None  # an Event's is None
         if owner is not None:
             owner._handle = None
         _release(serial)

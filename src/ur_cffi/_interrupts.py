@@ -5,8 +5,10 @@ Python raises ``KeyboardInterrupt`` at whatever bytecode the main thread runs wh
 is handled, also between a lock's acquire and the ``try`` that releases it, or between a UR
 call that made an event and the object that owns it.  Inside :func:`section` the SIGINT
 handler only notes the signal; the interrupt is raised as the outermost section ends, when the
-lock is free and every handle has its owner.  Waits are never inside a section, so Ctrl-C
-still interrupts them at once.
+lock is free and every handle has its owner.  In the functions marked :func:`hold_back_in`
+(callbacks, and the launch path, where a section's bookkeeping would cost every launch) it is
+sent again a few milliseconds later instead, found from the interrupted frame's callers only
+when a signal comes.  Waits are in neither, so Ctrl-C still interrupts them at once.
 
 The handler is installed on first use from the main thread, over Python's own
 (``signal.default_int_handler``) or whatever callable handler was set; a handler set later
@@ -17,35 +19,73 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+from threading import get_ident
 
-_local = threading.local()
-_state = {"installed": None, "pending": False}
-_main = threading.main_thread()
+# Only the main thread handles signals, so only its sections are counted: other threads'
+# sections cost one ``get_ident()`` comparison.
+_main_ident = threading.main_thread().ident
+_depth = 0  # sections the main thread is in
+_pending = False  # a SIGINT came inside one
+_installed = None  # None: not yet; False: nothing to hold back; else (ours, the one before)
 
 
-_callbacks: set = set()
-"""Code objects Python runs as callbacks (see :data:`callback_section`)."""
+def _after_fork_in_child() -> None:
+    global _main_ident, _depth, _pending
+    _main_ident, _depth, _pending = threading.get_ident(), 0, False
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+_holding_back: set = set()
+"""Code objects of :func:`hold_back_in`'s functions."""
+
+_HOLDING_BACK_DEPTH = 8
+
+
+def hold_back_in(function):
+    """Hold Ctrl-C back in ``function`` (a decorator): a SIGINT handled while it, or code it
+    called (up to 8 frames down), runs is sent again a moment later from a helper thread
+    instead of raising there.  For weak references' callbacks, where an exception would be
+    printed and dropped, and for hot paths (a launch) that a :data:`section`'s bookkeeping
+    would slow down: it costs nothing until a signal comes."""
+    _holding_back.add(function.__code__)
+    return function
+
+
+def install() -> None:
+    """Put the handler in place now (from the main thread), where :func:`hold_back_in` code
+    may run before any :data:`section` did."""
+    if _installed is None and get_ident() == _main_ident:
+        _install()
+
+
+def _held_back(frame) -> bool:
+    """Whether ``frame`` or one of its callers is :func:`hold_back_in` code."""
+    for _ in range(_HOLDING_BACK_DEPTH):
+        if frame is None:
+            return False
+        if frame.f_code in _holding_back:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _handler(signum, frame):
-    if getattr(_local, "depth", 0):
-        _state["pending"] = True
-        return
-    caller = frame
-    for _ in range(3):
-        if caller is None:
-            break
-        if caller.f_code in _callbacks:
-            _send_again_soon()
-            return
-        caller = caller.f_back
-    _state["installed"][1](signum, frame)
+    global _pending
+    if _depth:
+        _pending = True
+    elif _held_back(frame):
+        _send_again_soon()
+    else:
+        _installed[1](signum, frame)
 
 
 def _send_again_soon() -> None:
-    """Send SIGINT again in a moment, from another thread: the main thread is in a callback,
-    where an exception would be dropped."""
+    """Send SIGINT again in a moment, from another thread: the main thread is where it must
+    not raise (:func:`hold_back_in`)."""
     timer = threading.Timer(0.005, os.kill, (os.getpid(), signal.SIGINT))
     timer.daemon = True
     timer.start()
@@ -53,53 +93,51 @@ def _send_again_soon() -> None:
 
 def _install() -> None:
     """Put :func:`_handler` in front of the current SIGINT handler (main thread only)."""
-    if threading.current_thread() is not _main:
-        return
+    global _installed
     current = signal.getsignal(signal.SIGINT)
     if current is _handler:
         return
     if not callable(current):  # SIG_IGN or SIG_DFL: no KeyboardInterrupt to hold back
-        _state["installed"] = False
+        _installed = False
         return
     signal.signal(signal.SIGINT, _handler)
-    _state["installed"] = (_handler, current)
+    _installed = (_handler, current)
 
 
 class _Section:
-    """A context manager whose body a SIGINT does not interrupt (see the module's text).
+    """A context manager whose body a SIGINT does not interrupt (see the module's text)."""
 
-    ``quiet``: for code Python runs as a callback (a weak reference's), where an exception is
-    printed and dropped: the held-back SIGINT is sent again from a helper thread instead, so
-    that it interrupts the code the callback ran in."""
-
-    __slots__ = ("quiet",)
-
-    def __init__(self, quiet: bool = False):
-        self.quiet = quiet
+    __slots__ = ()
 
     def __enter__(self):
-        if _state["installed"] is None:
-            _install()
-        _local.depth = getattr(_local, "depth", 0) + 1
+        global _depth
+        if get_ident() == _main_ident:
+            if _installed is None:
+                _install()
+            _depth += 1
 
     def __exit__(self, *exc_info):
-        _local.depth -= 1
-        if _state["pending"] and not _local.depth and threading.current_thread() is _main:
-            _state["pending"] = False
-            installed = _state["installed"]
-            if not installed or signal.getsignal(signal.SIGINT) is not _handler:
-                return
-            if self.quiet:
-                _send_again_soon()
-            else:
-                installed[1](signal.SIGINT, None)  # raises KeyboardInterrupt, as Ctrl-C would
+        global _depth, _pending
+        if get_ident() == _main_ident:
+            _depth -= 1
+            if _pending and not _depth:
+                _pending = False
+                _deliver(sys._getframe(1))
+
+
+def _deliver(frame) -> None:
+    """Raise the held-back interrupt in ``frame``, or send it again if that is in
+    :func:`hold_back_in` code."""
+    if not _installed or signal.getsignal(signal.SIGINT) is not _handler:
+        return
+    if _held_back(frame):
+        _send_again_soon()
+    else:
+        _installed[1](signal.SIGINT, None)  # raises KeyboardInterrupt, as Ctrl-C would
 
 
 section = _Section()
 """``with section:`` holds back Ctrl-C until the block ends."""
-
-callback_section = _Section(quiet=True)
-""":data:`section` for weak-reference callbacks."""
 
 
 class Lock:

@@ -14,9 +14,9 @@ threads run during a wait in any thread.
 
 The polling costs time where the device shares the waiting thread's core: a CPU device's
 runtime then needs a context switch to run the command, while its own blocking wait runs the
-command on the waiting thread.  ``set_interruptible_waits(False)`` (or
-``UR_CFFI_INTERRUPTIBLE_WAITS=0``) makes every wait the plain blocking UR call, which Ctrl-C
-cannot cut short.
+command on the waiting thread.  So queues skip this for work expected to be short
+(``_durations``).  ``set_interruptible_waits(False)`` (or ``UR_CFFI_INTERRUPTIBLE_WAITS=0``)
+makes every wait the plain blocking UR call, which Ctrl-C cannot cut short.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from __future__ import annotations
 import os
 import threading
 import time
+from threading import get_ident
 
-from ._ur import lib
+from . import _interrupts
 from ._interrupts import section
+from ._ur import lib
 from .errors import check
 
 INTERRUPTIBLE_ENV = "UR_CFFI_INTERRUPTIBLE_WAITS"
@@ -58,7 +60,7 @@ def interruptible_waits() -> bool:
 def blocks_directly() -> bool:
     """Whether a wait here is the plain blocking UR call: waits are not interruptible, or this
     is not the main thread (only it handles signals, so nothing could interrupt anyway)."""
-    return not _interruptible or threading.current_thread() is not threading.main_thread()
+    return not _interruptible or get_ident() != _interrupts._main_ident
 
 
 def _held(name: str, args: tuple) -> tuple[list, str, str]:

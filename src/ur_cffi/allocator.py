@@ -29,7 +29,6 @@ import threading
 import weakref
 
 from . import _checks, _handle, _interrupts, _release
-from ._interrupts import callback_section
 from ._ur import ffi, lib
 from .enums import ur_queue_flag_t, ur_result_t
 from .errors import check, by_result
@@ -71,12 +70,18 @@ class Block:
         self.queue_ref = self.event = self.used_on = self.waits = None
 
 
-def _barrier(queue_handle, wait_count: int = 0, waits=_NULL, keep_event: bool = False):
-    """Enqueue a barrier (raw: no Event object, not recorded by a Graph); its event handle if
-    ``keep_event``."""
+def _barrier(queue, wait_count: int = 0, waits=_NULL, keep_event: bool = False):
+    """Enqueue a barrier on ``queue`` (raw: no Event object, not recorded by a Graph); its
+    event handle if ``keep_event``.  Nothing (None) if another thread closed the queue: a
+    closed queue was finished, so there is nothing to wait for."""
+    handle = queue._handle
+    if handle is None:
+        return None
     out = ffi.new("ur_event_handle_t *") if keep_event else _NULL
     with enqueue_lock:
-        result = lib.urEnqueueEventsWaitWithBarrier(queue_handle, wait_count, waits, out)
+        result = lib.urEnqueueEventsWaitWithBarrier(handle, wait_count, waits, out)
+        if wait_count and not result:
+            queue._note_work(None, 1)  # it waits for other queues' work (_durations)
     check(result, "urEnqueueEventsWaitWithBarrier")
     return out[0] if keep_event else None
 
@@ -108,11 +113,11 @@ class _Pool(_handle.Resource):
         self._own(self._ur_pool if self._ur_pool is not None else key, release_args=(self,),
                   release=_Pool._release_all)
 
+    @_interrupts.hold_back_in  # a weak reference's callback
     def _context_collected(self, _ref) -> None:
-        with callback_section:  # a weak reference's callback: Ctrl-C is sent again after it
-            if _pools.get(self.key) is self:
-                del _pools[self.key]
-            self.close()
+        if _pools.get(self.key) is self:
+            del _pools[self.key]
+        self.close()
 
     # -- taking and giving back ------------------------------------------------------------
 
@@ -169,7 +174,7 @@ class _Pool(_handle.Resource):
         if block.waits is not None:  # used on other queues too: wait for their work as well
             waits, block.waits = block.waits, None
             try:
-                _barrier(queue.handle, len(waits), ffi.new("ur_event_handle_t[]", waits))
+                _barrier(queue, len(waits), ffi.new("ur_event_handle_t[]", waits))
             finally:
                 _release_events(waits)
             queue._last_event = None
@@ -183,13 +188,14 @@ class _Pool(_handle.Resource):
             return
         self.stats["cross_queue_reuses"] += 1
         if last is queue:  # out of order: a barrier orders what follows after what came before
-            _barrier(queue.handle)
+            _barrier(queue)
         else:
-            event = _barrier(last.handle, keep_event=True)
-            try:
-                _barrier(queue.handle, 1, ffi.new("ur_event_handle_t[1]", [event]))
-            finally:
-                lib.urEventRelease(event)
+            event = _barrier(last, keep_event=True)
+            if event is not None:
+                try:
+                    _barrier(queue, 1, ffi.new("ur_event_handle_t[1]", [event]))
+                finally:
+                    lib.urEventRelease(event)
         queue._last_event = None  # Queue.finish's probe: the latest command has no Event
 
     def _allocate(self, queue, size: int, what) -> Block:
@@ -244,13 +250,14 @@ class _Pool(_handle.Resource):
                 others = {id(q): q for q in (ref() for ref in block.used_on)
                           if q is not None and q._handle is not None and q is not queue}
                 block.used_on = None
-                block.waits = [_barrier(q._handle, keep_event=True)
-                               for q in others.values()] or None
+                block.waits = [event for event in (_barrier(q, keep_event=True)
+                                                   for q in others.values())
+                               if event is not None] or None
             if self._handle is None:  # this pool was released: free at once
                 _free_blocks(self, [block])
                 return
             if self.kind != "device" and block.queue_ref is not None:
-                block.event = _barrier(queue._handle, keep_event=True)
+                block.event = _barrier(queue, keep_event=True)
             self.stats["cached_bytes"] += block.size
             blocks = self._free.get(block.size)
             if blocks is None:
@@ -277,7 +284,6 @@ class _Pool(_handle.Resource):
         return result
 
 
-_interrupts._callbacks.add(_Pool._context_collected.__code__)
 
 
 def _release_events(events) -> None:

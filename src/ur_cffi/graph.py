@@ -279,7 +279,7 @@ class Graph(_handle.Resource):
         for arg in launch.args:
             if isinstance(arg, _handle.Resource):
                 arg.handle  # noqa: B018 - raises ClosedError
-        return self._record(_Launch(launch.kernel, launch._call_args, launch.args,
+        return self._record(_Launch(launch.kernel, launch._call_args[0], launch.args,
                                     keep=launch._buffers), after, True)
 
     def finalize(self) -> None:
@@ -310,7 +310,7 @@ class Graph(_handle.Resource):
         if not all(grid):
             return None  # an empty grid runs nothing
         prepared = launcher._prepare(grid, queue, function, addresses, values, args, owners)
-        command = _Launch(function, prepared._call_args, tuple(args), launcher=launcher,
+        command = _Launch(function, prepared._call_args[0], tuple(args), launcher=launcher,
                           keep=prepared._buffers)
         return self._record(command, wait_for, False)
 
@@ -372,6 +372,7 @@ class Graph(_handle.Resource):
                 raise
             if result:
                 check(result, function, "replaying a graph")
+            queue._note_work(None, 1)  # no time is measured for a replay (_durations)
             state.latest, self._latest_queue = out[0], queue
             if latest is not None:
                 lib.urEventRelease(latest)
@@ -815,8 +816,8 @@ class _Launch:
             sizes = _checked_sizes(queue.device, dims, global_size, local_size, global_offset)
             return _Snapshot(sizes, self.block, self.arguments, self.words, self.args, self.keep)
         kernel = self.kernel
-        call_args, _ = kernel._check_and_pack(queue, global_size, local_size, args,
-                                              global_offset)
+        (call_args, _), _ = kernel._check_and_pack(queue, global_size, local_size, args,
+                                                   global_offset)
         sizes = _launch_sizes(call_args)
         if sizes[0] != dims:
             raise ValueError(f"global_size {sizes[2]}: the launch was recorded in {dims} "

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import ctypes
 import math
+from time import perf_counter
 
 import numpy as np
 
-from . import _checks, _handle, _release, signatures, spirv
-from ._interrupts import section
+from . import _checks, _durations, _handle, _release, signatures, spirv
+from ._interrupts import hold_back_in
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
 from ._ur import ffi, lib
 from .enums import ur_kernel_info_t, ur_program_build_info_t, ur_program_info_t, ur_result_t
 from .errors import UNSUPPORTED, URError, check
 from .info import query
 from .memory import Buffer, USMArray, is_usm
-from .queue import Event, Queue, adopt, enqueue_lock, recording, wait_list
+from .queue import Event, Queue, adopt, raw_enqueue_lock, recording, wait_list
 
 _POINTER_SIZE = ffi.sizeof("void *")
 
@@ -202,7 +203,7 @@ class Kernel(_handle.Resource):
     """
 
     __slots__ = ("program", "name", "num_args", "argument_sizes", "argument_source",
-                 "signature", "_reusable")
+                 "signature", "timing", "_reusable")
     _release_function = "urKernelRelease"
 
     def __init__(self, program: Program, name: str, signature=None):
@@ -230,6 +231,7 @@ class Kernel(_handle.Resource):
                 raise ValueError(f"signature declares {len(signature)} arguments; kernel "
                                  f"{name!r} takes {self.num_args}")
         self.signature = signature
+        self.timing = _durations.Timing()  # how long its launches take, measured by waits
         self._reusable: tuple = ((),)  # (key, launch arguments, held values, held buffers)
 
     def launch(self, queue: Queue, global_size, local_size, *args, wait_for=(),
@@ -250,7 +252,7 @@ class Kernel(_handle.Resource):
         except (TypeError, ValueError):  # nothing to reuse yet; sizes that do not compare
             reuse = False
         if reuse:
-            call_args = reused[1]
+            head, items = reused[1]
         else:
             call_args, held = self._check_and_pack(queue, global_size, local_size, args,
                                                    global_offset)
@@ -262,7 +264,8 @@ class Kernel(_handle.Resource):
                 key = (id(queue), global_size, local_size, held[0], *map(id, args))
                 self._reusable = (key, call_args, tuple(
                     arg for arg in args if not isinstance(arg, _handle.Resource)), held[1])
-        return _launch(self, queue, call_args, wait_for, event, args)
+            head, items = call_args
+        return _launch(self, queue, head, items, wait_for, event, args)
 
     def prepare(self, queue: Queue, global_size, local_size, *args,
                 global_offset=None) -> PreparedLaunch:
@@ -274,8 +277,8 @@ class Kernel(_handle.Resource):
 
     def _check_and_pack(self, queue: Queue, global_size, local_size, args,
                         global_offset) -> tuple:
-        """``(the launch's arguments after the kernel (``_release.enqueue_launch``), with no
-        wait list and no event, (release count when checked, memory they point into))``."""
+        """``((the launch's arguments after the kernel (``_release.enqueue_launch``) up to its
+        wait list, its work-items), (release count when checked, memory they point into))``."""
         self.handle  # noqa: B018 - raises if closed
         queue.handle  # noqa: B018
         if len(args) != self.num_args:
@@ -308,8 +311,8 @@ class Kernel(_handle.Resource):
         released = _handle.released
         block, arguments, value_buffers = self._pack(queue, args)
         call_args = (dims, offset_array, ffi.new("size_t[]", global_sizes), local_array,
-                     len(args), arguments, ffi.NULL, 0, ffi.NULL, ffi.NULL)
-        return call_args, (released, (block, value_buffers))
+                     len(args), arguments, _NULL)
+        return (call_args, math.prod(global_sizes)), (released, (block, value_buffers))
 
     def _pack(self, queue: Queue, args) -> tuple:
         """``(argument block, its argument list for the launch, the by-value buffers it points
@@ -374,6 +377,8 @@ class PreparedLaunch:
 
     def __init__(self, kernel: Kernel, queue: Queue, args: tuple, call_args: tuple,
                  held: tuple):
+        """``call_args``: ``(the arguments of the launch after the kernel up to its wait list,
+        its work-items)``."""
         self.kernel, self.queue, self.args = kernel, queue, args
         self._call_args = call_args
         self._released, self._buffers = held
@@ -386,27 +391,39 @@ class PreparedLaunch:
                 if isinstance(arg, _handle.Resource):
                     arg.handle  # noqa: B018 - raises if closed
             self._released = _handle.released
-        return _launch(self.kernel, self.queue, self._call_args, wait_for, event, self.args)
+        head, items = self._call_args
+        return _launch(self.kernel, self.queue, head, items, wait_for, event, self.args)
 
     def __repr__(self) -> str:
         return f"<PreparedLaunch of {self.kernel.name!r} on {self.queue!r}>"
 
 
-def _launch(kernel: Kernel, queue: Queue, call_args: tuple, wait_for, event: bool,
+@hold_back_in  # Ctrl-C waits until the Event owns the launch's event (_interrupts)
+def _launch(kernel: Kernel, queue: Queue, call_args: tuple, items: int, wait_for, event: bool,
             args: tuple = ()):
-    """Enqueue with ``call_args``, the launch arguments after the kernel, whose last three
-    (wait list and event) are filled in here if ``wait_for`` or ``event``.  ``args``: the
-    objects they were packed from (a graph recording the launch keeps them)."""
+    """Enqueue with ``call_args``, the launch arguments after the kernel up to its wait list
+    (``_release.enqueue_launch``), after ``wait_for``, with an Event if ``event``.  ``items``:
+    its work-items; ``args``: the objects ``call_args`` were packed from (a graph recording
+    the launch keeps them)."""
     if recording and queue in recording:  # a ur_cffi.Graph records it instead (graph.py)
         return recording[queue].record_launch(kernel, queue, call_args, args, wait_for, event)
-    if event or wait_for is not _NO_EVENTS:
+    if wait_for is _NO_EVENTS:
+        count, events, timing = 0, _NULL, kernel.timing
+    else:
         count, events = wait_list(wait_for, queue.context)
-        out = ffi.new(_EVENT_OUT) if event else _NULL
-        call_args = (*call_args[:-3], count, events, out)
-    section.__enter__()  # Ctrl-C waits until the Event owns the launch's event (_interrupts)
+        timing = kernel.timing if not count else None  # waits on other work: not predictable
+    handle = None
     try:
-        with enqueue_lock:
-            result = _release.enqueue_launch(queue._handle, kernel._handle, *call_args)
+        with raw_enqueue_lock:  # also guards _event_out
+            result = _release.enqueue_launch(queue._handle, kernel._handle, *call_args, count,
+                                             events, _event_out if event else _NULL)
+            if not result:
+                window = queue._window  # queue._note_work, inlined: a hot path
+                if not window:
+                    queue._window_start = perf_counter()
+                window[timing] = window.get(timing, 0) + items
+                if event:
+                    handle = _event_out[0]
         if result:
             detail = f"kernel {kernel.name!r}"
             if result == _ARGUMENT_SIZE_MISMATCH:
@@ -418,18 +435,16 @@ def _launch(kernel: Kernel, queue: Queue, call_args: tuple, wait_for, event: boo
             queue._last_event = None  # Queue.finish has no event of the latest command
             return None
         # UR copied the argument values at enqueue; a USM array's free finishes its queue.
-        return Event(out[0], queue)
+        return Event(handle, queue)
     except BaseException as error:
-        if event:  # interrupted (Ctrl-C) before the Event owned the launch's event
-            adopt(out[0])
+        if handle is not None:  # interrupted (Ctrl-C) before the Event owned the launch's event
+            adopt(handle)
         if isinstance(error, TypeError) and (queue._handle is None or kernel._handle is None):
             queue.handle, kernel.handle  # noqa: B018 - closed, or inherited across fork()
         raise
-    finally:
-        section.__exit__()
 
 
-_EVENT_OUT = ffi.typeof("ur_event_handle_t *")
+_event_out = ffi.new("ur_event_handle_t *")  # every launch's, under the enqueue lock
 _NO_EVENTS = ()  # every launch's default wait_for
 _ARGUMENT_SIZE_MISMATCH = int(ur_result_t.UR_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE)
 _NULL = ffi.NULL

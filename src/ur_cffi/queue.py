@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from time import perf_counter
 
-from . import _handle, _waiting
-from ._interrupts import Lock, section
+from . import _durations, _handle, _interrupts, _waiting
+from ._handle import _events, _live, _serials
+from ._interrupts import Lock, hold_back_in, section
 from ._ur import ffi, lib
 from .enums import (
     ur_event_info_t,
@@ -24,12 +26,17 @@ _COMPLETE = int(ur_event_status_t.UR_EVENT_STATUS_COMPLETE)
 _STATUS_SIZE = ffi.sizeof("ur_event_status_t")
 _event_release = lib.urEventRelease
 _flush = lib.urQueueFlush
+_UNKNOWN = float("inf")
 
 
 enqueue_lock = Lock()
 """Held around every enqueue.  UR's OpenCL adapter swaps an in-order queue's latest event
 (release the old, retain the new) and sets a kernel's arguments without a lock of its own:
-overlapping enqueues from two threads release an event twice, freeing it under its owner."""
+overlapping enqueues from two threads release an event twice, freeing it under its owner.
+Also guards each queue's window of work (``_durations``)."""
+
+raw_enqueue_lock = enqueue_lock._lock
+"""The lock of :data:`enqueue_lock`, for code already inside an ``_interrupts.section``."""
 
 recording: dict = {}
 """Queues being recorded into a ``ur_cffi.Graph``, each to its graph (``graph.py``): launches
@@ -45,10 +52,11 @@ def enqueue(function, *args) -> None:
 
 
 def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: tuple,
-                     blocking: bool) -> Event:
+                     blocking: bool, takes_time: bool = True) -> Event:
     """Enqueue ``function(queue, *args, wait list, event)``; the Event keeps ``keep_alive``
     until the command completes and is waited for if ``blocking`` (interruptibly, unlike UR's
-    own blocking copies)."""
+    own blocking copies).  ``takes_time=False``: the command does no work of its own (a
+    barrier), so a wait for it need not be interruptible on its account (``_durations``)."""
     if recording and queue in recording:  # a ur_cffi.Graph records it instead (graph.py)
         return recording[queue].record_command(queue, function, args, wait_for, keep_alive,
                                                blocking)
@@ -56,7 +64,13 @@ def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: t
     out = ffi.new("ur_event_handle_t *")
     with section:  # Ctrl-C waits until the Event owns the command's event and memory
         try:
-            enqueue(function, queue.handle, *args, count, events, out)
+            handle = queue.handle
+            with enqueue_lock:
+                result = function(handle, *args, count, events, out)
+                if takes_time and not result:
+                    queue._note_work(None, 1)
+            if result:
+                check(result, function.__name__)
             event = Event(out[0], queue, keep_alive)
         except BaseException:
             adopt(out[0], keep_alive)
@@ -140,20 +154,68 @@ class Event(_handle.Resource):
     def __init__(self, handle, queue: Queue, keep_alive: tuple = ()):
         if _orphans:
             release_orphans()
-        # No registry parents: ``self.queue`` keeps the queue alive, and UR keeps it for the
+        # Every launch makes one, so it is owned more cheaply than other resources: in
+        # _handle._events (with memory to keep: in the registry, with no weak reference),
+        # released by __del__.  ``self.queue`` keeps the queue alive, and UR keeps it for the
         # event's own reference.
+        self._handle = handle
+        self._serial = serial = next(_serials)
         if keep_alive:
-            owner_ref = self._own(handle, release_args=(handle, keep_alive),
-                                  release=_release_when_complete)
+            _live[serial] = (None, _release_when_complete, (handle, keep_alive), ())
         else:
-            owner_ref = self._own(handle, release=_event_release)
+            _events[serial] = handle
         self.queue = queue
-        queue._last_event = owner_ref
+        queue._last_event = serial
+
+    @hold_back_in
+    def __del__(self):
+        try:
+            handle = _events.pop(self._serial, None)
+        except AttributeError:  # __init__ did not get as far
+            return
+        if handle is None:  # one with memory to keep, or closed already
+            _handle._release_entry(self._serial)
+        elif not _handle._forked:
+            _event_release(handle)
+
+    def close(self) -> None:
+        """Release the UR event now (its command still runs); closing twice is harmless."""
+        if self._handle is None:
+            return
+        with section:
+            self._handle = None
+            handle = _events.pop(self._serial, None)
+            if handle is None:
+                result = _handle._release_entry(self._serial)
+            else:
+                result = 0 if _handle._forked else _event_release(handle)
+        if result:
+            check(result, "urEventRelease")
+
+    @property
+    def handle(self):
+        """The raw UR handle (cdata); raises :class:`ClosedError` once closed (also by
+        ``loader.teardown()``)."""
+        handle, serial = self._handle, self._serial
+        if handle is None or _handle._forked or (serial not in _events and serial not in _live):
+            raise _handle.ClosedError("Event belongs to the parent process (forked)"
+                                      if _handle._forked else "Event is closed")
+        return handle
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran or the handle was released (``loader.teardown()``)."""
+        return self._handle is None or (self._serial not in _events
+                                        and self._serial not in _live)
 
     def wait(self) -> None:
         """Block until the command completes; raises its error if it failed."""
         handle = ffi.new("ur_event_handle_t[1]", [self.handle])
-        _waiting.wait(lib.urEventWait, "urEventWait", 1, handle, probe=self._probe)
+        queue = self.queue
+        if queue._last_event == self._serial and not queue.out_of_order:
+            queue._wait_for_window(lib.urEventWait, "urEventWait", (1, handle), self._probe)
+        else:
+            _waiting.wait(lib.urEventWait, "urEventWait", 1, handle, probe=self._probe)
 
     def _probe(self):
         return self._is_done
@@ -208,7 +270,7 @@ class Queue(_handle.Resource):
     ``close()``, leaving its ``with`` block, or collection finishes it, then releases it.
     """
 
-    __slots__ = ("context", "device", "flags", "_last_event")
+    __slots__ = ("context", "device", "flags", "_last_event", "_window", "_window_start")
     _release_function = "urQueueRelease"
 
     def __init__(self, context, device=None, *, out_of_order: bool = False,
@@ -233,7 +295,10 @@ class Queue(_handle.Resource):
         out = ffi.new("ur_queue_handle_t *")
         check(lib.urQueueCreate(context.handle, device.handle, properties, out), "urQueueCreate")
         self.context, self.device, self.flags = context, device, flags
-        self._last_event = None  # a weak reference to the Event of the latest command
+        self._last_event = None  # the registry serial of the latest command's Event
+        # The work enqueued since the last completed wait, and when the first of it was.
+        self._window, self._window_start = {}, 0.0
+        _interrupts.install()  # launches hold Ctrl-C back without a section
         self._own(out[0], parents=(context, device), release_args=(out[0], device.queues_lock),
                   release=_finish_then_release)
         with device.queues_lock:
@@ -252,25 +317,53 @@ class Queue(_handle.Resource):
     def finish(self) -> None:
         """Block until every command submitted to this queue has completed."""
         handle = self._handle
-        if handle is not None and _waiting.blocks_directly():
-            # _waiting.wait's own first branch, inlined: finish after each launch is a hot path
-            result = lib.urQueueFinish(handle)
-            if result:
-                check(result, "urQueueFinish")
-            return
-        _waiting.wait(lib.urQueueFinish, "urQueueFinish", self.handle, probe=self._probe)
+        if handle is None:
+            self.handle  # noqa: B018 - raises ClosedError
+        self._wait_for_window(lib.urQueueFinish, "urQueueFinish", (handle,), self._probe)
+
+    def _wait_for_window(self, blocking_call, name: str, args: tuple, probe) -> None:
+        """Wait with ``blocking_call(*args)`` for everything enqueued so far: the plain
+        blocking call where this thread cannot be interrupted or the work is expected to be
+        short (``_durations``), else an interruptible wait.  Learns how long the work took."""
+        window, self._window, start = self._window, {}, self._window_start
+        expected = 0.0 if window else _UNKNOWN  # _durations.expected_seconds, inlined
+        for timing, items in window.items():
+            if timing is None:
+                expected = _UNKNOWN
+                break
+            expected += timing.per_item * items
+        try:
+            if expected < _durations.DIRECT_SECONDS or _waiting.blocks_directly():
+                result = blocking_call(*args)
+                if result:
+                    check(result, name)
+            else:
+                _waiting.wait(blocking_call, name, *args, probe=probe)
+        except BaseException:
+            self._window[None] = 1  # the work may still run: the next wait cannot predict it
+            raise
+        elapsed = perf_counter() - start
+        for timing, items in window.items():  # _durations.learn, inlined: a hot path
+            if timing is not None:
+                timing.per_item = elapsed / items
+
+    def _note_work(self, timing, items: int) -> None:
+        """Add a command to the window (``_durations``): ``items`` work-items of the kernel
+        ``timing`` measures, or (None, 1) one that nothing measures.  Called with the
+        enqueue lock held; the launch paths do this inline."""
+        window = self._window
+        if not window:
+            self._window_start = perf_counter()
+        window[timing] = window.get(timing, 0) + items
 
     def _probe(self):
-        """A cheap completion check for :meth:`finish`: the status of the latest command's
-        event on an in-order queue, else of a barrier enqueued now.
+        """A cheap completion check for :meth:`finish`: the status of a barrier enqueued now
+        (only waits that may be long poll, so its enqueue costs little).
 
         Not ``UR_QUEUE_INFO_EMPTY``: the OpenCL adapter answers it from state that another
         thread's enqueue changes under it (invalid events, crashes).
         """
-        event = self._last_event() if self._last_event is not None else None
-        if event is None or event._handle is None or self.out_of_order:
-            event = self.barrier()
-        return event._is_done
+        return self.barrier()._is_done
 
     def flush(self) -> None:
         """Submit everything queued so far to the device without waiting."""
@@ -285,7 +378,7 @@ class Queue(_handle.Resource):
     def barrier(self, wait_for=()) -> Event:
         """A barrier: later commands start after ``wait_for`` (default: everything before)."""
         return enqueue_command(self, lib.urEnqueueEventsWaitWithBarrier, (), wait_for, (),
-                               blocking=False)
+                               blocking=False, takes_time=bool(wait_for))
 
     def __repr__(self) -> str:
         kind = "out-of-order" if self.out_of_order else "in-order"

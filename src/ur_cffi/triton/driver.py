@@ -34,7 +34,7 @@ from ..device import default_device
 from ..errors import URError, check
 from ..info import query
 from ..program import Kernel
-from ..queue import Event, Queue, adopt, enqueue_lock, wait_list
+from ..queue import Event, Queue, adopt, enqueue_lock, raw_enqueue_lock, wait_list
 from . import abi, backend, bench
 from .launcher import Launcher
 
@@ -182,6 +182,7 @@ class URDriver(DriverBase):
         self.utils = Utils(self)
         self.launcher_cls = self._new_launcher
         self.launch_lock = enqueue_lock  # also guards the launchers' argument blocks
+        self.raw_launch_lock = raw_enqueue_lock  # the same, inside an _interrupts.section
         self._default: Scope | None = None
         self._owned_queue: Queue | None = None
         self._scopes = _Scopes()
@@ -318,6 +319,8 @@ class URDriver(DriverBase):
         with self.launch_lock:
             check(lib.urEnqueueEventsWait(queue.handle, scope.wait_count, scope.wait_events,
                                           out), "urEnqueueEventsWait")
+            if scope.wait_count:
+                queue._note_work(None, 1)  # it waits for other work (_durations)
             self.record(out[0], queue)
 
     def check_work_group(self, num_warps: int, threads_per_warp: int) -> None:
@@ -345,7 +348,8 @@ class URDriver(DriverBase):
 
     def get_current_device(self):
         """``(context, device)`` of the current queue (Triton's per-device cache key)."""
-        return self.scope().device_key
+        stack = self._scopes.stack  # scope(), inlined: Triton asks on every launch
+        return stack[-1].device_key if stack else (self._default or self.scope()).device_key
 
     def set_current_device(self, device_key) -> None:
         """Not supported: choose the device by choosing the queue (``using``)."""
@@ -353,7 +357,8 @@ class URDriver(DriverBase):
 
     def get_current_stream(self, device=None) -> Queue:
         """The ur_cffi Queue launches go to."""
-        return self.scope().queue
+        stack = self._scopes.stack  # scope(), inlined: Triton asks on every launch
+        return stack[-1].queue if stack else (self._default or self.scope()).queue
 
     def get_current_target(self):
         """The ``GPUTarget`` of the current queue's device (``target.py``)."""

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import struct
 from threading import get_ident
+from time import perf_counter
 
 from .. import _release
-from .._interrupts import section
+from .._interrupts import hold_back_in
 from .._release import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, VALUE_OFFSET, write_argument
 from .._ur import ffi
 from ..errors import check
@@ -162,6 +163,7 @@ class Launcher:
                 value_index += 1
         return block, arguments, buffer, words, global_size, local_size
 
+    @hold_back_in  # Ctrl-C waits until the launch's event is recorded (_interrupts)
     def __call__(self, grid_x, grid_y, grid_z, stream, function, kernel_metadata,
                  launch_metadata, enter_hook, exit_hook, *args):
         if enter_hook is not None:
@@ -199,22 +201,40 @@ class Launcher:
                                                           function, addresses, values, args,
                                                           owners)
             return
-        scope = driver.scope()
+        stack = driver._scopes.stack  # driver.scope(), inlined: a hot path
+        scope = stack[-1] if stack else driver._default or driver.scope()
         if recording and stream in recording:  # a ur_cffi.Graph records it instead (graph.py)
             recording[stream].record_triton(self, (grid_x, grid_y, grid_z), stream, function,
                                             addresses, values, args, owners, scope.wait_for)
         elif not (grid_x and grid_y and grid_z):
             driver.mark_empty_launch(stream, scope)
         else:
-            with section, driver.launch_lock:  # Ctrl-C waits until the event is recorded
-                self._fill(self._words, self._buffer, addresses, values,
-                           (grid_x, grid_y, grid_z), args)
-                result = _enqueue(stream.handle, function.handle, 3, _NULL, self._global_size,
-                                  self._local_size, self.kernel_arg_count, self._args,
-                                  self._properties, scope.wait_count, scope.wait_events,
-                                  self._out)
+            words = self._words
+            with driver.raw_launch_lock:
+                for word, address in addresses:  # self._fill, inlined: a hot path
+                    words[word] = address
+                try:
+                    self._packer.pack_into(self._buffer, self._values_start, *values,
+                                           grid_x * self.local_size, grid_y, grid_z)
+                except (struct.error, OverflowError, TypeError):
+                    self._explain([args[position] for position in self.scalars],
+                                  (grid_x, grid_y, grid_z))
+                try:
+                    result = _enqueue(stream._handle, function._handle, 3, _NULL,
+                                      self._global_size, self._local_size,
+                                      self.kernel_arg_count, self._args, self._properties,
+                                      scope.wait_count, scope.wait_events, self._out)
+                except TypeError:  # no handle: closed, or inherited across fork()
+                    stream.handle, function.handle  # noqa: B018 - raises ClosedError
+                    raise
                 if result:
                     check(result, _release.LAUNCH, f"kernel {self.name!r}")
+                timing = None if scope.wait_count else function.timing  # see _durations
+                window = stream._window  # stream._note_work, inlined: a hot path
+                if not window:
+                    stream._window_start = perf_counter()
+                window[timing] = window.get(timing, 0) + \
+                    grid_x * grid_y * grid_z * self.local_size
                 if owners:
                     from .cuda import keep_until_complete
 
@@ -245,10 +265,11 @@ class Launcher:
         block, arg_array, buffer, words, global_size, local_size = self._new_block()
         self._fill(words, buffer, addresses, values, grid, args)
         call_args = (3, _NULL, global_size, local_size, self.kernel_arg_count, arg_array,
-                     self._properties, 0, _NULL, _NULL)
+                     self._properties)
+        items = grid[0] * grid[1] * grid[2] * self.local_size
         # Release count -1: the first call checks that no argument was closed meanwhile.
         held = (block, self._properties, owners) if owners or self._properties else block
-        return PreparedLaunch(function, stream, tuple(args), call_args, (-1, held))
+        return PreparedLaunch(function, stream, tuple(args), (call_args, items), (-1, held))
 
     def _fill(self, words, buffer, addresses, values, grid, args) -> None:
         """Write a launch's pointer addresses, scalars and work sizes into an argument block
@@ -360,68 +381,78 @@ def _layout(formats: list[str]) -> tuple[str, list[int]]:
     return layout, offsets
 
 
-def install_argument_check(patches, backend_class) -> None:
-    """Make Triton's argument binding reject host arrays clearly.
+def install_argument_check(patches) -> None:
+    """Make Triton's argument binding reject host arrays and integer pointers clearly.
 
     Triton's JIT treats any argument with a ``dtype`` as a tensor and asks the backend for its
     alignment (``get_arg_specialization(arg, "tensor")`` calls ``arg.data_ptr()``): a numpy
-    array or numpy scalar fails there with an ``AttributeError``.  This check, placed on
-    ``backend_class`` for as long as ur_cffi.triton is active, raises a ``TypeError`` that
-    says what to pass instead, still before anything is compiled or launched.
+    array or numpy scalar fails there with an ``AttributeError``.  An integer given where the
+    kernel uses a pointer compiles as an integer and fails in Triton's code generator.
+    ``JITFunction.run``, wrapped for as long as ur_cffi.triton is active, turns both into a
+    ``TypeError`` that says what to pass instead, still before anything is compiled or
+    launched.  Only failures pay: a launch goes through one more call, and nothing wraps each
+    argument.
     """
-    original = backend_class.get_arg_specialization
-
-    def get_arg_specialization(arg, ty, **kwargs):
-        try:
-            return original(arg, ty, **kwargs)
-        except AttributeError:
-            if ty != "tensor" or hasattr(arg, "data_ptr"):
-                raise
-        raise TypeError(
-            f"a {type(arg).__module__}.{type(arg).__name__} was passed to a Triton kernel: it "
-            "has a dtype, so Triton takes it for device memory, but it has no data_ptr(). "
-            "Pass UR memory (ur_cffi.asarray(x, queue=queue)) for arrays, and Python "
-            "int/float for scalars")
-
-    patches.replace(backend_class, "get_arg_specialization",
-                    staticmethod(get_arg_specialization))
-    # Triton looks an array's dtype up in this table and fails on others (a big-endian or
-    # structured numpy dtype) with a bare KeyError('>f4').
     import triton.runtime.jit as jit
 
+    # Triton looks an array's dtype up in this table and fails on others (a big-endian or
+    # structured numpy dtype) with a bare KeyError('>f4').
     patches.replace(jit, "type_canonicalisation_dict",
                     _ElementTypes(jit.type_canonicalisation_dict))
-    _explain_integer_pointers(patches, jit.JITFunction)
+    _explain_bad_arguments(patches, jit.JITFunction)
 
 
-def _explain_integer_pointers(patches, jit_function) -> None:
-    """An integer passed where the kernel uses a pointer compiles as an integer and fails in
-    Triton's code generator; name the argument and say how to pass an address instead."""
+def _explain_bad_arguments(patches, jit_function) -> None:
+    """Wrap ``jit_function.run`` (see :func:`install_argument_check`)."""
     from triton.compiler.errors import CompilationError
 
     original = jit_function.run
-    if getattr(original, "explains_integer_pointers", False):  # one backend class installed it
-        return
 
     def run(self, *args, **kwargs):
         try:
             return original(self, *args, **kwargs)
+        except AttributeError:
+            _explain_host_arrays(self, args, kwargs)
+            raise
         except CompilationError as error:
-            text = f"{error} {error.__cause__}"
-            integers = [name for name, value in (*zip((p.name for p in self.params), args),
-                                                 *kwargs.items())
-                        if type(value) is int and abs(value) >= 1 << 16]
-            if not integers or "ptr" not in text and "pointer" not in text:
-                raise
-            raise TypeError(
-                f"kernel {self.__name__!r}: {', '.join(map(repr, integers))} got an int, which "
-                "Triton compiles as an integer, but the kernel uses it as a pointer. Pass the "
-                "array itself (a ur_cffi USMArray or view, or any object with data_ptr() and "
-                "dtype), or keep the int and cast it in the kernel: "
-                "x.to(tl.pointer_type(tl.float32))") from error
+            _explain_integer_pointers(self, args, kwargs, error)
+            raise
 
-    run.explains_integer_pointers = True
     patches.replace(jit_function, "run", run)
+
+
+def _named_arguments(function, args, kwargs):
+    return (*zip((p.name for p in function.params), args), *kwargs.items())
+
+
+def _explain_host_arrays(function, args, kwargs) -> None:
+    """Raise ``TypeError`` naming an argument that has a ``dtype`` but no ``data_ptr()``."""
+    constexprs = {param.name for param in function.params if param.is_constexpr}
+    for name, value in _named_arguments(function, args, kwargs):
+        if hasattr(value, "dtype") and not hasattr(value, "data_ptr") and \
+                name not in constexprs:
+            raise TypeError(
+                f"kernel {function.__name__!r}: argument {name!r} is a "
+                f"{type(value).__module__}.{type(value).__name__}: it has a dtype, so Triton "
+                "takes it for device memory, but it has no data_ptr(). Pass UR memory "
+                "(ur_cffi.asarray(x, queue=queue)) for arrays, and Python int/float for "
+                "scalars") from None
+
+
+def _explain_integer_pointers(function, args, kwargs, error) -> None:
+    """An integer passed where the kernel uses a pointer compiles as an integer and fails in
+    Triton's code generator; name the argument and say how to pass an address instead."""
+    text = f"{error} {error.__cause__}"
+    integers = [name for name, value in _named_arguments(function, args, kwargs)
+                if type(value) is int and abs(value) >= 1 << 16]
+    if not integers or "ptr" not in text and "pointer" not in text:
+        return
+    raise TypeError(
+        f"kernel {function.__name__!r}: {', '.join(map(repr, integers))} got an int, which "
+        "Triton compiles as an integer, but the kernel uses it as a pointer. Pass the "
+        "array itself (a ur_cffi USMArray or view, or any object with data_ptr() and "
+        "dtype), or keep the int and cast it in the kernel: "
+        "x.to(tl.pointer_type(tl.float32))") from error
 
 
 class _ElementTypes(dict):

@@ -1,0 +1,60 @@
+"""Which waits are short: the main thread's waits block directly when the work they wait for
+is expected to end within :data:`DIRECT_SECONDS`, and go the interruptible way otherwise.
+
+An interruptible wait (``_waiting.wait``) polls, then hands the blocking call to a helper
+thread, so that Ctrl-C raises at once.  That costs context switches, and on a CPU device
+much more: the runtime's own blocking wait runs the kernel on the waiting thread, where a poll
+leaves it to a worker thread that needs the core.  A short wait gains nothing from being
+interruptible, so it should not pay for it.
+
+What a queue waits for is its *window*: the launches made on it since its last completed
+``finish`` (or wait for its latest command), each counted as work-items by kernel, plus a
+count of other commands (copies, fills, graph replays) under the key None.  A wait blocks
+directly only if every entry is a launch of a kernel with a measured time per work-item and
+their sum stays under :data:`DIRECT_SECONDS`.  Measured how: when a wait completes a window,
+the time since its first command was enqueued is an upper bound for all the work in it (none
+of it could start earlier, and the previous window had completed), so each kernel in it is
+given that time divided by its work-items.  Upper bounds err towards the interruptible way
+(host work between a launch and its wait counts as the kernel's); an unknown kernel, an empty
+window (work the raw layer enqueued is not seen) and any other command always take it.
+
+What can still go wrong: a kernel whose time does not grow with its work-items (one that
+loops on its data) may run longer than its measure; a Ctrl-C during such a direct wait then
+raises when the wait returns.
+"""
+
+from __future__ import annotations
+
+import math
+
+DIRECT_SECONDS = 0.01
+"""Work expected to end within this long is waited for by the plain blocking UR call."""
+
+
+class Timing:
+    """The measured seconds per work-item of one kernel (``inf`` until measured)."""
+
+    __slots__ = ("per_item", "__weakref__")
+
+    def __init__(self):
+        self.per_item = math.inf
+
+
+def expected_seconds(window: dict) -> float:
+    """How long the work of ``window`` is expected to take; ``inf`` where unknown."""
+    if not window:
+        return math.inf
+    total = 0.0
+    for timing, items in window.items():  # a loop, not sum(): waits are a hot path
+        if timing is None:
+            return math.inf
+        total += timing.per_item * items
+    return total
+
+
+def learn(window: dict, elapsed: float) -> None:
+    """Give each kernel of a completed ``window`` its upper bound, ``elapsed`` seconds
+    having passed since the window began (``Queue._wait_for_window`` does this inline)."""
+    for timing, items in window.items():
+        if timing is not None:
+            timing.per_item = elapsed / items
