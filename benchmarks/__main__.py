@@ -32,7 +32,7 @@ def _parse(argv):
     parser.add_argument("--no-pin", action="store_true", help="do not pin to one core")
     parser.add_argument("--json", type=Path, help="where to write the JSON results")
     parser.add_argument("--skip", action="append", default=[], metavar="METHOD",
-                        help="leave a method out (c is always run): raw, wrapper, lean, "
+                        help="leave a method out (c is always run): c_event, raw, wrapper, lean, "
                              "prepared, triton, triton_prepared, triton_dispatch, graph_raw, "
                              "graph, graph_triton, graph_one_by_one, ctypes, dpctl")
     return parser.parse_args(argv)
@@ -83,6 +83,7 @@ def main(argv=None) -> int:
     setup = methods.Setup(copy_bytes, SMALL_BYTES)
     floor_lib = floor.build()
     factories = {"c": lambda: methods.c_floor(setup, floor_lib),
+                 "c_event": lambda: methods.c_event_floor(setup, floor_lib),
                  "raw": lambda: methods.raw_cffi(setup),
                  "wrapper": lambda: methods.wrapper(setup),
                  "lean": lambda: methods.lean_launch(setup),

@@ -23,6 +23,12 @@ int floor_launch_finish(uintptr_t queue, uintptr_t kernel, uint32_t dims, uintpt
 int floor_launches_then_finish(uintptr_t queue, uintptr_t kernel, uint32_t dims,
                                uintptr_t global_size, uintptr_t local_size, uint32_t num_args,
                                uintptr_t args, int64_t count);
+int floor_event_launch_finish(uintptr_t queue, uintptr_t kernel, uint32_t dims,
+                              uintptr_t global_size, uintptr_t local_size, uint32_t num_args,
+                              uintptr_t args, int64_t count);
+int floor_event_launches_then_finish(uintptr_t queue, uintptr_t kernel, uint32_t dims,
+                                     uintptr_t global_size, uintptr_t local_size,
+                                     uint32_t num_args, uintptr_t args, int64_t count);
 int floor_memcpy(uintptr_t queue, uintptr_t dst, uintptr_t src, size_t nbytes);
 int floor_usm_alloc_free(uintptr_t context, uintptr_t device, size_t nbytes, int64_t count);
 int floor_temporary_launch(uintptr_t context, uintptr_t device, uintptr_t queue, uintptr_t kernel,
@@ -43,12 +49,18 @@ int floor_flush(uintptr_t queue, int64_t count) {
     return 0;
 }
 
-static ur_result_t launch(uintptr_t queue, uintptr_t kernel, uint32_t dims, uintptr_t global_size,
-                          uintptr_t local_size, uint32_t num_args, uintptr_t args) {
+static ur_result_t launch_with(uintptr_t queue, uintptr_t kernel, uint32_t dims,
+                               uintptr_t global_size, uintptr_t local_size, uint32_t num_args,
+                               uintptr_t args, ur_event_handle_t *event) {
     return urEnqueueKernelLaunchWithArgsExp(
         (ur_queue_handle_t)queue, (ur_kernel_handle_t)kernel, dims, NULL,
         (const size_t *)global_size, (const size_t *)local_size, num_args,
-        (const ur_exp_kernel_arg_properties_t *)args, NULL, 0, NULL, NULL);
+        (const ur_exp_kernel_arg_properties_t *)args, NULL, 0, NULL, event);
+}
+
+static ur_result_t launch(uintptr_t queue, uintptr_t kernel, uint32_t dims, uintptr_t global_size,
+                          uintptr_t local_size, uint32_t num_args, uintptr_t args) {
+    return launch_with(queue, kernel, dims, global_size, local_size, num_args, args, NULL);
 }
 
 int floor_launch_finish(uintptr_t queue, uintptr_t kernel, uint32_t dims, uintptr_t global_size,
@@ -65,6 +77,34 @@ int floor_launches_then_finish(uintptr_t queue, uintptr_t kernel, uint32_t dims,
                                uintptr_t args, int64_t count) {
     for (int64_t i = 0; i < count; i++)
         RETURN_IF_FAILED(launch(queue, kernel, dims, global_size, local_size, num_args, args));
+    RETURN_IF_FAILED(urQueueFinish((ur_queue_handle_t)queue));
+    return 0;
+}
+
+/* With the runtime's event of each launch, released as soon as it is not needed: what the
+   Event of Kernel.launch costs at the least. */
+int floor_event_launch_finish(uintptr_t queue, uintptr_t kernel, uint32_t dims,
+                              uintptr_t global_size, uintptr_t local_size, uint32_t num_args,
+                              uintptr_t args, int64_t count) {
+    for (int64_t i = 0; i < count; i++) {
+        ur_event_handle_t event = NULL;
+        RETURN_IF_FAILED(launch_with(queue, kernel, dims, global_size, local_size, num_args,
+                                     args, &event));
+        RETURN_IF_FAILED(urQueueFinish((ur_queue_handle_t)queue));
+        RETURN_IF_FAILED(urEventRelease(event));
+    }
+    return 0;
+}
+
+int floor_event_launches_then_finish(uintptr_t queue, uintptr_t kernel, uint32_t dims,
+                                     uintptr_t global_size, uintptr_t local_size,
+                                     uint32_t num_args, uintptr_t args, int64_t count) {
+    for (int64_t i = 0; i < count; i++) {
+        ur_event_handle_t event = NULL;
+        RETURN_IF_FAILED(launch_with(queue, kernel, dims, global_size, local_size, num_args,
+                                     args, &event));
+        RETURN_IF_FAILED(urEventRelease(event));
+    }
     RETURN_IF_FAILED(urQueueFinish((ur_queue_handle_t)queue));
     return 0;
 }

@@ -151,6 +151,34 @@ def c_floor(setup: Setup, floor_lib) -> Method:
     return Method("c", "C calling UR directly", ops, verify, keep_alive=(raw,))
 
 
+def c_event_floor(setup: Setup, floor_lib) -> Method:
+    """C launches that take the runtime's event of each launch and release it: what an
+    Event per launch costs UR itself (``Kernel.launch``'s default)."""
+    raw = RawLaunch(setup)
+    queue, kern = address(setup.queue.handle), address(setup.kernel.handle)
+    launch_args = (1, address(raw.global_size), address(raw.local_size), raw.num_args,
+                   address(raw.args))
+
+    def ok(result):
+        ur_cffi.check(result, "C floor")
+
+    def launch_finish(count):
+        ok(floor_lib.floor_event_launch_finish(queue, kern, *launch_args, count))
+
+    def verify():
+        setup.poison()
+        launch_finish(1)
+        return _read_x(setup)
+
+    ops = {"launch_finish": launch_finish,
+           "back_to_back": lambda count: ok(
+               floor_lib.floor_event_launches_then_finish(queue, kern, *launch_args, count))}
+    same = "the same calls as the C row"
+    return Method("c_event", "C calling UR, with the runtime's event of each launch", ops,
+                  verify, {w: same for w in ("flush", "copy_h2d", "copy_d2h", "usm_alloc_free")},
+                  keep_alive=(raw,))
+
+
 def _fail(function: str):
     raise RuntimeError(f"{function} failed")
 
@@ -268,28 +296,13 @@ def wrapper(setup: Setup) -> Method:
         "copy_d2h": lambda count: setup.device_buffer.copy_to(setup.host_dst),
         "usm_alloc_free": alloc_free,
     }
-    return Method("wrapper", "ur_cffi high level (Kernel.launch, Queue.finish)", ops, verify)
-
-
-def _with_blocking_waits(ops: dict) -> dict:
-    """``ops`` run with ``ur_cffi.set_interruptible_waits(False)``: Queue.finish is the plain
-    blocking urQueueFinish, as in C, instead of a poll that Ctrl-C can interrupt."""
-
-    def blocking(run):
-        def run_blocking(count):
-            previous = ur_cffi.set_interruptible_waits(False)
-            try:
-                run(count)
-            finally:
-                ur_cffi.set_interruptible_waits(previous)
-        return run_blocking
-
-    return {workload: blocking(run) for workload, run in ops.items()}
+    return Method("wrapper", "defaults: ur_cffi Kernel.launch (an Event) + Queue.finish, "
+                  "USMArray, Queue.flush", ops, verify)
 
 
 def lean_launch(setup: Setup) -> Method:
-    """``Kernel.launch(..., event=False)`` and a blocking ``Queue.finish``: the high-level
-    layer configured for speed."""
+    """``Kernel.launch(..., event=False)`` and ``Queue.finish``: the high-level layer's fast
+    path (no Event object)."""
     queue, kern, block = setup.queue, setup.kernel, kernel.BLOCK
     args = setup.kernel_args()
 
@@ -308,15 +321,16 @@ def lean_launch(setup: Setup) -> Method:
         ops["launch_finish"](1)
         return _read_x(setup)
 
-    ops = _with_blocking_waits({"launch_finish": launch_finish, "back_to_back": back_to_back})
+    ops = {"launch_finish": launch_finish, "back_to_back": back_to_back}
     same = "the same calls as the high-level row"
-    return Method("lean", "ur_cffi Kernel.launch(event=False), blocking finish", ops, verify,
+    return Method("lean", "fast path: ur_cffi Kernel.launch(event=False) + Queue.finish", ops,
+                  verify,
                   {w: same for w in ("flush", "copy_h2d", "copy_d2h", "usm_alloc_free")})
 
 
 def _prepared_method(name: str, label: str, setup: Setup, launch) -> Method:
-    """A method that calls the ``PreparedLaunch`` ``launch(event=False)``, with a blocking
-    finish."""
+    """A method that calls the ``PreparedLaunch`` ``launch(event=False)``, then
+    ``Queue.finish``."""
     queue = setup.queue
 
     def launch_finish(count):
@@ -334,21 +348,22 @@ def _prepared_method(name: str, label: str, setup: Setup, launch) -> Method:
         ops["launch_finish"](1)
         return _read_x(setup)
 
-    ops = _with_blocking_waits({"launch_finish": launch_finish, "back_to_back": back_to_back})
+    ops = {"launch_finish": launch_finish, "back_to_back": back_to_back}
     missing = "a prepared launch only launches"
     return Method(name, label, ops, verify,
                   {w: missing for w in ("flush", "copy_h2d", "copy_d2h", "usm_alloc_free")})
 
 
 def prepared_launch(setup: Setup) -> Method:
-    """``Kernel.prepare(...)`` once, then ``launch(event=False)`` and a blocking finish."""
+    """``Kernel.prepare(...)`` once, then ``launch(event=False)`` and ``Queue.finish``."""
     launch = setup.kernel.prepare(setup.queue, kernel.BLOCK, kernel.BLOCK, *setup.kernel_args())
-    return _prepared_method("prepared", "ur_cffi Kernel.prepare(...)(event=False), blocking "
-                            "finish", setup, launch)
+    return _prepared_method("prepared", "fast path: ur_cffi Kernel.prepare(...)(event=False) + "
+                            "Queue.finish", setup, launch)
 
 
 def triton_jit(setup: Setup) -> Method:
-    """``kernel[grid](...)`` through ``ur_cffi.triton`` on the same queue."""
+    """``kernel[grid](...)`` through ``ur_cffi.triton`` on the same queue, then
+    ``Queue.finish``: what a user writes first."""
     try:
         import ur_cffi.triton as ur_triton
     except ImportError as error:
@@ -376,9 +391,9 @@ def triton_jit(setup: Setup) -> Method:
         ops["launch_finish"](1)
         return _read_x(setup)
 
-    ops = _with_blocking_waits({"launch_finish": launch_finish, "back_to_back": back_to_back})
+    ops = {"launch_finish": launch_finish, "back_to_back": back_to_back}
     missing = "Triton launches kernels only"
-    return Method("triton", "Triton kernel[grid] via ur_cffi.triton, blocking finish", ops,
+    return Method("triton", "defaults: Triton kernel[grid] via ur_cffi.triton + Queue.finish", ops,
                   verify, {w: missing for w in ("flush", "copy_h2d", "copy_d2h",
                                                 "usm_alloc_free")})
 
@@ -390,8 +405,9 @@ def triton_prepared(setup: Setup) -> Method:
     ur_triton.activate(setup.queue)
     launch = ur_triton.prepare(kernel.tiny, (1,), setup.x, kernel.N, BLOCK=kernel.BLOCK,
                                num_warps=kernel.NUM_WARPS)
-    return _prepared_method("triton_prepared", "Triton kernel via ur_cffi.triton.prepare(...)"
-                            "(event=False), blocking finish", setup, launch)
+    return _prepared_method("triton_prepared", "fast path: Triton kernel via "
+                            "ur_cffi.triton.prepare(...)(event=False) + Queue.finish", setup,
+                            launch)
 
 
 def triton_dispatch(setup: Setup) -> Method:
@@ -568,7 +584,7 @@ def _graph_method(name: str, label: str, setup: Setup, record) -> Method:
         ops["back_to_back"](1)
         return _read_x(setup)
 
-    ops = _with_blocking_waits({"back_to_back": back_to_back})
+    ops = {"back_to_back": back_to_back}
     missing = "a graph replays the back-to-back launches"
     return Method(name, label, ops, verify, {w: missing for w in WORKLOADS if w != "back_to_back"},
                   keep_alive=(graphs,))

@@ -15,11 +15,11 @@ from benchmarks import report
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = ("flush", "launch_finish", "back_to_back", "copy_h2d", "copy_d2h", "usm_alloc_free")
-METHODS = ("c", "raw", "wrapper", "lean", "prepared", "triton", "triton_prepared",
+METHODS = ("c", "c_event", "raw", "wrapper", "lean", "prepared", "triton", "triton_prepared",
            "triton_dispatch", "graph_raw", "graph", "graph_triton", "graph_one_by_one", "ctypes",
            "dpctl")
 ALWAYS_RUN = ("c", "raw", "wrapper", "ctypes")  # need nothing beyond ur_cffi and a C compiler
-LAUNCHES_ONLY = ("lean", "prepared")  # the same, launch workloads only
+LAUNCHES_ONLY = ("c_event", "lean", "prepared")  # the same, launch workloads only
 FIGURE_KEYS = {"value", "value_a", "value_b", "ratio_to_c", "ratio_to_c_a", "ratio_to_c_b",
                "unit", "rounds_s", "skipped"}
 STARTUP_KEYS = {"import_s", "import_process_s", "demo", "demo_cold_s", "demo_cold_exit_s",
@@ -82,7 +82,8 @@ def test_startup_and_targets_are_reported(quick_run):
     assert set(results["startup"]) >= STARTUP_KEYS
     assert results["startup"]["import_s"] > 0
     targets = results["targets"]
-    assert len(targets) == len(report.RATIO_TARGETS) + 1  # + the warm start
+    # + the warm start
+    assert len(targets) == len(report.RATIO_TARGETS) + len(report.DIFFERENCE_TARGETS) + 1
     for entry in targets:
         assert set(entry) >= TARGET_KEYS
         assert entry["verdict"] in ("PASS", "MISS", "n/a")
