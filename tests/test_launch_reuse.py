@@ -37,6 +37,27 @@ def test_repeated_launches_with_the_same_objects_stay_exact(add, queue, rng):
         assert np.array_equal(out.to_numpy(), add_reference(x, y))
 
 
+def test_a_view_dropped_and_another_made_in_its_place_is_not_reused(add, queue, rng):
+    # CPython gives a new object the id of one just freed: a view of other memory made right
+    # after the previous launch's view was dropped must not reuse that launch's block.
+    kernel, compiled = add
+    n = 2 * BLOCK
+    x, y, dx, dy = random_inputs(rng, n + 64, queue)
+    out, count, same_id = poisoned(n, queue), np.int32(n), 0
+    y_view, view = dy[:n], dx[:n]
+    for start in range(1, 16):
+        previous = id(view)
+        del view
+        view = dx[start:start + n]
+        same_id += id(view) == previous
+        out.fill(np.nan)
+        kernel.launch(queue, blocks(n, compiled), compiled.local_size, view, y_view, out, count,
+                      event=False)
+        queue.finish()
+        assert np.array_equal(out.to_numpy(), add_reference(x[start:start + n], y[:n]))
+    assert same_id  # the case above did come up
+
+
 def test_a_launch_with_other_arguments_or_sizes_is_not_reused(add, queue, rng):
     kernel, compiled = add
     n = 4 * BLOCK

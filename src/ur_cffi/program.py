@@ -260,10 +260,12 @@ class Kernel(_handle.Resource):
                     and type(local_size) in _IMMUTABLE_SIZES
                     and all(isinstance(arg, _IMMUTABLE) for arg in args)):
                 # Ids of released memory or queues are caught by the release count; the
-                # other arguments are held so that their ids stay theirs.
+                # other arguments are held so that their ids stay theirs: values, and views
+                # (a view dropped uncounted could give its id to a view elsewhere).
                 key = (id(queue), global_size, local_size, held[0], *map(id, args))
                 self._reusable = (key, call_args, tuple(
-                    arg for arg in args if not isinstance(arg, _handle.Resource)), held[1])
+                    arg for arg in args if not isinstance(arg, _handle.Resource)
+                    or (type(arg) is USMArray and arg._base is not None)), held[1])
             head, items = call_args
         return _launch(self, queue, head, items, wait_for, event, args)
 
