@@ -6,8 +6,8 @@ Triton's NVIDIA backend through ur_cffi.triton.  Copies move 256 MiB from pageab
 and pinned (USM host / ``cupyx.empty_pinned``) memory.  The vector add moves 3 GiB (two 1 GiB
 inputs, one output) against CuPy's copy kernel on 1 GiB (2 GiB moved); the fp16 matmul
 (8192^3) is the same compiled kernel launched by ur_cffi.triton and by Triton's own
-``CudaLauncher``.  ur_cffi's waits are UR's blocking calls here
-(``set_interruptible_waits(False)``), except in the "defaults" row.
+``CudaLauncher``.  Every ur_cffi row runs with the library's default waits (a wait for work
+measured short is UR's blocking call; ``ur_cffi._durations``).
 
 torch is imported here, before ur_cffi.triton is activated, for the Triton-on-torch method
 (so that Triton's specializer knows torch tensors); the test suite checks ur_cffi itself
@@ -83,7 +83,6 @@ class GPU:
         import ur_cffi
         import ur_cffi.triton
 
-        ur_cffi.set_interruptible_waits(False)
         self.quick = quick
         self.device = ur_cffi.default_device()
         self.context = self.device.create_context()
@@ -114,7 +113,8 @@ def ur_methods(gpu: GPU) -> list[Method]:
     n = np.int32(kernel.N)
     finish, qh = lib.urQueueFinish, q.handle
     prepared = k.prepare(q, kernel.BLOCK, kernel.BLOCK, x, n, *gpu.scratch)
-    kh, call_args = k.handle, prepared._call_args
+    kh, (head, _) = k.handle, prepared._call_args
+    call_args = (*head, 0, ffi.NULL, ffi.NULL)
     launch = _release.enqueue_launch
     grid, tiny, block, warps = (1,), kernel.tiny, kernel.BLOCK, kernel.NUM_WARPS
     tprepared = ur_cffi.triton.prepare(tiny, grid, x, kernel.N, BLOCK=block, num_warps=warps)
@@ -127,7 +127,7 @@ def ur_methods(gpu: GPU) -> list[Method]:
 
     # The same with an event out, released at once: what an Event per launch costs in UR.
     out = ffi.new("ur_event_handle_t *")
-    with_event = (*call_args[:-1], out)
+    with_event = (*head, 0, ffi.NULL, out)
     release = lib.urEventRelease
 
     def raw_event_launches(count, each):
@@ -159,42 +159,37 @@ def ur_methods(gpu: GPU) -> list[Method]:
                                          "nothing)")
     dispatch.ops["back_to_back"] = dispatch_only
 
-    defaults = Method("defaults", "ur_cffi Kernel.launch -> Event, default (interruptible) "
-                                  "Queue.finish")
+    defaults = Method("defaults", "defaults: ur_cffi Kernel.launch (an Event) + Queue.finish")
 
     def with_defaults(count, each):
-        ur_cffi.set_interruptible_waits(True)
-        try:
-            for _ in range(count):
-                k.launch(q, block, block, x, n, *gpu.scratch)
-                if each:
-                    q.finish()
-            q.finish()
-        finally:
-            ur_cffi.set_interruptible_waits(False)
+        for _ in range(count):
+            k.launch(q, block, block, x, n, *gpu.scratch)
+            if each:
+                q.finish()
+        q.finish()
 
     defaults.ops["back_to_back"] = lambda c: with_defaults(c, False)
     defaults.ops["launch_wait"] = lambda c: with_defaults(c, True)
 
-    lean = Method("launch", "ur_cffi Kernel.launch(event=False)")
+    lean = Method("launch", "fast path: ur_cffi Kernel.launch(event=False)")
     scratch = gpu.scratch
     lean.ops["back_to_back"] = lambda c: ([k.launch(q, block, block, x, n, *scratch, event=False)
                                            for _ in range(c)], q.finish())
     lean.ops["launch_wait"] = lambda c: [(k.launch(q, block, block, x, n, *scratch, event=False),
                                           q.finish()) for _ in range(c)]
 
-    prep = Method("prepared", "ur_cffi Kernel.prepare(...)(event=False)")
+    prep = Method("prepared", "fast path: ur_cffi Kernel.prepare(...)(event=False)")
     prep.ops["back_to_back"] = lambda c: ([prepared(event=False) for _ in range(c)], q.finish())
     prep.ops["launch_wait"] = lambda c: [(prepared(event=False), q.finish()) for _ in range(c)]
 
-    jit = Method("triton", "Triton kernel[grid] via ur_cffi.triton")
+    jit = Method("triton", "defaults: Triton kernel[grid] via ur_cffi.triton")
     jit.ops["back_to_back"] = lambda c: ([tiny[grid](x, kernel.N, BLOCK=block, num_warps=warps)
                                           for _ in range(c)], q.finish())
     jit.ops["launch_wait"] = lambda c: [(tiny[grid](x, kernel.N, BLOCK=block, num_warps=warps),
                                          q.finish()) for _ in range(c)]
 
-    tprep = Method("triton_prepared", "Triton kernel via ur_cffi.triton.prepare(...)"
-                                      "(event=False)")
+    tprep = Method("triton_prepared", "fast path: Triton kernel via "
+                                      "ur_cffi.triton.prepare(...)(event=False)")
     tprep.ops["back_to_back"] = lambda c: ([tprepared(event=False) for _ in range(c)],
                                            q.finish())
     tprep.ops["launch_wait"] = lambda c: [(tprepared(event=False), q.finish()) for _ in range(c)]
@@ -461,7 +456,7 @@ def _verdicts(figures: dict) -> str:
     for workload in ("back_to_back", "launch_wait"):
         row = figures.get(workload, {})
         cupy = row.get("cupy")
-        for name in ("raw", "launch", "prepared", "triton", "triton_prepared"):
+        for name in ("raw", "defaults", "launch", "prepared", "triton", "triton_prepared"):
             if cupy and name in row:
                 check(f"{workload} {name} {row[name]:.2f} us <= CuPy {cupy:.2f} us",
                       row[name] <= cupy)

@@ -207,7 +207,7 @@ def soak(kernels: Path, usm_cycles: int, program_cycles: int) -> dict:
                 cycle(i)
             figures[f"{key}_cycles"] = count
             figures[f"{key}_rss_growth"] = rss_bytes() - before
-        figures["live_objects"] = len(ur_cffi._handle._live)
+        figures["live_objects"] = len(ur_cffi._handle._live) + len(ur_cffi._handle._events)
     return figures
 
 

@@ -85,7 +85,7 @@ for cycle in range(int(sys.argv[3])):
         worst = max(worst, float(np.max(np.abs(y.to_numpy() - expected) / np.abs(expected))))
         del x, y
     gc.collect()
-    live.append(len(_handle._live))
+    live.append(len(_handle._live) + len(_handle._events))
     sizes.append(rss())
 print(json.dumps({"live": live, "rss": sizes, "worst": worst,
                   "cached": programs.cached_programs()}))
