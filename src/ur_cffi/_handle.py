@@ -153,7 +153,7 @@ class Resource:
             return
         with section:
             self._handle = None
-            result = _release(self._serial)
+            result = _release_entry(self._serial)
         if result:
             check(result, self._release_function)
 

@@ -160,7 +160,8 @@ class USMArray(_handle.Resource):
         self.queue, self.kind = queue, kind
         self.shape = shape = (shape,) if type(shape) is int and shape >= 0 else _shape(shape)
         self.dtype = dtype = dtype if isinstance(dtype, np.dtype) else _dtype(dtype)
-        _no_objects(dtype, "USMArray")
+        if dtype.hasobject:
+            _no_objects(dtype, "USMArray")
         self.size = size = math.prod(shape)
         self.nbytes = nbytes = size * dtype.itemsize
         if nbytes > SIZE_MAX:
