@@ -8,7 +8,7 @@ from time import perf_counter
 
 import numpy as np
 
-from . import _checks, _durations, _handle, _release, signatures, spirv
+from . import _checks, _durations, _handle, _interrupts, _release, signatures, spirv
 from ._interrupts import hold_back_in
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
 from ._ur import ffi, lib
@@ -232,6 +232,7 @@ class Kernel(_handle.Resource):
                                  f"{name!r} takes {self.num_args}")
         self.signature = signature
         self.timing = _durations.Timing()  # how long its launches take, measured by waits
+        _interrupts.install()  # its launches hold Ctrl-C back without a section
         self._reusable: tuple = ((),)  # (key, launch arguments, held values, held buffers)
 
     def launch(self, queue: Queue, global_size, local_size, *args, wait_for=(),
