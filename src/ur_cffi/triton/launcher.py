@@ -28,6 +28,7 @@ an integer parameter (the original demo's raw addresses, which the kernel casts 
 from __future__ import annotations
 
 import struct
+from operator import itemgetter
 from threading import get_ident
 from time import perf_counter
 
@@ -126,6 +127,7 @@ class Launcher:
                     self.bfloat16.append(value_index)
                 self.scalars.append(position)
                 value_index += 1
+        self._scalars_of = _getter(self.scalars)
         # Bytes of each argument as passed (None: local memory), checked against the binary.
         self.argument_sizes = [struct.calcsize("<" + rules.scalar_format(ty)) if kind == "value"
                                else None if kind == "local" else _POINTER_SIZE
@@ -187,7 +189,7 @@ class Launcher:
                 addresses.append((word, arg.data_ptr()))
             else:
                 addresses.append((word, self._address(arg, name, element, stream)))
-        values = [args[position] for position in self.scalars]
+        values = self._scalars_of(args)
         if self.bfloat16:
             values = self._bfloat16(values)
         driver = self.driver
@@ -362,6 +364,16 @@ class Launcher:
                                 f"{ty}") from None
         raise ValueError(f"kernel {self.name!r}: grid {grid} must be non-negative integers and "
                          f"grid[0] * {self.local_size} must fit in size_t")
+
+
+def _getter(positions: list[int]):
+    """``args -> tuple of args[position] for position in positions``, in C where it can be."""
+    if len(positions) > 1:
+        return itemgetter(*positions)
+    if positions:
+        position = positions[0]
+        return lambda args: (args[position],)
+    return lambda args: ()
 
 
 def _align(offset: int, alignment: int) -> int:
