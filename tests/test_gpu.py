@@ -425,3 +425,28 @@ def test_torch_is_never_imported(tmp_path):
     import importlib.util
 
     print(f"torch installed: {importlib.util.find_spec('torch') is not None}")
+
+
+def test_a_context_closed_before_its_memory_pool_is_released():
+    """Where the adapter has UR USM pools (CUDA does), the caching allocator's pool holds its
+    own reference on the context: the CUDA adapter destroys a context's pools with the context,
+    and a pool released after that is freed twice (glibc aborts the process)."""
+    script = textwrap.dedent("""
+        import numpy as np
+        import ur_cffi
+        device = ur_cffi.default_device()
+        context = device.create_context()
+        queue = ur_cffi.Queue(context, device)
+        x = np.random.default_rng().standard_normal(4096).astype(np.float32)
+        array = ur_cffi.asarray(x, queue=queue)
+        assert np.array_equal(array.to_numpy(), x)
+        array.close()
+        queue.close()
+        context.close()
+        ur_cffi.empty_cache()
+        print("done")  # the pool is released at exit, after its context
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env=dict(os.environ), timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "done"

@@ -109,6 +109,11 @@ class _Pool(_handle.Resource):
         self._ur_pool = _release.usm_pool(context.handle, device.handle) \
             if kind != "host" else None
         self.context_handle = context.handle  # each block holds a reference on it
+        if self._ur_pool is not None:
+            # And so does a UR pool: a context destroyed before its pool destroys the pool
+            # with it, and the pool's own release then frees it again (CUDA adapter: glibc
+            # aborts with "double free", seen on the H200).
+            check(lib.urContextRetain(context.handle), "urContextRetain")
         self.context_ref = weakref.ref(context, self._context_collected)
         self._own(self._ur_pool if self._ur_pool is not None else key, release_args=(self,),
                   release=_Pool._release_all)
@@ -281,6 +286,7 @@ class _Pool(_handle.Resource):
         # when given back, and then the (rare) UR pool of this released one is left as is.
         if self._ur_pool is not None and not self.stats["allocated_bytes"]:
             result = lib.urUSMPoolRelease(self._ur_pool) or result
+            result = lib.urContextRelease(self.context_handle) or result
         return result
 
 
