@@ -54,7 +54,7 @@ def expected_seconds(window: dict) -> float:
 
 def learn(window: dict, elapsed: float) -> None:
     """Give each kernel of a completed ``window`` its upper bound, ``elapsed`` seconds
-    having passed since the window began (``Queue._wait_for_window`` does this inline)."""
+    having passed since the window began (``Queue.finish`` does this inline for one kernel)."""
     for timing, items in window.items():
         if timing is not None:
             timing.per_item = elapsed / items

@@ -27,7 +27,6 @@ _STATUS_SIZE = ffi.sizeof("ur_event_status_t")
 _event_release = lib.urEventRelease
 _flush = lib.urQueueFlush
 _finish = lib.urQueueFinish
-_UNKNOWN = float("inf")
 
 
 enqueue_lock = Lock()
@@ -338,14 +337,9 @@ class Queue(_handle.Resource):
         blocking call where this thread cannot be interrupted or the work is expected to be
         short (``_durations``), else an interruptible wait.  Learns how long the work took."""
         window, self._window, start = self._window, {}, self._window_start
-        expected = 0.0 if window else _UNKNOWN  # _durations.expected_seconds, inlined
-        for timing, items in window.items():
-            if timing is None:
-                expected = _UNKNOWN
-                break
-            expected += timing.per_item * items
         try:
-            if expected < _durations.DIRECT_SECONDS or _waiting.blocks_directly():
+            if _durations.expected_seconds(window) < _durations.DIRECT_SECONDS or \
+                    _waiting.blocks_directly():
                 result = blocking_call(*args)
                 if result:
                     check(result, name)
@@ -355,9 +349,7 @@ class Queue(_handle.Resource):
             self._window[None] = 1  # the work may still run: the next wait cannot predict it
             raise
         elapsed = perf_counter() - start
-        for timing, items in window.items():  # _durations.learn, inlined: a hot path
-            if timing is not None:
-                timing.per_item = elapsed / items
+        _durations.learn(window, elapsed)
 
     def _note_work(self, timing, items: int) -> None:
         """Add a command to the window (``_durations``): ``items`` work-items of the kernel
