@@ -7,9 +7,11 @@ its version); then ``python -m ur_cffi`` must list the CPU device, ``examples/de
 print ``MSE: 0.0``, and the core slice of the tests must pass.  The result table (also
 ``.venv-releases/matrix.md`` and ``matrix.json``) is what the README's support table shows.
 
-    python tests/release_matrix.py [RELEASE ...]     # default: every release below
+    python tests/release_matrix.py [--keep] [RELEASE ...]     # default: every release below
 
-Set ``PIP_FIND_LINKS`` to a folder of downloaded wheels to spare the downloads.
+Each environment takes about 2 GB, so it is removed once its release is checked (its log stays);
+``--keep`` keeps them. Set ``PIP_FIND_LINKS`` to a folder of downloaded wheels to spare the
+downloads.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -38,6 +41,8 @@ CORE_SLICE = ["tests/test_generator.py", "tests/test_bindings.py", "tests/test_r
               "tests/test_launch_reuse.py", "tests/test_triton.py"]
 """Bindings, devices, memory, programs and kernels, Triton."""
 VENVS = ROOT / ".venv-releases"
+DISK_NEEDED = 3 << 30
+"""Free bytes one release's environment needs (about 2 GB installed, plus pip's unpacking)."""
 
 
 def run(command: list[str], log, **kwargs) -> subprocess.CompletedProcess:
@@ -53,10 +58,16 @@ def check_release(release: str) -> dict:
     """Install, build and test against ``release``; a dict of what happened."""
     venv = VENVS / release
     python = str(venv / "bin" / "python")
-    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    # pip's cache would keep every release's wheels (about 400 MB each) on the disk as well.
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1",
+               PIP_NO_CACHE_DIR=os.environ.get("PIP_NO_CACHE_DIR", "1"))
     row = {"release": release, "api": None, "build": "not reached", "device": "not reached",
            "demo": "not reached", "tests": "not reached", "runtime_kept": None}
     started = time.monotonic()
+    free = shutil.disk_usage(VENVS).free
+    if free < DISK_NEEDED and not venv.exists():
+        row["build"] = f"not tried: {free / 2**30:.1f} GiB free on disk, {DISK_NEEDED >> 30} needed"
+        return row
     with open(VENVS / f"{release}.log", "w") as log:
         if not (venv / "bin" / "python").exists():
             run([sys.executable, "-m", "venv", str(venv)], log, check=True)
@@ -110,7 +121,14 @@ def passed(row: dict) -> bool:
             and row["demo"] == "MSE 0" and row.get("tests_ok", False))
 
 
-def main(releases: list[str]) -> int:
+def log_tail(release: str, lines: int = 30) -> str:
+    log = VENVS / f"{release}.log"
+    return "\n".join(log.read_text().splitlines()[-lines:]) if log.exists() else "(no log)"
+
+
+def main(arguments: list[str]) -> int:
+    keep = "--keep" in arguments
+    releases = [argument for argument in arguments if argument != "--keep"] or RELEASES
     VENVS.mkdir(exist_ok=True)
     rows = []
     for release in releases:
@@ -118,6 +136,10 @@ def main(releases: list[str]) -> int:
         row = check_release(release)
         rows.append(row)
         print(f"   {row}", flush=True)
+        if not passed(row):
+            print(f"   last lines of {VENVS / release}.log:\n{log_tail(release)}", flush=True)
+        if not keep:
+            shutil.rmtree(VENVS / release, ignore_errors=True)
     report = table(rows)
     (VENVS / "matrix.md").write_text(report + "\n")
     (VENVS / "matrix.json").write_text(json.dumps(rows, indent=1))
@@ -133,4 +155,4 @@ def main(releases: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:] or RELEASES))
+    sys.exit(main(sys.argv[1:]))
