@@ -42,12 +42,12 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 _holding_back: set = set()
 """Code objects of :func:`hold_back_in`'s functions."""
 
-_HOLDING_BACK_DEPTH = 8
+_HOLDING_BACK_DEPTH = 12
 
 
 def hold_back_in(function):
     """Hold Ctrl-C back in ``function`` (a decorator): a SIGINT handled while it, or code it
-    called (up to 8 frames down), runs is sent again a moment later from a helper thread
+    called (up to 12 frames down), runs is sent again a moment later from a helper thread
     instead of raising there.  For weak references' callbacks, where an exception would be
     printed and dropped, and for hot paths (a launch) that a :data:`section`'s bookkeeping
     would slow down: it costs nothing until a signal comes."""
@@ -83,6 +83,7 @@ def _handler(signum, frame):
         _installed[1](signum, frame)
 
 
+@hold_back_in  # a SIGINT (the one it sends, on a slow machine) may come while it starts it
 def _send_again_soon() -> None:
     """Send SIGINT again in a moment, from another thread: the main thread is where it must
     not raise (:func:`hold_back_in`)."""
