@@ -125,6 +125,7 @@ def test_where_the_count_comes_from():
     assert signatures.ADAPTERS_COUNTING_SET_ARGUMENTS == {"CUDA", "HIP"}
 
 
+@pytest.mark.cpu_device("the OpenCL adapter reports argument counts itself")
 def test_cpu_adapter_reports_as_before(context, device, compile_triton):
     assert signatures.backend_name(device) == "OPENCL"
     assert signatures.adapter_reports_arguments(device)
@@ -144,6 +145,7 @@ class _Kernel:
     def __init__(self, num_args, sizes, program=None):
         self.name, self.num_args, self.argument_sizes, self.program = "k", num_args, sizes, \
             program
+        self.hidden_args = ()
 
 
 def test_sizes_declared_by_the_binary_are_checked():
@@ -159,9 +161,14 @@ def test_sizes_declared_by_the_binary_are_checked():
         signatures.check_sizes(_Kernel(3, (4, 4, 8)), words, 3)
 
 
-def test_unknown_count_names_the_adapter_and_the_remedy(context):
+def test_unknown_count_names_the_adapter_and_the_remedy(context, device):
     program = type("P", (), {"context": context})()
     error = signatures.count_error(_Kernel(None, None, program), 2)
-    assert "OPENCL adapter cannot report" in str(error) and "signature=" in str(error)
+    assert f"{signatures.backend_name(device)} adapter cannot report" in str(error)
+    assert "signature=" in str(error)
     assert str(signatures.count_error(_Kernel(3, None, program), 2)) == \
         "kernel 'k' takes 3 arguments, 2 given"
+    hidden = _Kernel(3, None, program)
+    hidden.hidden_args = (0,)
+    assert str(signatures.count_error(hidden, 1)) == \
+        "kernel 'k' takes 2 arguments (and 1 hidden_args), 1 given"

@@ -273,6 +273,32 @@ def _launcher_for_set_arguments():
 
 enqueue_launch = (lib.urEnqueueKernelLaunchWithArgsExp if HAS_LAUNCH_WITH_ARGS
                   else _launcher_for_set_arguments())
+
+
+def launch_properties(flags: int = 0, work_group_memory: int = 0):
+    """The launch-property list of ``enqueue_launch`` for launch ``flags`` and
+    ``work_group_memory`` bytes of dynamic work-group (shared) memory (``cdata`` to keep alive
+    while launches use it), or ``_NULL`` where neither is asked.  ``NotImplementedError``
+    where the release's launch takes no properties."""
+    if not flags and not work_group_memory:
+        return _NULL
+    if not HAS_LAUNCH_WITH_ARGS:
+        raise NotImplementedError("launch properties (launch flags, work-group memory) need "
+                                  "UR 0.12's urEnqueueKernelLaunchWithArgsExp")
+    structures = require("ur_structure_type_t", "UR_STRUCTURE_TYPE_KERNEL_LAUNCH_EXT_PROPERTIES")
+    # Both structures in one owned array (they have the same size and alignment), so the
+    # pointer the launch takes keeps the work-group memory entry alive too.
+    assert ffi.sizeof("ur_kernel_launch_ext_properties_t") == \
+        ffi.sizeof("ur_kernel_launch_workgroup_property_t")
+    entries = ffi.new("ur_kernel_launch_ext_properties_t[2]")
+    entries[0].stype, entries[0].flags = int(structures), flags
+    if work_group_memory:
+        memory = ffi.cast("ur_kernel_launch_workgroup_property_t *", entries + 1)
+        memory.stype = int(require("ur_structure_type_t",
+                                   "UR_STRUCTURE_TYPE_KERNEL_LAUNCH_WORKGROUP_PROPERTY"))
+        memory.workgroup_mem_size = work_group_memory
+        entries[0].pNext = memory
+    return entries
 """Enqueue a kernel launch: ``(queue, kernel, work_dim, offsets, global_sizes, local_sizes,
 argument_count, arguments, NULL, wait_count, wait_events, event_out)`` as
 ``urEnqueueKernelLaunchWithArgsExp`` takes them, with ``arguments`` from :func:`new_arguments`;

@@ -113,9 +113,11 @@ class Program(_handle.Resource):
                                    ffi.sizeof(pointers), pointers, ffi.NULL), "urProgramGetInfo")
         return [ffi.buffer(buffer, size)[:] for buffer, size in zip(buffers, sizes)]
 
-    def kernel(self, name: str, signature=None) -> Kernel:
-        """The kernel called ``name``; see :class:`Kernel` for ``signature``."""
-        return Kernel(self, name, signature)
+    def kernel(self, name: str, signature=None, *, hidden_args=(),
+               work_group_memory: int = 0) -> Kernel:
+        """The kernel called ``name``; see :class:`Kernel` for the others."""
+        return Kernel(self, name, signature, hidden_args=hidden_args,
+                      work_group_memory=work_group_memory)
 
 
 class Local:
@@ -193,6 +195,10 @@ def _accepts(declared, kind: str) -> bool:
     return declared is None or (isinstance(declared, str) and declared == kind)
 
 
+def _hidden_note(hidden_args) -> str:
+    return f" and {len(hidden_args)} hidden_args" if hidden_args else ""
+
+
 class Kernel(_handle.Resource):
     """A kernel of a built program.
 
@@ -200,13 +206,24 @@ class Kernel(_handle.Resource):
     device address), ``"local"`` (a :class:`Local`), ``"mem"`` (a :class:`Buffer`), or a
     numpy dtype name (``"float32"``, ``"int64"``, ...) for a value.  Without it, values must
     carry their own type: numpy scalars or ctypes values.
+
+    ``hidden_args`` are values every launch passes after the caller's arguments: parameters
+    that a compiler's ABI adds to the kernel, such as the scratch pointers of Triton's NVIDIA
+    backend (``ur_cffi.triton.kernel_options(compiled)`` gives them).  ``signature`` then declares
+    the caller's arguments only, and launches take ``num_args - len(hidden_args)`` arguments.
+
+    ``work_group_memory`` bytes of dynamic work-group (shared) memory are given to every launch
+    as a launch property, for kernels that take it that way rather than as a ``"local"``
+    argument (Triton's NVIDIA backend; ``ur_cffi.triton.kernel_options(compiled)`` says).
     """
 
     __slots__ = ("program", "name", "num_args", "argument_sizes", "argument_source",
-                 "signature", "timing", "_reusable")
+                 "signature", "hidden_args", "work_group_memory", "timing", "_properties",
+                 "_reusable")
     _release_function = "urKernelRelease"
 
-    def __init__(self, program: Program, name: str, signature=None):
+    def __init__(self, program: Program, name: str, signature=None, *, hidden_args=(),
+                 work_group_memory: int = 0):
         if not isinstance(program, Program):
             raise TypeError(f"program must be a ur_cffi Program, not {type(program).__name__}")
         encoded = _checks.no_nul("kernel name", name)
@@ -216,6 +233,14 @@ class Kernel(_handle.Resource):
                                 f"{type(signature).__name__} {signature!r}")
             signature = tuple(_signature_entry(name, index, entry)
                               for index, entry in enumerate(signature))
+        if isinstance(hidden_args, (str, bytes)) or not hasattr(hidden_args, "__iter__"):
+            raise TypeError(f"hidden_args of {name!r} must be a sequence of values, not "
+                            f"{type(hidden_args).__name__} {hidden_args!r}")
+        hidden_args = tuple(hidden_args)
+        work_group_memory = _checks.integer("work_group_memory", work_group_memory, minimum=0)
+        properties = _release.launch_properties(work_group_memory=work_group_memory)
+        if signature is not None and hidden_args:
+            signature += (None,) * len(hidden_args)  # typed by their values
         out = ffi.new("ur_kernel_handle_t *")
         check(lib.urKernelCreate(program.handle, encoded, out), "urKernelCreate",
               f"kernel name {name!r}")
@@ -228,9 +253,15 @@ class Kernel(_handle.Resource):
             program.binary_entries, name, signature)
         if signature is not None:
             if len(signature) != self.num_args:
-                raise ValueError(f"signature declares {len(signature)} arguments; kernel "
-                                 f"{name!r} takes {self.num_args}")
+                raise ValueError(f"signature declares {len(signature) - len(hidden_args)} "
+                                 f"arguments{_hidden_note(hidden_args)}; kernel {name!r} "
+                                 f"takes {self.num_args}")
+        elif self.num_args is not None and len(hidden_args) > self.num_args:
+            raise ValueError(f"{len(hidden_args)} hidden_args given; kernel {name!r} takes "
+                             f"{self.num_args} arguments")
         self.signature = signature
+        self.hidden_args = hidden_args
+        self.work_group_memory, self._properties = work_group_memory, properties
         self.timing = _durations.Timing()  # how long its launches take, measured by waits
         _interrupts.install()  # its launches hold Ctrl-C back without a section
         self._reusable: tuple = ((),)  # (key, launch arguments, held values, held buffers)
@@ -284,8 +315,10 @@ class Kernel(_handle.Resource):
         wait list, its work-items), (release count when checked, memory they point into))``."""
         self.handle  # noqa: B018 - raises if closed
         queue.handle  # noqa: B018
+        if self.hidden_args:
+            args = (*args, *self.hidden_args)
         if len(args) != self.num_args:
-            raise signatures.count_error(self, len(args))
+            raise signatures.count_error(self, len(args) - len(self.hidden_args))
         if queue.context is not self.program.context:
             raise ValueError(f"kernel {self.name!r} belongs to another context than {queue!r}")
         global_sizes = _sizes("global_size", global_size)
@@ -314,7 +347,7 @@ class Kernel(_handle.Resource):
         released = _handle.released
         block, arguments, value_buffers = self._pack(queue, args)
         call_args = (dims, offset_array, ffi.new("size_t[]", global_sizes), local_array,
-                     len(args), arguments, _NULL)
+                     len(args), arguments, self._properties)
         return (call_args, math.prod(global_sizes)), (released, (block, value_buffers))
 
     def _pack(self, queue: Queue, args) -> tuple:

@@ -81,6 +81,10 @@ def count_error(kernel, given: int) -> TypeError:
             f"kernel {kernel.name!r}: the {backend_name(kernel.program.context.devices[0])} "
             "adapter cannot report how many arguments it takes and its binary does not say "
             "(PTX and cubin do); declare them: program.kernel(name, signature=(...))")
+    hidden = len(kernel.hidden_args)
+    if hidden:
+        return TypeError(f"kernel {kernel.name!r} takes {kernel.num_args - hidden} arguments "
+                         f"(and {hidden} hidden_args), {given} given")
     return TypeError(f"kernel {kernel.name!r} takes {kernel.num_args} arguments, {given} given")
 
 

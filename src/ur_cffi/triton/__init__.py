@@ -63,7 +63,7 @@ from . import abi
 from .abi import TESTED_VERSIONS
 
 __all__ = ["activate", "deactivate", "using", "prepare", "last_event", "current_queue",
-           "is_active", "active_driver", "compile", "TESTED_VERSIONS"]
+           "is_active", "active_driver", "compile", "kernel_options", "TESTED_VERSIONS"]
 
 _lock = threading.RLock()
 # "explicit": activate() was called (and not deactivate() since); "users": using() blocks open
@@ -207,6 +207,38 @@ def compile(fn, signature: dict, constants: dict | None = None, *, device=None, 
                                   target=backend.gpu_target(device), options=options)
         finally:
             patches.restore()
+
+
+def kernel_options(compiled) -> dict:
+    """What ``program.kernel(name, **kernel_options(compiled))`` needs to launch ``compiled``
+    (a :func:`compile` result) by hand with the user's arguments only: ``hidden_args``, the
+    values its backend's ABI passes after them (null scratch pointers on NVIDIA; a
+    :class:`~ur_cffi.Local` of ``metadata.shared`` bytes on Intel, whose kernels take shared
+    memory as an argument), and ``work_group_memory``, the shared memory a NVIDIA kernel takes
+    as a launch property.
+
+    Raises ``NotImplementedError`` for a kernel that needs scratch memory: launch it with
+    ``kernel[grid]`` or :func:`prepare`, which allocate it.
+    """
+    import numpy as np
+
+    from . import abi
+    from ..program import Local
+
+    metadata = compiled.metadata
+    rules = abi.current(abi.TARGET_BACKENDS.get(metadata.target.backend,
+                                                metadata.target.backend))
+    for prefix in rules.scratch_metadata:
+        if int(getattr(metadata, f"{prefix}_size", 0) or 0):
+            raise NotImplementedError(
+                f"kernel {metadata.name!r} needs {prefix.replace('_', ' ')} memory "
+                f"({getattr(metadata, prefix + '_size')} bytes per program): launch it with "
+                "kernel[grid] or ur_cffi.triton.prepare, which allocate it")
+    hidden = (np.uint64(0),) * rules.scratch_pointers
+    shared = int(metadata.shared)
+    if shared and rules.shared_memory_argument:
+        return {"hidden_args": (*hidden, Local(shared)), "work_group_memory": 0}
+    return {"hidden_args": hidden, "work_group_memory": shared}
 
 
 def prepare(fn, grid, *args, **kwargs):

@@ -32,7 +32,7 @@ import weakref
 import numpy as np
 
 from .. import _release
-from .._ur import ffi, lib
+from .._ur import lib
 from ..enums import ur_device_info_t, ur_kernel_group_info_t
 from ..errors import URError
 from ..info import query
@@ -96,27 +96,7 @@ def launch_properties(metadata):
         flags |= _flag("UR_KERNEL_LAUNCH_FLAG_COOPERATIVE")
     if getattr(metadata, "launch_pdl", False):
         flags |= _flag("UR_KERNEL_LAUNCH_FLAG_OPPORTUNISTIC_QUEUE_SERIALIZE")
-    shared = int(metadata.shared)
-    if not flags and not shared:
-        return ffi.NULL
-    if not _release.HAS_LAUNCH_WITH_ARGS:
-        raise NotImplementedError("launch properties need UR 0.12's "
-                                  "urEnqueueKernelLaunchWithArgsExp")
-    structures = _release.require("ur_structure_type_t", "UR_STRUCTURE_TYPE_KERNEL_LAUNCH_"
-                                                          "EXT_PROPERTIES")
-    # Both structures in one owned array (they have the same size and alignment), so the
-    # pointer the launch takes keeps the work-group memory entry alive too.
-    assert ffi.sizeof("ur_kernel_launch_ext_properties_t") == \
-        ffi.sizeof("ur_kernel_launch_workgroup_property_t")
-    entries = ffi.new("ur_kernel_launch_ext_properties_t[2]")
-    entries[0].stype, entries[0].flags = int(structures), flags
-    if shared:
-        memory = ffi.cast("ur_kernel_launch_workgroup_property_t *", entries + 1)
-        memory.stype = int(_release.require(
-            "ur_structure_type_t", "UR_STRUCTURE_TYPE_KERNEL_LAUNCH_WORKGROUP_PROPERTY"))
-        memory.workgroup_mem_size = shared
-        entries[0].pNext = memory
-    return entries
+    return _release.launch_properties(flags, int(metadata.shared))
 
 
 def _flag(name: str) -> int:

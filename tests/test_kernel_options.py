@@ -1,0 +1,151 @@
+"""Kernels launched by hand that take more than the user's arguments: parameters their compiler
+adds after the user's (``hidden_args``: Triton's Intel backend takes its shared memory as a
+trailing local-memory argument, its NVIDIA backend scratch pointers) and shared memory given as
+a launch property (``work_group_memory``, NVIDIA).  ``ur_cffi.triton.kernel_options(compiled)``
+gives both for ``Program.kernel(name, **options)``; on the test device the results are exact,
+and for the NVIDIA backend (compile-only here) they agree with the cubin.
+"""
+
+import numpy as np
+import pytest
+
+import ur_cffi
+from ur_cffi import nvidia_binary, spirv
+
+triton = pytest.importorskip("triton")
+ur_triton = pytest.importorskip("ur_cffi.triton")
+
+import kernels  # noqa: E402
+from ur_cffi.triton import backend, cuda  # noqa: E402
+
+BLOCK = 256
+ADD = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+SUMS = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+
+
+@pytest.fixture(scope="module")
+def compiled(device, torch_blocked):
+    """``{name: (CompiledKernel, Program)}`` for add and block_sums on the test device."""
+    made = {}
+
+    def build(name, signature):
+        if name not in made:
+            kernel = ur_triton.compile(getattr(kernels, name), signature, {"BLOCK": BLOCK},
+                                       device=device)
+            made[name] = kernel
+        return made[name]
+
+    return build
+
+
+def program_of(context, kernel):
+    if "spv" in kernel.asm:
+        return ur_cffi.Program.from_il(context, spirv.drop_capabilities(kernel.asm["spv"]))
+    return ur_cffi.Program.from_binary(context, kernel.asm["cubin"])
+
+
+def local_size(kernel):
+    return kernel.metadata.num_warps * (getattr(kernel.metadata, "threads_per_warp", None)
+                                        or kernel.metadata.target.warp_size)
+
+
+def test_a_launch_by_hand_passes_the_hidden_args(compiled, context, queue, rng):
+    kernel = compiled("add", ADD)
+    options = ur_triton.kernel_options(kernel)
+    hidden = options["hidden_args"]
+    assert options["work_group_memory"] == 0
+    if backend.triton_backend(queue.device) == "nvidia":
+        assert hidden == (0, 0) and all(type(value) is np.uint64 for value in hidden)
+    else:
+        assert hidden == ()
+    n = 5 * BLOCK + 3
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    with program_of(context, kernel) as program, \
+            program.kernel(kernel.metadata.name, ("ptr", "ptr", "ptr", "int32"),
+                           hidden_args=hidden) as add:
+        assert add.num_args == 4 + len(hidden) and add.hidden_args == hidden
+        out = ur_cffi.asarray(np.full(n, np.nan, np.float32), queue=queue)
+        add.launch(queue, -(-n // BLOCK) * local_size(kernel), local_size(kernel),
+                   ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue), out,
+                   n).wait()
+        assert np.array_equal(out.to_numpy(), (x.astype(np.float64) + y).astype(np.float32))
+
+
+def test_shared_memory_as_the_backend_takes_it(compiled, context, queue, rng):
+    """A Local argument after the user's (Intel), or the launch's work-group memory
+    (NVIDIA)."""
+    kernel = compiled("block_sums", SUMS)
+    options = ur_triton.kernel_options(kernel)
+    assert kernel.metadata.shared > 0
+    if backend.triton_backend(queue.device) == "nvidia":
+        assert options["work_group_memory"] == kernel.metadata.shared
+    else:
+        (local,) = options["hidden_args"]
+        assert isinstance(local, ur_cffi.Local) and local.nbytes == kernel.metadata.shared
+        assert options["work_group_memory"] == 0
+    n = 9 * BLOCK + 17
+    x = rng.integers(-1000, 1000, n).astype(np.float32)  # every partial sum exact
+    groups = -(-n // BLOCK)
+    with program_of(context, kernel) as program, \
+            program.kernel(kernel.metadata.name, **options) as sums:
+        out = ur_cffi.asarray(np.full(groups, np.nan, np.float32), queue=queue)
+        sums.prepare(queue, groups * local_size(kernel), local_size(kernel),
+                     ur_cffi.asarray(x, queue=queue), out, np.int32(n))().wait()
+        padded = np.zeros(groups * BLOCK)
+        padded[:n] = x
+        assert np.array_equal(out.to_numpy(), padded.reshape(groups, BLOCK).sum(axis=1))
+
+
+def test_counts_and_mistakes_name_the_hidden_args(compiled, context, queue):
+    kernel = compiled("add", ADD)
+    with program_of(context, kernel) as program:
+        name = kernel.metadata.name
+        total = program.kernel(name).num_args
+        hidden = (np.uint64(0),) * (total - 3)  # leaves 3 for the caller's 4
+        with program.kernel(name, hidden_args=hidden) as extra:
+            a = ur_cffi.empty(4, queue=queue)
+            with pytest.raises(TypeError, match=rf"takes 3 arguments \(and {len(hidden)} "
+                                                r"hidden_args\), 4 given"):
+                extra.launch(queue, 64, 64, a, a, a, np.int32(4))
+        one_too_many = (np.uint64(0),) * (total - 4 + 1)
+        with pytest.raises(ValueError, match=rf"signature declares 4 arguments and "
+                                             rf"{len(one_too_many)} hidden_args; kernel "
+                                             rf"'{name}' takes {total}"):
+            program.kernel(name, ("ptr", "ptr", "ptr", "int32"), hidden_args=one_too_many)
+        with pytest.raises(ValueError, match=f"{total + 1} hidden_args given"):
+            program.kernel(name, hidden_args=(np.uint64(0),) * (total + 1))
+        for wrong in (5, "ab", None):
+            with pytest.raises(TypeError, match="hidden_args of .* must be a sequence"):
+                program.kernel(name, hidden_args=wrong)
+        for wrong, error in ((-1, ValueError), (1.5, TypeError), (True, TypeError)):
+            with pytest.raises(error, match="work_group_memory"):
+                program.kernel(name, work_group_memory=wrong)
+
+
+@pytest.mark.cpu_device("the OpenCL adapter's answer")
+def test_work_group_memory_where_the_adapter_takes_none_is_refused_by_ur(compiled, context,
+                                                                         queue):
+    """The CPU device's kernels take local memory as arguments only: UR refuses a launch that
+    asks for work-group memory, with an error naming the kernel, and the queue goes on."""
+    kernel = compiled("add", ADD)
+    a = ur_cffi.zeros(BLOCK, queue=queue)
+    with program_of(context, kernel) as program, \
+            program.kernel(kernel.metadata.name, work_group_memory=16) as add:
+        with pytest.raises(ur_cffi.URError, match=f"{kernel.metadata.name}"):
+            add.launch(queue, local_size(kernel), local_size(kernel), a, a, a, np.int32(BLOCK))
+    assert not np.any(a.to_numpy())
+
+
+def test_nvidia_options_match_the_cubin():
+    """Compile-only: the NVIDIA backend of the installed Triton adds as many parameters as
+    ``hidden_args`` gives (Triton 3.3: one global-scratch pointer; 3.6: two), and shared
+    memory is work-group memory, not an argument."""
+    pytest.importorskip("triton.backends.nvidia")
+    for function, signature in ((kernels.add, ADD), (kernels.block_sums, SUMS)):
+        kernel = cuda.compile(function, signature, {"BLOCK": BLOCK}, arch=90)
+        options = ur_triton.kernel_options(kernel)
+        entries = nvidia_binary.entries(kernel.asm["cubin"])
+        users = sum(1 for ty in signature.values() if ty != "constexpr")
+        assert len(entries[kernel.metadata.name]) == users + len(options["hidden_args"])
+        assert options["work_group_memory"] == kernel.metadata.shared
+    assert options["work_group_memory"] > 0  # block_sums
