@@ -5,7 +5,8 @@
 #
 # UR_DIR holds include/ur_api.h and lib/ (libur_loader.so.0, libur_adapter_cuda.so.0 and
 # what it links: libumf.so.1, libhwloc.so.15), and optionally wheels-cp312/ with cffi and
-# pycparser wheels for a Python that lacks them (the layout of shared/ur-cuda).  Default:
+# pycparser wheels for a Python that lacks them (the layout of shared/ur-cuda), and
+# wheels-extra/ with hypothesis and ml_dtypes for step 5.  Default:
 # $UR_DIR, else .gpu/ in this checkout, else ../shared/ur-cuda.  Needs an NVIDIA driver, a C
 # compiler, and Python 3 with numpy, pytest and Triton (3.6 tested); CuPy and torch only for
 # the comparison figures.  Nothing is installed system-wide: the build goes to src/ur_cffi,
@@ -17,7 +18,9 @@
 #   3. pytest tests/test_gpu.py (the GPU suite; GPU_TESTS_TIMEOUT seconds, default 300)
 #   4. python -m benchmarks.gpu (the figures; GPU_BENCH_ROUNDS, default 15;
 #      GPU_BENCH_TIMEOUT seconds, default 300)
-#   5. pytest tests (the whole suite, as CI runs it; GPU_SUITE_TIMEOUT seconds, default 300)
+#   5. pytest with UR_CFFI_TEST_DEVICE=gpu: the whole suite on the GPU, tests that apply to
+#      the CPU device only skipped with their reasons; one pytest per file, GPU_SUITE_JOBS
+#      (default 4) at a time, each within GPU_SUITE_TIMEOUT seconds (default 300)
 # Set GPU_CHECK_STEPS (e.g. "1 2 3") to run only some.
 set -uo pipefail
 
@@ -61,6 +64,14 @@ if ! "$python" -c "import cffi, pycparser" 2>/dev/null; then
         exit 2
     fi
 fi
+# The whole suite (step 5) needs hypothesis and ml_dtypes: from UR_DIR/wheels-extra where the
+# machine has none (no registry is reachable there).
+if ! "$python" -c "import hypothesis, ml_dtypes" 2>/dev/null \
+        && compgen -G "$ur_dir/wheels-extra/*.whl" >/dev/null; then
+    "$python" -m pip install -q --no-index --no-deps --target "$work/site" \
+        "$ur_dir"/wheels-extra/*.whl
+    export PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 export PYTHONPATH="$here/src:$here/tests${PYTHONPATH:+:$PYTHONPATH}"
 # Keep the multi-GPU safety settings of shared machines; ur_cffi itself uses none of this.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -90,9 +101,28 @@ if [[ " $steps " == *" 4 "* ]]; then
         ${out:+--json "$out/gpu_bench.json"} || status=1
 fi
 if [[ " $steps " == *" 5 "* ]]; then
-    log "5. the whole suite"
-    timeout "${GPU_SUITE_TIMEOUT:-300}" "$python" -m pytest -q -p no:cacheprovider tests \
-        --ignore=tests/test_gpu.py ${out:+--junitxml "$out/suite.xml"} || status=1
+    # One pytest per file, GPU_SUITE_JOBS at a time: a crash ends one file's run, not all.
+    jobs="${GPU_SUITE_JOBS:-4}"
+    logs="${out:-$work}/suite"
+    mkdir -p "$logs"
+    log "5. the whole suite on the GPU (UR_CFFI_TEST_DEVICE=${GPU_SUITE_DEVICE:-gpu}), one" \
+        "pytest per file, $jobs at a time; logs in $logs"
+    export UR_CFFI_TEST_DEVICE="${GPU_SUITE_DEVICE:-gpu}" GPU_SUITE_LOGS="$logs" python
+    export GPU_SUITE_TIMEOUT="${GPU_SUITE_TIMEOUT:-300}"
+    ls tests/test_*.py | grep -v '^tests/test_gpu.py$' | xargs -P "$jobs" -I{} bash -c '
+        name="$(basename "$1" .py)"
+        timeout "$GPU_SUITE_TIMEOUT" "$python" -m pytest -q -rfEs --tb=short \
+            -p no:cacheprovider -o faulthandler_timeout=120 "$1" \
+            > "$GPU_SUITE_LOGS/$name.log" 2>&1
+        echo "exit status $?" >> "$GPU_SUITE_LOGS/$name.log"' _ {}
+    for file in "$logs"/test_*.log; do
+        summary="$(grep -E '[0-9]+ (passed|failed|skipped|error)' "$file" | tail -1)"
+        echo "$(basename "$file" .log): ${summary:-no summary} ($(tail -1 "$file"))"
+        grep -q "exit status 0" "$file" || status=1
+    done
+    grep -h -E "^(FAILED|ERROR) " "$logs"/test_*.log || true
+    # One file to bring back (a lent machine returns only a few files).
+    [ -n "$out" ] && tar czf "$out/suite-logs.tgz" -C "$logs" . && rm -r "$logs"
 fi
 log "done, status $status"
 exit $status

@@ -1,10 +1,15 @@
-"""Shared fixtures: the CPU UR device, a context and queue on it, fresh random numbers, and the
-small Triton kernels of ``kernels.py`` compiled to SPIR-V without PyTorch (cached per session).
+"""Shared fixtures: the UR device the suite runs on (the CPU unless ``UR_CFFI_TEST_DEVICE``
+names another type), a context and queue on it, fresh random numbers, and the small Triton
+kernels of ``kernels.py`` compiled for that device without PyTorch (cached per session).
+
+``UR_CFFI_TEST_DEVICE=gpu pytest tests`` runs the suite on a GPU (``scripts/gpu_check.sh``
+step 5).  Tests that only apply to the CPU device's runtime carry ``@pytest.mark.cpu_device``
+with the reason; they are skipped, saying it, elsewhere.
 """
 
 import secrets
 import sys
-from collections import namedtuple
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -13,9 +18,46 @@ import crash_probe
 import ur_cffi
 from ur_cffi import spirv
 
-TritonKernel = namedtuple("TritonKernel", "spirv name shared local_size")
-"""A compiled kernel: SPIR-V the CPU runtime accepts, entry point, local-memory bytes, and the
-work-group size Triton assumes (``num_warps * threads_per_warp``)."""
+TEST_DEVICE = crash_probe.TEST_DEVICE
+
+
+@dataclass(frozen=True)
+class TritonKernel:
+    """A kernel of kernels.py compiled for the test device."""
+
+    binary: bytes
+    """SPIR-V the CPU runtime accepts (Intel backend), or a cubin (NVIDIA backend)."""
+    il: bool
+    """Whether ``binary`` is IL (SPIR-V) for ``Program.from_il``."""
+    name: str
+    shared: int
+    """Local (shared) memory bytes the kernel needs."""
+    local_size: int
+    """The work-group size Triton assumes (``num_warps * threads_per_warp``)."""
+    options_or_why_not: tuple | str = ()
+    """On a backend whose kernels take more than the user's arguments (NVIDIA), the items of
+    ``ur_cffi.triton.kernel_options``, or why a launch by hand cannot run the kernel."""
+
+    @property
+    def spirv(self) -> bytes:
+        """The SPIR-V; skips the test on a device that takes another binary."""
+        if not self.il:
+            pytest.skip(f"needs SPIR-V; the test device ({TEST_DEVICE}) takes a cubin")
+        return self.binary
+
+    @property
+    def options(self) -> dict:
+        """For ``program.kernel(name, **compiled.options)``; skips the test where a launch by
+        hand cannot run the kernel."""
+        if isinstance(self.options_or_why_not, str):
+            pytest.skip(self.options_or_why_not)
+        return dict(self.options_or_why_not)
+
+    def program(self, context):
+        if self.il:
+            return ur_cffi.Program.from_il(context, self.binary)
+        return ur_cffi.Program.from_binary(context, self.binary)
+
 
 SIGNATURES = {
     "scale_addresses": {"x_addr": "i64", "y_addr": "i64", "a": "fp32", "n": "i32"},
@@ -27,12 +69,32 @@ SIGNATURES = {
 }
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "cpu_device(reason): applies to the CPU device's runtime only (skipped, "
+                   "with the reason, when UR_CFFI_TEST_DEVICE names another device)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if TEST_DEVICE == "cpu":
+        return
+    for item in items:
+        marker = item.get_closest_marker("cpu_device")
+        if marker is not None:
+            reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
+            item.add_marker(pytest.mark.skip(
+                reason=f"CPU device only ({reason}); the suite runs on {TEST_DEVICE}"))
+
+
 @pytest.fixture(scope="session")
 def device():
-    """The CPU UR device (the OpenCL adapter over Intel's CPU runtime)."""
-    found = ur_cffi.devices("cpu")
+    """The test device: the CPU UR device (the OpenCL adapter over Intel's CPU runtime), or
+    the first device of type ``UR_CFFI_TEST_DEVICE``."""
+    found = ur_cffi.devices(TEST_DEVICE)
     if not found:
-        pytest.skip("no UR CPU device: install the 'cpu' extra (intel-opencl-rt)")
+        if TEST_DEVICE == "cpu":
+            pytest.skip("no UR CPU device: install the 'cpu' extra (intel-opencl-rt)")
+        pytest.fail(f"UR_CFFI_TEST_DEVICE={TEST_DEVICE}: UR lists no such device")
     return found[0]
 
 
@@ -114,8 +176,10 @@ def compile_triton(tmp_path_factory, device):
     """
     import kernels
     import ur_cffi.triton
+    from ur_cffi.triton import abi, backend
 
     compiled = {}
+    nvidia = backend.triton_backend(device) == "nvidia"
 
     def compile_kernel(name, num_warps=4, **constants):
         key = (name, num_warps, tuple(sorted(constants.items())))
@@ -124,9 +188,18 @@ def compile_triton(tmp_path_factory, device):
             kernel = ur_cffi.triton.compile(getattr(kernels, name), signature, constants,
                                             device=device, num_warps=num_warps)
             metadata = kernel.metadata
-            compiled[key] = TritonKernel(spirv.drop_capabilities(kernel.asm["spv"]),
-                                         metadata.name, metadata.shared,
-                                         metadata.num_warps * metadata.threads_per_warp)
+            rules = abi.current(backend.triton_backend(device))
+            local_size = metadata.num_warps * rules.threads_per_warp(metadata)
+            if nvidia:
+                try:
+                    options = tuple(ur_cffi.triton.kernel_options(kernel).items())
+                except NotImplementedError as error:
+                    options = f"on {TEST_DEVICE}: {error}"
+                compiled[key] = TritonKernel(kernel.asm["cubin"], False, metadata.name,
+                                             metadata.shared, local_size, options)
+            else:
+                compiled[key] = TritonKernel(spirv.drop_capabilities(kernel.asm["spv"]), True,
+                                             metadata.name, metadata.shared, local_size)
         return compiled[key]
 
     with pytest.MonkeyPatch.context() as patch:
@@ -144,7 +217,7 @@ def build_triton(compile_triton, context):
     def build(name, num_warps=4, **constants):
         compiled = compile_triton(name, num_warps, **constants)
         if compiled not in programs:
-            programs[compiled] = ur_cffi.Program.from_il(context, compiled.spirv)
+            programs[compiled] = compiled.program(context)
         return programs[compiled], compiled
 
     yield build

@@ -2,7 +2,8 @@
 run risky code in a child process, so that a crash fails one test instead of killing pytest.
 
 As a script:
-  ``python crash_probe.py compile DIR``  writes ``DIR/<kernel>.spv`` and ``DIR/kernels.json``;
+  ``python crash_probe.py compile DIR``  writes ``DIR/<kernel>.bin`` (SPIR-V, or a cubin for a
+  CUDA device) and ``DIR/kernels.json``;
   ``python crash_probe.py soak KERNELS_DIR USM_CYCLES PROGRAM_CYCLES``  runs allocate/copy/free
   and program/kernel cycles, tears the loader down and prints resident-memory growth and what
   UR's leak checker reported as JSON (see :func:`soak`).
@@ -21,6 +22,8 @@ if __name__ == "__main__":
     sys.modules["torch"] = None  # any `import torch` now fails: nothing here may need it
 
 HERE = Path(__file__).resolve().parent
+TEST_DEVICE = os.environ.get("UR_CFFI_TEST_DEVICE", "cpu")
+"""The type of UR device the tests and their children run on (``ur_cffi.devices`` name)."""
 
 # Work-group size of every kernel here: num_warps * threads_per_warp, fixed at compile time.
 NUM_WARPS, THREADS_PER_WARP = 4, 16
@@ -74,22 +77,64 @@ else:
         tl.store(out_ptr + tl.program_id(0), steps)
 
 
+def test_device():
+    """The first UR device of type :data:`TEST_DEVICE`."""
+    import ur_cffi
+
+    return ur_cffi.devices(TEST_DEVICE)[0]
+
+
+def hidden_args() -> tuple:
+    """What launches of this module's kernels pass after the user's arguments on the test
+    device: the NVIDIA backend's null scratch pointers (none on the CPU device)."""
+    import numpy as np
+
+    from ur_cffi.triton import abi, backend
+
+    if backend.triton_backend(test_device()) != "nvidia":
+        return ()
+    return (np.uint64(0),) * abi.current("nvidia").scratch_pointers
+
+
+def spin_local() -> tuple:
+    """The spin kernel's arguments after its own: its 4 bytes of local memory where the test
+    device takes them as an argument (the CPU device; on NVIDIA :func:`load` gives them as the
+    kernel's work-group memory)."""
+    import ur_cffi
+
+    return () if hidden_args() else (ur_cffi.Local(4),)
+
+
 def compile_kernels(out_dir: Path) -> dict:
-    """Compile every kernel to SPIR-V the CPU runtime accepts; returns and writes the index."""
+    """Compile every kernel for the test device (SPIR-V the CPU runtime accepts, or a cubin);
+    returns and writes the index."""
     os.environ.setdefault("TRITON_CACHE_DIR", str(out_dir / "triton-cache"))
     import ur_cffi.triton
     from ur_cffi import spirv
+    from ur_cffi.triton import abi, backend
 
+    device = test_device()
+    nvidia = backend.triton_backend(device) == "nvidia"
     index = {}
     for name in SIGNATURES:
         function = globals()[name]
         signature = dict(SIGNATURES[name][0], BLOCK="constexpr")
-        compiled = ur_cffi.triton.compile(function, signature, {"BLOCK": BLOCK},
-                                          num_warps=NUM_WARPS, threads_per_warp=THREADS_PER_WARP)
-        (out_dir / f"{name}.spv").write_bytes(spirv.drop_capabilities(compiled.asm["spv"]))
+        if nvidia:  # a warp is 32 threads there: as many threads per work-group as elsewhere
+            compiled = ur_cffi.triton.compile(function, signature, {"BLOCK": BLOCK},
+                                              device=device,
+                                              num_warps=LOCAL_SIZE // 32)
+            binary = compiled.asm["cubin"]
+        else:
+            compiled = ur_cffi.triton.compile(function, signature, {"BLOCK": BLOCK},
+                                              device=device, num_warps=NUM_WARPS,
+                                              threads_per_warp=THREADS_PER_WARP)
+            binary = spirv.drop_capabilities(compiled.asm["spv"])
+        (out_dir / f"{name}.bin").write_bytes(binary)
+        rules = abi.current(backend.triton_backend(device))
         index[name] = {"entry": compiled.metadata.name, "shared": compiled.metadata.shared,
                        "local_size": compiled.metadata.num_warps
-                       * compiled.metadata.threads_per_warp}
+                       * rules.threads_per_warp(compiled.metadata),
+                       "il": not nvidia}
     (out_dir / "kernels.json").write_text(json.dumps(index))
     return index
 
@@ -110,8 +155,22 @@ def load(context, directory: Path, name: str):
 
     index = json.loads((Path(directory) / "kernels.json").read_text())[name]
     assert index["local_size"] == LOCAL_SIZE
-    program = ur_cffi.Program.from_il(context, (Path(directory) / f"{name}.spv").read_bytes())
-    return program, program.kernel(index["entry"], signature=SIGNATURES[name][1])
+    binary = (Path(directory) / f"{name}.bin").read_bytes()
+    if index["il"]:
+        program = ur_cffi.Program.from_il(context, binary)
+        return program, program.kernel(index["entry"], signature=SIGNATURES[name][1])
+    # NVIDIA: shared memory is a launch property, not the "local" argument the CPU device takes
+    program = ur_cffi.Program.from_binary(context, binary)
+    signature = tuple(entry for entry in SIGNATURES[name][1] if entry != "local")
+    return program, program.kernel(index["entry"], signature=signature,
+                                   hidden_args=hidden_args(),
+                                   work_group_memory=index["shared"])
+
+
+def spirv(directory: Path, name: str) -> bytes | None:
+    """Kernel ``name``'s SPIR-V, or None where the test device took another binary."""
+    index = json.loads((Path(directory) / "kernels.json").read_text())[name]
+    return (Path(directory) / f"{name}.bin").read_bytes() if index["il"] else None
 
 
 def child_env(**extra) -> dict:
@@ -169,10 +228,9 @@ def soak(kernels: Path, usm_cycles: int, program_cycles: int) -> dict:
     import ur_cffi
 
     rng = np.random.default_rng()
-    device = ur_cffi.default_device()
+    device = test_device()
     figures = {"usm_cycles": 0, "program_cycles": 0, "errors": 0}
     with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
-        spv = (kernels / "axpy.spv").read_bytes()
         entry = json.loads((kernels / "kernels.json").read_text())["axpy"]["entry"]
         kinds = ("device", "host", "shared")
         host = rng.standard_normal(64).astype(np.float32)
@@ -191,12 +249,14 @@ def soak(kernels: Path, usm_cycles: int, program_cycles: int) -> dict:
 
         def program_cycle(i):
             with ur_cffi.Program.from_binary(context, binary) as program, \
-                    program.kernel(entry, signature=SIGNATURES["axpy"][1]) as kernel:
-                if kernel.num_args != 5:
+                    program.kernel(entry, signature=signature) as kernel:
+                if kernel.num_args != len(signature):
                     figures["errors"] += 1
 
-        with ur_cffi.Program.from_il(context, spv) as program:
+        program, kernel = load(context, kernels, "axpy")
+        with program, kernel:
             binary = program.binaries[0]  # rebuilding from the binary keeps each cycle fast
+            signature = kernel.signature
         for cycle, count, key in ((usm_cycle, usm_cycles, "usm"),
                                   (program_cycle, program_cycles, "program")):
             warm = max(count // 10, 1)

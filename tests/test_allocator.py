@@ -39,7 +39,7 @@ class Spinning:
         self.flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
         self.out = out if out is not None else ur_cffi.empty(1, np.int32, queue=queue)
         self.event = spin.launch(queue, LOCAL, LOCAL, self.flag, self.out,
-                                 crash_probe.SPIN_LIMIT, ur_cffi.Local(4))
+                                 crash_probe.SPIN_LIMIT, *crash_probe.spin_local())
 
     @property
     def running(self) -> bool:
@@ -185,9 +185,10 @@ OUT_OF_MEMORY_RETRY = """
 import json, resource, sys
 import numpy as np
 import ur_cffi
+import crash_probe
 
 kind = sys.argv[1]
-device = ur_cffi.devices("cpu")[0]
+device = crash_probe.test_device()
 context = device.create_context()
 queue = ur_cffi.Queue(context, device)
 ur_cffi.zeros(16, queue=queue, kind=kind)  # whatever the first use maps, before the limit

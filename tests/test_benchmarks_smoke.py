@@ -13,6 +13,9 @@ import pytest
 
 from benchmarks import report
 
+pytestmark = pytest.mark.cpu_device("make bench measures the CPU device against C and dpctl; "
+                                    "benchmarks/gpu.py measures a GPU (scripts/gpu_check.sh)")
+
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = ("flush", "launch_finish", "back_to_back", "copy_h2d", "copy_d2h", "usm_alloc_free")
 METHODS = ("c", "c_event", "raw", "wrapper", "lean", "prepared", "triton", "triton_prepared",

@@ -138,6 +138,7 @@ def test_wrong_kernel_name_raises_from_the_device(build_triton):
         program.kernel("no_such_kernel")
 
 
+@pytest.mark.cpu_device("programs from IL: the CUDA adapter takes none")
 def test_garbage_il_raises_invalid_binary(context, rng):
     garbage = rng.integers(0, 256, 4096, dtype="uint8").tobytes()
     out = ffi.new("ur_program_handle_t *")

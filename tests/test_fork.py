@@ -46,7 +46,7 @@ AFTER_INIT = REAP + textwrap.dedent("""
     import numpy as np
     import ur_cffi, crash_probe
 
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     program, axpy = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "axpy")
@@ -126,12 +126,13 @@ FORK_BEFORE_USE = REAP + textwrap.dedent("""
     import os, sys
     import numpy as np
     import ur_cffi  # imported, not yet used: the loader is not initialised
+    import crash_probe
 
     assert not ur_cffi.loader.initialized()
     pid = os.fork()
     if pid == 0:
         try:
-            device = ur_cffi.devices("cpu")[0]
+            device = crash_probe.test_device()
             with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
                 x = np.arange(1000, dtype=np.float32)
                 ok = np.array_equal(ur_cffi.asarray(x, queue=queue).to_numpy(), x)
@@ -155,10 +156,11 @@ SPAWN = textwrap.dedent("""
     import multiprocessing, sys
     import numpy as np
     import ur_cffi
+    import crash_probe
 
     def work(seed):
         x = np.random.default_rng(seed).standard_normal(1000).astype(np.float32)
-        device = ur_cffi.devices("cpu")[0]
+        device = crash_probe.test_device()
         with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
             return bool(np.array_equal(ur_cffi.asarray(x, queue=queue).to_numpy(), x))
 

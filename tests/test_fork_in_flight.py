@@ -19,7 +19,7 @@ FORK_IN_FLIGHT = textwrap.dedent("""
     from kernels import lcg_reference
 
     how, waiter = sys.argv[2], sys.argv[3]
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     _, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")

@@ -154,7 +154,7 @@ def test_header_found_in_every_oneapi_layout(monkeypatch, tmp_path, layout, vari
     """oneAPI 2026 keeps ur_api.h in include/unified-runtime, 2025.1-2025.3 in include, 2025.0
     in include/sycl; the tree is named by setvars.sh's CMPLR_ROOT, ONEAPI_ROOT, or found
     above icpx on the PATH."""
-    for name in ("UR_INCLUDE_DIR", "CMPLR_ROOT", "ONEAPI_ROOT"):
+    for name in ("UR_INCLUDE_DIR", "UR_LIBRARY_DIR", "CMPLR_ROOT", "ONEAPI_ROOT"):
         monkeypatch.delenv(name, raising=False)
     compiler = tmp_path / "oneapi" / "compiler" / "latest"
     include = compiler / "include" / layout

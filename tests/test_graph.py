@@ -63,14 +63,14 @@ def updatable(request, device):
 @pytest.fixture
 def add(build_triton):
     program, compiled = build_triton("add", BLOCK=BLOCK)
-    return program.kernel(compiled.name), compiled.local_size
+    return program.kernel(compiled.name, **compiled.options), compiled.local_size
 
 
 @pytest.fixture
 def scale(build_triton):
     """``y[i] = x[i] * a`` over int64 addresses (values, not pointers, to the kernel)."""
     program, compiled = build_triton("scale_addresses", BLOCK=BLOCK)
-    return program.kernel(compiled.name), compiled.local_size
+    return program.kernel(compiled.name, **compiled.options), compiled.local_size
 
 
 @pytest.fixture(scope="module")
@@ -554,7 +554,7 @@ def test_a_graph_keeps_what_its_commands_use(native, build_triton, context, devi
     with ur_cffi.Queue(context, device) as queue:
         _, compiled = build_triton("add", BLOCK=BLOCK)
         program = ur_cffi.Program.from_il(context, compiled.spirv)
-        kernel = program.kernel("add")
+        kernel = program.kernel("add", **compiled.options)
         xs, ys = random32(rng, n), random32(rng, n)
         result = np.empty(n, np.float32)
         graph = ur_cffi.Graph(context, native=native)
@@ -578,7 +578,8 @@ def test_a_graph_keeps_what_its_commands_use(native, build_triton, context, devi
 
 def test_closing_waits_for_a_replay_in_flight(native, build_triton, queue, rng):
     program, compiled = build_triton("lcg_steps", BLOCK=BLOCK)
-    kernel, local = program.kernel(compiled.name), compiled.local_size
+    kernel = program.kernel(compiled.name, **compiled.options)
+    local = compiled.local_size
     n, steps = 4 * BLOCK, 3_000_000  # long enough to be running when close() is called
     values = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
     x = ur_cffi.asarray(values, queue=queue)

@@ -283,7 +283,7 @@ def run_property(count: int, kernels: Path) -> dict:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     program, kernel = crash_probe.load(context, kernels, "axpy")

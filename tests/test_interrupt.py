@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent("""
     wait, after = sys.argv[2], sys.argv[3]
     kernels = crash_probe.Path(sys.argv[1])
     BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     _, spin = crash_probe.load(context, kernels, "spin")
@@ -88,7 +88,7 @@ SCRIPT = textwrap.dedent("""
     caught = None
     try:
         if wait == "finish after dropped launches":  # the usual `launch(...); finish()`
-            spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS, ur_cffi.Local(4))
+            spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS, *crash_probe.spin_local())
             lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 1000)
             interrupt_inside(waiting)
             queue.finish()
@@ -99,12 +99,12 @@ SCRIPT = textwrap.dedent("""
                 inner_target = ur_cffi.zeros(BLOCK, np.int32, queue=inner)
                 lcg.launch(inner, LOCAL, LOCAL, source, inner_target, BLOCK, 1).wait()
                 event = spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS,
-                                    ur_cffi.Local(4))
+                                    *crash_probe.spin_local())
                 tail = lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 1000)
                 interrupt_inside(waiting)
                 queue.finish()
         else:
-            event = spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS, ur_cffi.Local(4))
+            event = spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS, *crash_probe.spin_local())
             tail = lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 1000)
             interrupt_inside(waiting)
             if wait == "finish":

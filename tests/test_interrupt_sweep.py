@@ -98,7 +98,7 @@ def run(kernels: Path, names: list[str]) -> dict:
 
     package = str(Path(ur_cffi.__file__).parent)
     rng = np.random.default_rng()
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     _, axpy = crash_probe.load(context, kernels, "axpy")

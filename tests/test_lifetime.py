@@ -201,7 +201,7 @@ def test_children_keep_their_parents_alive(device, compile_triton, rng):
         queue = ur_cffi.Queue(context, device)
         program = ur_cffi.Program.from_il(context, compiled.spirv)
         parents = [weakref.ref(o) for o in (context, queue, program)]
-        return (program.kernel("add"), ur_cffi.asarray(x, queue=queue),
+        return (program.kernel("add", **compiled.options), ur_cffi.asarray(x, queue=queue),
                 ur_cffi.asarray(y, queue=queue), ur_cffi.empty(n, queue=queue), parents)
 
     kernel, dx, dy, out, parents = build()
@@ -261,10 +261,11 @@ LEAK_SCRIPT = textwrap.dedent("""
     import gc, sys
     import numpy as np
     import ur_cffi
+    import crash_probe
     from ur_cffi import ffi, lib
 
     assert ur_cffi.loader.init() and ur_cffi.loader.validation_enabled()
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     host = np.arange(33, dtype=np.float32)
@@ -324,8 +325,9 @@ PARENTS_FIRST = textwrap.dedent("""
     import gc
     import numpy as np
     import ur_cffi
+    import crash_probe
 
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     # No enqueue here: after one, the CPU runtime keeps a context reference of its own.
@@ -362,8 +364,9 @@ def test_closing_parents_before_children_is_safe():
 TEARDOWN = textwrap.dedent("""
     import numpy as np
     import ur_cffi
+    import crash_probe
 
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     array = ur_cffi.asarray(np.arange(4.0), queue=queue)
@@ -381,7 +384,7 @@ TEARDOWN = textwrap.dedent("""
     except ur_cffi.ClosedError:
         pass
     # The next use initialises the loader again, with new objects.
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     with device.create_context() as context, ur_cffi.Queue(context) as queue:
         print(ur_cffi.asarray(np.arange(4.0), queue=queue).to_numpy().tolist())
 """)

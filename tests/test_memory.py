@@ -383,6 +383,7 @@ def test_buffer_checks_and_flags(queue, context, device):
             buffer.write(other, np.zeros(2))
 
 
+@pytest.mark.cpu_device("asks the OpenCL library about the handle")
 def test_buffer_native_handle_is_the_opencl_mem_object(context):
     buffer = ur_cffi.Buffer(context, 4096 + 12)
     handle = buffer.native_handle()

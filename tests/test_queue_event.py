@@ -109,7 +109,8 @@ def test_barrier(context, device, rng):
 
 def test_profiling_timestamps_increase(context, device, build_triton, rng):
     program, compiled = build_triton("lcg_steps", BLOCK=1024)
-    kernel = program.kernel(compiled.name, ("ptr", "ptr", "int32", "int32"))
+    kernel = program.kernel(compiled.name, ("ptr", "ptr", "int32", "int32"),
+                            **compiled.options)
     n = 100_003
     x = rng.integers(-(2**31), 2**31, n, dtype=np.int32)
     grid = -(-n // 1024) * compiled.local_size
@@ -168,7 +169,8 @@ def test_async_copies_on_an_out_of_order_queue_are_ordered_by_events(context, de
 def test_every_enqueue_takes_a_wait_list(context, device, build_triton, rng):
     """One chain through every kind of enqueue on an out-of-order queue; exact results."""
     program, compiled = build_triton("add", BLOCK=BLOCK)
-    add = program.kernel(compiled.name, ("ptr", "ptr", "ptr", "int32"))
+    add = program.kernel(compiled.name, ("ptr", "ptr", "ptr", "int32"),
+                         **compiled.options)
     n = 3 * BLOCK + 17
     x = rng.standard_normal(n).astype(np.float32)
     with ur_cffi.Queue(context, device, out_of_order=True) as queue:

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).parent / "raw_flow.py"
 
 
+@pytest.mark.cpu_device("the raw layer alone, with SPIR-V from Triton's Intel backend")
 def test_raw_flow_runs_a_triton_kernel_on_ur_addresses(tmp_path):
     spv = tmp_path / "scale.spv"
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton-cache")}

@@ -22,6 +22,23 @@ from ur_cffi import ClosedError, URError
 N = 1000  # elements of the arrays the bad calls aim at: not a multiple of the block
 
 
+class Objects(SimpleNamespace):
+    @property
+    def spirv(self) -> bytes:
+        """axpy's SPIR-V; skips the test where the device takes another binary."""
+        if self.spirv_or_none is None:
+            pytest.skip(f"needs SPIR-V; the test device ({crash_probe.TEST_DEVICE}) takes "
+                        "another binary")
+        return self.spirv_or_none
+
+    @property
+    def block_sums(self):
+        """block_sums, whose shared memory is an argument; skips the test where it is not."""
+        if isinstance(self.block_sums_or_why_not, str):
+            pytest.skip(self.block_sums_or_why_not)
+        return self.block_sums_or_why_not
+
+
 @pytest.fixture
 def rng():
     seed = secrets.randbits(64)
@@ -34,20 +51,23 @@ def built(device, context, kernels):
     """Programs, kernels and closed objects shared by the bad-input tests (built once)."""
     other_context = device.create_context()
     axpy_program, axpy = crash_probe.load(context, kernels, "axpy")
-    _, block_sums = crash_probe.load(context, kernels, "block_sums")
+    try:
+        _, block_sums = crash_probe.load(context, kernels, "block_sums")
+    except pytest.skip.Exception as reason:  # its shared memory is no argument there
+        block_sums = str(reason)
     _, foreign_axpy = crash_probe.load(other_context, kernels, "axpy")
     closed_program, closed_kernel = crash_probe.load(context, kernels, "axpy")
     closed_kernel.close()
     closed_program.close()
     closed_context = device.create_context()
     closed_context.close()
-    yield SimpleNamespace(device=device, context=context, other_context=other_context,
-                          axpy=axpy, block_sums=block_sums, foreign_axpy=foreign_axpy,
-                          closed_program=closed_program, closed_kernel=closed_kernel,
-                          closed_context=closed_context,
-                          spirv=(kernels / "axpy.spv").read_bytes())
+    yield Objects(device=device, context=context, other_context=other_context,
+                  axpy=axpy, block_sums_or_why_not=block_sums, foreign_axpy=foreign_axpy,
+                  closed_program=closed_program, closed_kernel=closed_kernel,
+                  closed_context=closed_context, spirv_or_none=crash_probe.spirv(kernels, "axpy"))
     for resource in (foreign_axpy, axpy, block_sums, axpy_program):
-        resource.close()
+        if not isinstance(resource, str):
+            resource.close()
     other_context.close()
 
 
@@ -69,7 +89,7 @@ def o(built, rng):
         closed_buffer.close()
         read_only = np.zeros(10, np.float32)
         read_only.flags.writeable = False
-        objects = SimpleNamespace(
+        objects = Objects(
             **vars(built), queue=queue, other_queue=other_queue, x=x, host=host,
             y=ur_cffi.zeros(N, queue=queue), out=ur_cffi.zeros(N, queue=queue),
             foreign=ur_cffi.zeros(N, queue=other_queue),
@@ -219,7 +239,7 @@ BAD_INPUTS = [
      lambda o: launch(o, o.x, o.foreign, o.out, 2.0, N)),
     ("kernel-of-another-context", ValueError, ["axpy", "context"],
      lambda o: launch(o, kernel=o.foreign_axpy)),
-    ("kernel-signature-length", ValueError, ["1", "5"],
+    ("kernel-signature-length", ValueError, ["declares 1 arguments", "'axpy' takes"],
      lambda o: o.axpy.program.kernel("axpy", signature=("ptr",))),
     ("kernel-signature-unknown-type", TypeError, ["float33"],
      lambda o: o.axpy.program.kernel("axpy", signature=("ptr", "ptr", "ptr", "float33", "int32"))),
@@ -229,9 +249,9 @@ BAD_INPUTS = [
     # --- launch geometry ----------------------------------------------------------------------
     ("local-size-does-not-divide", ValueError, ["(48,)", "(1024,)"],
      lambda o: launch(o, global_size=1024, local_size=48)),
-    ("local-size-beyond-device", ValueError, ["(16384,)", "8192"],
+    ("local-size-beyond-device", ValueError, ["(16384,)", "maximum work-group size"],
      lambda o: launch(o, global_size=16384, local_size=16384)),
-    ("local-size-2d-beyond-device", ValueError, ["(8192, 2)", "8192"],
+    ("local-size-2d-beyond-device", ValueError, ["(8192, 2)", "maximum work-group size"],
      lambda o: launch(o, global_size=(8192, 2), local_size=(8192, 2))),
     ("local-size-zero", ValueError, ["local_size", "0"], lambda o: launch(o, local_size=0)),
     ("local-and-global-dimensions-differ", ValueError, ["(64, 1)", "(1024,)"],
@@ -282,6 +302,8 @@ def test_bad_inputs_cover_every_kind_the_issue_names():
 @pytest.mark.parametrize("kind", ["device", "host", "shared"])
 def test_a_size_beyond_the_devices_largest_allocation_is_a_memory_error(o, kind):
     # The CPU device's largest allocation is half its memory; UR refuses more at once.
+    if kind == "shared" and crash_probe.TEST_DEVICE != "cpu":
+        pytest.skip("CUDA's managed (shared) memory may exceed the largest device allocation")
     limit = o.device.max_mem_alloc_size
     with pytest.raises(MemoryError) as caught:
         ur_cffi.empty(limit + 1, np.uint8, queue=o.queue, kind=kind)
@@ -308,7 +330,7 @@ OUT_OF_MEMORY = textwrap.dedent("""
 
     kind = sys.argv[1]
     rng = np.random.default_rng()
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     program, axpy = crash_probe.load(context, crash_probe.Path(sys.argv[2]), "axpy")
@@ -410,7 +432,8 @@ def test_object_arrays_are_refused_before_they_can_crash(kernels):
     # dtype is refused at allocation (asarray of an object array included).
     done = crash_probe.run_child(timeout=50, code=textwrap.dedent("""
         import numpy as np, ur_cffi
-        device = ur_cffi.devices("cpu")[0]
+        import crash_probe
+        device = crash_probe.test_device()
         context = device.create_context()
         queue = ur_cffi.Queue(context, device)
         for make in (lambda: ur_cffi.empty(3, object, queue=queue),

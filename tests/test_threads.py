@@ -39,6 +39,7 @@ JOIN_SECONDS = 45  # for threads that take about 2 s here, quiet or loaded
 CHILD_SECONDS = 50  # for a child reproducing a race, which repeats it for 15 s
 BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
 SIGNATURE = crash_probe.SIGNATURES["axpy"][1]
+HIDDEN = crash_probe.hidden_args()
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +82,8 @@ def test_8_threads_launch_and_copy_concurrently_with_exact_results(device, conte
     def work(index: int):
         rng = np.random.default_rng(seeds[index])
         try:
-            kernel = axpy_program.kernel("axpy", signature=SIGNATURE)  # one Kernel per thread
+            kernel = axpy_program.kernel("axpy", signature=SIGNATURE,  # one Kernel per thread
+                                         hidden_args=HIDDEN)
             with kernel, ur_cffi.Queue(context, device) as queue:
                 start.wait()
                 for i in range(LAUNCHES):
@@ -124,11 +126,12 @@ def test_8_threads_launch_and_copy_concurrently_with_exact_results(device, conte
 
 SYNCHRONIZE_WHILE_CLOSING = textwrap.dedent("""
     import sys, threading
+    import crash_probe
     from crash_probe import rounds
     import numpy as np
     import ur_cffi
 
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     x = np.arange(100, dtype=np.float32)
     for round in rounds():
@@ -259,7 +262,7 @@ def overlaps(context, device, spin, axpy, wait: str, waiter: str,
         sys.setswitchinterval(60.0)  # longer than any test: no forced GIL hand-over
         try:
             long_event = spin.launch(long_queue, LOCAL, LOCAL, flag, spun, max_steps,
-                                     ur_cffi.Local(4))
+                                     *crash_probe.spin_local())
             # `waiter` waits for the long kernel; the other thread runs the short jobs.
             here, there = (block, short_jobs) if waiter == "main" else (short_jobs, block)
             thread = threading.Thread(target=there, daemon=True)
@@ -283,7 +286,7 @@ def overlaps(context, device, spin, axpy, wait: str, waiter: str,
 @pytest.mark.parametrize("wait", ["finish", "event.wait", "blocking copy"])
 def test_a_blocking_wait_lets_other_threads_run(device, context, axpy_program, spin, wait,
                                                 waiter):
-    with axpy_program.kernel("axpy", signature=SIGNATURE) as axpy:
+    with axpy_program.kernel("axpy", signature=SIGNATURE, hidden_args=HIDDEN) as axpy:
         assert overlaps(context, device, spin, axpy, wait, waiter)
 
 
@@ -292,17 +295,18 @@ def test_the_overlap_check_catches_a_wait_that_holds_the_gil(device, context, ax
                                                             spin, waiter):
     # The same check with a wait that keeps the GIL: the kernel ends by itself (after
     # SPIN_LIMIT rounds, a few seconds), and only then can the other thread run.
-    with axpy_program.kernel("axpy", signature=SIGNATURE) as axpy:
+    with axpy_program.kernel("axpy", signature=SIGNATURE, hidden_args=HIDDEN) as axpy:
         assert not overlaps(context, device, spin, axpy, "GIL-holding finish", waiter)
 
 
 FINISH_WHILE_ENQUEUEING = textwrap.dedent("""
     import sys, threading
+    import crash_probe
     from crash_probe import rounds
     import numpy as np
     import ur_cffi
 
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     x = np.arange(100, dtype=np.float32)
@@ -341,7 +345,7 @@ SHARED_KERNEL = textwrap.dedent("""
     import ur_cffi, crash_probe
 
     THREADS, LAUNCHES, n = 8, 500, 1000
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     program, kernel = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "axpy")
     for round in rounds():

@@ -42,6 +42,11 @@ from kernels import (  # noqa: E402
     twelve_args,
 )
 
+TRITON_3_3 = pytest.mark.skipif(
+    not triton.__version__.startswith("3.3."),
+    reason="Triton 3.3's internals (triton-xpu: triton.testing, triton.runtime.build, "
+           "CompiledKernel hooks); test_gpu.py runs do_bench and autotune on Triton 3.6")
+
 
 pytestmark = pytest.mark.usefixtures("torch_blocked")  # conftest.py
 
@@ -132,6 +137,7 @@ def run_end_to_end(script, cache_dir, *args, validation=False):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.cpu_device("the SPIR-V and native-binary caches of the Intel backend, under UR's leak checker")
 def test_end_to_end_in_fresh_processes(tmp_path, rng, validation_layer_report):
     """Compile and launch with torch unimportable; the second process reuses both Triton's
     compiled SPIR-V and ur_cffi's native binary (no SPIR-V build), and exits with
@@ -217,6 +223,7 @@ def test_fused_softmax(tq, rng):
     np.testing.assert_allclose(y.to_numpy(), reference, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.cpu_device("Triton's Intel backend takes shared memory as an argument; test_gpu.py runs a matmul there")
 def test_matmul_with_dot_uses_shared_memory(tq, rng):
     """tl.dot needs work-group local memory: the launch appends it as a local argument."""
     m, n, k = (int(v) for v in rng.integers(33, 90, size=3))
@@ -369,6 +376,7 @@ def test_empty_grid_launches_nothing(tq, rng):
     assert np.isnan(y.to_numpy()).all()
 
 
+@pytest.mark.cpu_device("threads_per_warp is an option of Triton's Intel backend")
 def test_threads_per_warp_and_num_warps(tq, rng):
     """num_warps and threads_per_warp (a device sub-group size) as Triton options."""
     n = int(rng.integers(3000, 6000))
@@ -388,6 +396,7 @@ def test_threads_per_warp_and_num_warps(tq, rng):
         ur_triton.active_driver().check_work_group(1024, 32)
 
 
+@pytest.mark.cpu_device("an option of Triton's Intel backend")
 def test_grf_mode_is_dropped_on_the_cpu(tq, rng):
     """grf_mode='large' makes Triton ask for a GPU-only build option; the CPU refuses it, so
     ur_cffi leaves it out there."""
@@ -401,6 +410,7 @@ def test_grf_mode_is_dropped_on_the_cpu(tq, rng):
     np.testing.assert_allclose(y.to_numpy(), 3.0 * host.astype(np.float64), rtol=1e-6)
 
 
+@pytest.mark.cpu_device("SPIR-V")
 def test_spirv_is_adapted_only_because_the_device_refuses_it(tq, rng):
     n = int(rng.integers(100, 1000))
     x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
@@ -412,6 +422,7 @@ def test_spirv_is_adapted_only_because_the_device_refuses_it(tq, rng):
     assert programs.needs_adaptation(tq.device) is True
 
 
+@pytest.mark.cpu_device("the Intel backend's target; test_gpu.py checks the CUDA one")
 def test_target_comes_from_the_device(tq, device):
     target = ur_triton.active_driver().get_current_target()
     assert target.backend == "xpu"
@@ -599,6 +610,7 @@ def test_prepare_checks_like_a_launch_and_refuses_closed_memory(tq, rng):
 # --- benchmarking ----------------------------------------------------------------------------
 
 
+@TRITON_3_3
 def test_do_bench_times_on_ur_events(tq, rng):
     n = int(rng.integers(10000, 50000))
     x = ur_cffi.asarray(rng.integers(0, 1000, size=n, dtype=np.int32), queue=tq)
@@ -612,6 +624,7 @@ def test_do_bench_times_on_ur_events(tq, rng):
     np.testing.assert_array_equal(y.to_numpy(), lcg_reference(x.to_numpy(), 20))
 
 
+@TRITON_3_3
 def test_do_bench_on_a_queue_without_profiling(context, device, rng):
     with ur_cffi.Queue(context, device) as queue, ur_triton.using(queue):
         n = int(rng.integers(1000, 5000))
@@ -667,6 +680,7 @@ def test_using_switches_queues_and_contexts(tq, device, rng):
     assert ur_triton.current_queue() is tq
 
 
+@TRITON_3_3
 def test_torch_paths_are_neutralized(tq):
     """What triton-xpu would import torch for answers without it while active."""
     from triton.backends import backends
@@ -690,6 +704,7 @@ def test_torch_paths_are_neutralized(tq):
     assert driver.get_benchmarker() is ur_triton.bench.benchmark
 
 
+@TRITON_3_3
 def test_launch_hooks_see_the_queue(tq, rng):
     from triton.compiler import CompiledKernel
 
@@ -708,6 +723,7 @@ def test_launch_hooks_see_the_queue(tq, rng):
     np.testing.assert_allclose(y.to_numpy(), 4.0 * host.astype(np.float64), rtol=1e-6)
 
 
+@pytest.mark.cpu_device("SPIR-V programs")
 def test_one_program_per_context_and_binary(tq, rng):
     """Two compiled kernels with the same SPIR-V share one UR program (each has its own
     UR kernel); the program is the one the cache hands out."""

@@ -100,8 +100,9 @@ def test_rules_per_backend_and_version():
 
 
 def test_backend_of_each_device(device):
-    assert backend.triton_backend(device) == "intel"
-    assert backend.gpu_target(device).backend == "xpu"
+    cuda_device = device.backend.name.endswith("CUDA")
+    assert backend.triton_backend(device) == ("nvidia" if cuda_device else "intel")
+    assert backend.gpu_target(device).backend == ("cuda" if cuda_device else "xpu")
     assert backend.TRITON_BACKENDS["CUDA"] == "nvidia"
 
 

@@ -50,9 +50,10 @@ sys.modules["torch"] = None
 import numpy as np
 import triton
 import ur_cffi
+import crash_probe
 import ur_cffi.triton as ur_triton
 from kernels import scale
-device = ur_cffi.devices("cpu")[0]
+device = crash_probe.test_device()
 rng = np.random.default_rng()
 """
 

@@ -63,9 +63,10 @@ def test_the_suite_slice_runs_clean_under_urs_validation_and_leak_checking(tmp_p
 LEAKER = textwrap.dedent("""
     import sys
     import ur_cffi
+    import crash_probe
     from ur_cffi import ffi, lib
 
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     array = ur_cffi.zeros(100, queue=queue)

@@ -315,7 +315,7 @@ def test_a_view_keeps_its_base_alive_and_closing_the_base_closes_views(q, rng):
 
 def test_kernel_launch_takes_a_view_at_its_own_address(q, rng, build_triton, context):
     program, compiled = build_triton("add", BLOCK=128)
-    kernel = program.kernel(compiled.name)
+    kernel = program.kernel(compiled.name, **compiled.options)
     n = 300
     x = ur_cffi.asarray(rng.standard_normal(n + 7).astype(np.float32), queue=q)
     y = ur_cffi.asarray(rng.standard_normal((2, n)).astype(np.float32), queue=q)
@@ -354,6 +354,9 @@ def test_triton_softmax_over_a_strided_view(triton_queue, rng):
 
 def test_triton_alignment_specialization_follows_the_view_address(triton_queue):
     from triton.backends.compiler import BaseBackend
+
+    if not hasattr(BaseBackend, "get_arg_specialization"):
+        pytest.skip("Triton 3.3's Python specializer (3.6 specializes in C, from data_ptr())")
 
     x = ur_cffi.empty(64, np.float32, queue=triton_queue)
     assert x.data_ptr() % 16 == 0

@@ -46,7 +46,7 @@ def add(build_triton, queue, rng):
     and finished; returns ``(launch, check)``: ``launch(event=True)`` enqueues out = x + y,
     ``check()`` compares out with float64 numpy."""
     program, compiled = build_triton("add", BLOCK=BLOCK)
-    kernel = program.kernel(compiled.name)
+    kernel = program.kernel(compiled.name, **compiled.options)
 
     def prepare(n):
         x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
@@ -167,7 +167,7 @@ TEARDOWN = textwrap.dedent("""
     import sys
     import numpy as np
     import ur_cffi, crash_probe
-    device = ur_cffi.devices("cpu")[0]
+    device = crash_probe.test_device()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     _, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")
