@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 import crash_probe
+import device_under_test
 import ur_cffi
 from ur_cffi import spirv
 
-TEST_DEVICE = crash_probe.TEST_DEVICE
+TEST_DEVICE = device_under_test.TYPE
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,9 @@ class TritonKernel:
     local_size: int
     """The work-group size Triton assumes (``num_warps * threads_per_warp``)."""
     options_or_why_not: tuple | str = ()
-    """On a backend whose kernels take more than the user's arguments (NVIDIA), the items of
-    ``ur_cffi.triton.kernel_options``, or why a launch by hand cannot run the kernel."""
+    """On NVIDIA, the items of ``ur_cffi.triton.kernel_options`` (scratch pointers, shared
+    memory), or why a launch by hand cannot run the kernel.  Empty on Intel, where the tests
+    pass a kernel's shared memory as the ``Local`` argument themselves."""
 
     @property
     def spirv(self) -> bytes:
@@ -169,7 +171,7 @@ def rng():
 
 @pytest.fixture(scope="session")
 def compile_triton(tmp_path_factory, device):
-    """``compile_triton("add", BLOCK=128, num_warps=4)``: a :data:`TritonKernel` of kernels.py.
+    """``compile_triton("add", BLOCK=128, num_warps=4)``: a :class:`TritonKernel` of kernels.py.
 
     Torch-free (``torch`` is blocked from importing) through ``ur_cffi.triton.compile``;
     Triton's cache lives in a per-session directory; results are also kept in memory.
@@ -179,7 +181,8 @@ def compile_triton(tmp_path_factory, device):
     from ur_cffi.triton import abi, backend
 
     compiled = {}
-    nvidia = backend.triton_backend(device) == "nvidia"
+    triton_backend = backend.triton_backend(device)
+    rules = abi.current(triton_backend)
 
     def compile_kernel(name, num_warps=4, **constants):
         key = (name, num_warps, tuple(sorted(constants.items())))
@@ -188,9 +191,8 @@ def compile_triton(tmp_path_factory, device):
             kernel = ur_cffi.triton.compile(getattr(kernels, name), signature, constants,
                                             device=device, num_warps=num_warps)
             metadata = kernel.metadata
-            rules = abi.current(backend.triton_backend(device))
             local_size = metadata.num_warps * rules.threads_per_warp(metadata)
-            if nvidia:
+            if triton_backend == "nvidia":
                 try:
                     options = tuple(ur_cffi.triton.kernel_options(kernel).items())
                 except NotImplementedError as error:

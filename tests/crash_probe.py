@@ -18,12 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+import device_under_test
+
 if __name__ == "__main__":
     sys.modules["torch"] = None  # any `import torch` now fails: nothing here may need it
 
 HERE = Path(__file__).resolve().parent
-TEST_DEVICE = os.environ.get("UR_CFFI_TEST_DEVICE", "cpu")
-"""The type of UR device the tests and their children run on (``ur_cffi.devices`` name)."""
 
 # Work-group size of every kernel here: num_warps * threads_per_warp, fixed at compile time.
 NUM_WARPS, THREADS_PER_WARP = 4, 16
@@ -77,13 +77,6 @@ else:
         tl.store(out_ptr + tl.program_id(0), steps)
 
 
-def test_device():
-    """The first UR device of type :data:`TEST_DEVICE`."""
-    import ur_cffi
-
-    return ur_cffi.devices(TEST_DEVICE)[0]
-
-
 def hidden_args() -> tuple:
     """What launches of this module's kernels pass after the user's arguments on the test
     device: the NVIDIA backend's null scratch pointers (none on the CPU device)."""
@@ -91,18 +84,21 @@ def hidden_args() -> tuple:
 
     from ur_cffi.triton import abi, backend
 
-    if backend.triton_backend(test_device()) != "nvidia":
+    if backend.triton_backend(device_under_test.get()) != "nvidia":
         return ()
     return (np.uint64(0),) * abi.current("nvidia").scratch_pointers
 
 
 def spin_local() -> tuple:
     """The spin kernel's arguments after its own: its 4 bytes of local memory where the test
-    device takes them as an argument (the CPU device; on NVIDIA :func:`load` gives them as the
-    kernel's work-group memory)."""
+    device takes them as an argument (Triton's Intel backend; on NVIDIA :func:`load` gives them
+    as the kernel's work-group memory)."""
     import ur_cffi
+    from ur_cffi.triton import backend
 
-    return () if hidden_args() else (ur_cffi.Local(4),)
+    if backend.triton_backend(device_under_test.get()) == "nvidia":
+        return ()
+    return (ur_cffi.Local(4),)
 
 
 def compile_kernels(out_dir: Path) -> dict:
@@ -113,7 +109,7 @@ def compile_kernels(out_dir: Path) -> dict:
     from ur_cffi import spirv
     from ur_cffi.triton import abi, backend
 
-    device = test_device()
+    device = device_under_test.get()
     nvidia = backend.triton_backend(device) == "nvidia"
     index = {}
     for name in SIGNATURES:
@@ -228,7 +224,7 @@ def soak(kernels: Path, usm_cycles: int, program_cycles: int) -> dict:
     import ur_cffi
 
     rng = np.random.default_rng()
-    device = test_device()
+    device = device_under_test.get()
     figures = {"usm_cycles": 0, "program_cycles": 0, "errors": 0}
     with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
         entry = json.loads((kernels / "kernels.json").read_text())["axpy"]["entry"]

@@ -67,6 +67,7 @@ def check_release(release: str) -> dict:
     free = shutil.disk_usage(VENVS).free
     if free < DISK_NEEDED and not venv.exists():
         row["build"] = f"not tried: {free / 2**30:.1f} GiB free on disk, {DISK_NEEDED >> 30} needed"
+        (VENVS / f"{release}.log").write_text(row["build"] + "\n")
         return row
     with open(VENVS / f"{release}.log", "w") as log:
         if not (venv / "bin" / "python").exists():

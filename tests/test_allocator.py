@@ -185,10 +185,10 @@ OUT_OF_MEMORY_RETRY = """
 import json, resource, sys
 import numpy as np
 import ur_cffi
-import crash_probe
+import device_under_test
 
 kind = sys.argv[1]
-device = crash_probe.test_device()
+device = device_under_test.get()
 context = device.create_context()
 queue = ur_cffi.Queue(context, device)
 ur_cffi.zeros(16, queue=queue, kind=kind)  # whatever the first use maps, before the limit

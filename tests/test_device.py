@@ -6,8 +6,8 @@ import ctypes
 import numpy as np
 import pytest
 
+import device_under_test
 import ur_cffi
-from crash_probe import TEST_DEVICE
 from kernels import LCG_A, LCG_C, lcg_reference
 from ur_cffi import Backend
 from ur_cffi._release import BACKEND_PREFIX
@@ -33,18 +33,18 @@ def test_devices_lists_the_test_device(device):
     assert ur_cffi.devices() == everything  # the same objects: enumeration is cached
     assert ur_cffi.devices("all") == everything
     assert ur_cffi.devices(ur_device_type_t.UR_DEVICE_TYPE_ALL) == everything
-    of_its_type = ur_cffi.devices(TEST_DEVICE)
-    assert device in of_its_type and of_its_type == ur_cffi.devices(TEST_DEVICE.upper())
+    of_its_type = ur_cffi.devices(device_under_test.TYPE)
+    assert device in of_its_type and of_its_type == ur_cffi.devices(device_under_test.TYPE.upper())
     assert of_its_type == ur_cffi.devices(device.type)
     assert all(d.type == ur_device_type_t.UR_DEVICE_TYPE_CPU for d in ur_cffi.devices("cpu"))
     assert all(d.type == ur_device_type_t.UR_DEVICE_TYPE_GPU for d in ur_cffi.devices("gpu"))
     backend = device.backend.name.removeprefix(BACKEND_PREFIX).lower()
     assert device in ur_cffi.devices(backend=backend)
-    assert device in ur_cffi.devices(TEST_DEVICE, backend=device.backend)
+    assert device in ur_cffi.devices(device_under_test.TYPE, backend=device.backend)
     assert device not in ur_cffi.devices(backend="level_zero")
     assert all(d.backend == Backend[BACKEND_PREFIX + "LEVEL_ZERO"]
                for d in ur_cffi.devices(backend="level_zero"))
-    if TEST_DEVICE == "cpu":
+    if device_under_test.TYPE == "cpu":
         assert device.backend == Backend[BACKEND_PREFIX + "OPENCL"]
 
 
@@ -64,9 +64,9 @@ def test_default_device_prefers_a_gpu():
 
 def test_device_properties_have_their_python_types(device):
     assert isinstance(device.name, str) and device.name
-    assert device.type is ur_device_type_t[f"UR_DEVICE_TYPE_{TEST_DEVICE.upper()}"]
+    assert device.type is ur_device_type_t[f"UR_DEVICE_TYPE_{device_under_test.TYPE.upper()}"]
     assert isinstance(device.vendor, str) and device.vendor
-    if TEST_DEVICE == "cpu":
+    if device_under_test.TYPE == "cpu":
         assert "Intel" in device.vendor  # Intel's OpenCL runtime, whatever the processor
     assert isinstance(device.driver_version, str) and device.driver_version
     for size in (device.global_mem_size, device.local_mem_size, device.max_mem_alloc_size,
@@ -121,9 +121,9 @@ def test_synchronize_waits_for_a_long_kernel(device, context, build_triton, rng,
     """A kernel of a few hundred ms writes host USM; right after ``synchronize()`` it is done.
 
     The output is read straight from host memory, not through a queue, so only the
-    synchronization can have made it complete.  On the CPU device ``urDeviceWaitExp`` is unsupported and the documented
-    fallback (finish every ur_cffi queue) must be what ran; where the device supports it
-    (CUDA), the device-wide wait alone.
+    synchronization can have made it complete.  On the CPU device ``urDeviceWaitExp`` is
+    unsupported and the documented fallback (finish every ur_cffi queue) must be what ran;
+    where the device supports it (CUDA), the device-wide wait alone.
     """
     program, compiled = build_triton("lcg_steps", BLOCK=1024)
     kernel = program.kernel(compiled.name, ("ptr", "ptr", "int32", "int32"),
@@ -151,10 +151,10 @@ def test_synchronize_waits_for_a_long_kernel(device, context, build_triton, rng,
         status = event.status
         result = np.ctypeslib.as_array((ctypes.c_int32 * n).from_address(out.data_ptr())).copy()
         handle = int(ur_cffi.ffi.cast("uintptr_t", queue.handle))
-        if device.synchronize_uses_device_wait:
+        if device_under_test.TYPE == "cpu":
+            assert not device.synchronize_uses_device_wait and handle in finished  # fallback
+        elif device.synchronize_uses_device_wait:
             assert handle not in finished
-        else:
-            assert TEST_DEVICE == "cpu" and handle in finished  # the fallback
         assert status == ur_event_status_t.UR_EVENT_STATUS_COMPLETE
         assert np.array_equal(result, lcg_reference(x, steps))
     finally:
@@ -165,4 +165,4 @@ def test_synchronize_skips_closed_queues(device, context):
     queue = ur_cffi.Queue(context, device)
     queue.close()
     device.synchronize()  # must not touch the closed queue
-    assert device.synchronize_uses_device_wait is (TEST_DEVICE != "cpu")
+    assert device.synchronize_uses_device_wait is (device_under_test.TYPE != "cpu")

@@ -45,8 +45,9 @@ AFTER_INIT = REAP + textwrap.dedent("""
     import json, os, sys
     import numpy as np
     import ur_cffi, crash_probe
+    import device_under_test
 
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     program, axpy = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "axpy")
@@ -126,13 +127,13 @@ FORK_BEFORE_USE = REAP + textwrap.dedent("""
     import os, sys
     import numpy as np
     import ur_cffi  # imported, not yet used: the loader is not initialised
-    import crash_probe
+    import device_under_test
 
     assert not ur_cffi.loader.initialized()
     pid = os.fork()
     if pid == 0:
         try:
-            device = crash_probe.test_device()
+            device = device_under_test.get()
             with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
                 x = np.arange(1000, dtype=np.float32)
                 ok = np.array_equal(ur_cffi.asarray(x, queue=queue).to_numpy(), x)
@@ -156,11 +157,11 @@ SPAWN = textwrap.dedent("""
     import multiprocessing, sys
     import numpy as np
     import ur_cffi
-    import crash_probe
+    import device_under_test
 
     def work(seed):
         x = np.random.default_rng(seed).standard_normal(1000).astype(np.float32)
-        device = crash_probe.test_device()
+        device = device_under_test.get()
         with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
             return bool(np.array_equal(ur_cffi.asarray(x, queue=queue).to_numpy(), x))
 

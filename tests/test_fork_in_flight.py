@@ -16,10 +16,11 @@ FORK_IN_FLIGHT = textwrap.dedent("""
     import json, os, sys, threading, time
     import numpy as np
     import ur_cffi, crash_probe
+    import device_under_test
     from kernels import lcg_reference
 
     how, waiter = sys.argv[2], sys.argv[3]
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     _, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")

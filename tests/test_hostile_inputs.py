@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import crash_probe
+import device_under_test
 import ur_cffi
 from ur_cffi import errors
 
@@ -283,7 +284,7 @@ def run_property(count: int, kernels: Path) -> dict:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     program, kernel = crash_probe.load(context, kernels, "axpy")

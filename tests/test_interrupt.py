@@ -23,12 +23,13 @@ SCRIPT = textwrap.dedent("""
     import ctypes, gc, json, os, signal, sys, threading, time
     import numpy as np
     import ur_cffi, crash_probe
+    import device_under_test
     from ur_cffi import _waiting
 
     wait, after = sys.argv[2], sys.argv[3]
     kernels = crash_probe.Path(sys.argv[1])
     BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     _, spin = crash_probe.load(context, kernels, "spin")
@@ -104,7 +105,8 @@ SCRIPT = textwrap.dedent("""
                 interrupt_inside(waiting)
                 queue.finish()
         else:
-            event = spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS, *crash_probe.spin_local())
+            event = spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS,
+                                *crash_probe.spin_local())
             tail = lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 1000)
             interrupt_inside(waiting)
             if wait == "finish":

@@ -29,6 +29,7 @@ import triton
 import triton.language as tl
 
 import crash_probe
+import device_under_test
 
 BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
 
@@ -98,7 +99,7 @@ def run(kernels: Path, names: list[str]) -> dict:
 
     package = str(Path(ur_cffi.__file__).parent)
     rng = np.random.default_rng()
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     _, axpy = crash_probe.load(context, kernels, "axpy")

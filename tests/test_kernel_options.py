@@ -6,6 +6,8 @@ gives both for ``Program.kernel(name, **options)``; on the test device the resul
 and for the NVIDIA backend (compile-only here) they agree with the cubin.
 """
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,7 @@ triton = pytest.importorskip("triton")
 ur_triton = pytest.importorskip("ur_cffi.triton")
 
 import kernels  # noqa: E402
-from ur_cffi.triton import backend, cuda  # noqa: E402
+from ur_cffi.triton import abi, backend, cuda  # noqa: E402
 
 BLOCK = 256
 ADD = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
@@ -25,7 +27,8 @@ SUMS = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
 
 @pytest.fixture(scope="module")
 def compiled(device, torch_blocked):
-    """``{name: (CompiledKernel, Program)}`` for add and block_sums on the test device."""
+    """``compiled(name, signature)``: kernels.py's ``name`` compiled for the test device
+    (Triton's ``CompiledKernel``), once per module."""
     made = {}
 
     def build(name, signature):
@@ -45,8 +48,8 @@ def program_of(context, kernel):
 
 
 def local_size(kernel):
-    return kernel.metadata.num_warps * (getattr(kernel.metadata, "threads_per_warp", None)
-                                        or kernel.metadata.target.warp_size)
+    rules = abi.current(abi.TARGET_BACKENDS[kernel.metadata.target.backend])
+    return kernel.metadata.num_warps * rules.threads_per_warp(kernel.metadata)
 
 
 def test_a_launch_by_hand_passes_the_hidden_args(compiled, context, queue, rng):
@@ -55,7 +58,8 @@ def test_a_launch_by_hand_passes_the_hidden_args(compiled, context, queue, rng):
     hidden = options["hidden_args"]
     assert options["work_group_memory"] == 0
     if backend.triton_backend(queue.device) == "nvidia":
-        assert hidden == (0, 0) and all(type(value) is np.uint64 for value in hidden)
+        assert hidden == (0,) * abi.current("nvidia").scratch_pointers
+        assert all(type(value) is np.uint64 for value in hidden)
     else:
         assert hidden == ()
     n = 5 * BLOCK + 3
@@ -64,6 +68,7 @@ def test_a_launch_by_hand_passes_the_hidden_args(compiled, context, queue, rng):
             program.kernel(kernel.metadata.name, ("ptr", "ptr", "ptr", "int32"),
                            hidden_args=hidden) as add:
         assert add.num_args == 4 + len(hidden) and add.hidden_args == hidden
+        assert add.signature == ("ptr", "ptr", "ptr", np.dtype(np.int32))  # the caller's
         out = ur_cffi.asarray(np.full(n, np.nan, np.float32), queue=queue)
         add.launch(queue, -(-n // BLOCK) * local_size(kernel), local_size(kernel),
                    ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue), out,
@@ -117,6 +122,10 @@ def test_counts_and_mistakes_name_the_hidden_args(compiled, context, queue):
         for wrong in (5, "ab", None):
             with pytest.raises(TypeError, match="hidden_args of .* must be a sequence"):
                 program.kernel(name, hidden_args=wrong)
+        for wrong in (0, 1.5, a, ctypes.c_uint64(0), "x"):
+            with pytest.raises(TypeError, match=r"hidden_args\[0\] of .* must be a numpy "
+                                                r"scalar or a ur_cffi.Local"):
+                program.kernel(name, hidden_args=(wrong,))
         for wrong, error in ((-1, ValueError), (1.5, TypeError), (True, TypeError)):
             with pytest.raises(error, match="work_group_memory"):
                 program.kernel(name, work_group_memory=wrong)
@@ -128,12 +137,17 @@ def test_work_group_memory_where_the_adapter_takes_none_is_refused_by_ur(compile
     """The CPU device's kernels take local memory as arguments only: UR refuses a launch that
     asks for work-group memory, with an error naming the kernel, and the queue goes on."""
     kernel = compiled("add", ADD)
-    a = ur_cffi.zeros(BLOCK, queue=queue)
+    x = ur_cffi.asarray(np.ones(BLOCK, np.float32), queue=queue)
+    out = ur_cffi.full(BLOCK, np.nan, np.float32, queue=queue)
     with program_of(context, kernel) as program, \
             program.kernel(kernel.metadata.name, work_group_memory=16) as add:
         with pytest.raises(ur_cffi.URError, match=f"{kernel.metadata.name}"):
-            add.launch(queue, local_size(kernel), local_size(kernel), a, a, a, np.int32(BLOCK))
-    assert not np.any(a.to_numpy())
+            add.launch(queue, local_size(kernel), local_size(kernel), x, x, out,
+                       np.int32(BLOCK))
+        assert np.isnan(out.to_numpy()).all()  # nothing ran
+        program.kernel(kernel.metadata.name).launch(
+            queue, local_size(kernel), local_size(kernel), x, x, out, np.int32(BLOCK)).wait()
+    assert np.array_equal(out.to_numpy(), np.full(BLOCK, 2.0, np.float32))  # the queue goes on
 
 
 def test_nvidia_options_match_the_cubin():

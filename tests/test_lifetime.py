@@ -261,11 +261,11 @@ LEAK_SCRIPT = textwrap.dedent("""
     import gc, sys
     import numpy as np
     import ur_cffi
-    import crash_probe
+    import device_under_test
     from ur_cffi import ffi, lib
 
     assert ur_cffi.loader.init() and ur_cffi.loader.validation_enabled()
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     host = np.arange(33, dtype=np.float32)
@@ -325,9 +325,9 @@ PARENTS_FIRST = textwrap.dedent("""
     import gc
     import numpy as np
     import ur_cffi
-    import crash_probe
+    import device_under_test
 
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     # No enqueue here: after one, the CPU runtime keeps a context reference of its own.
@@ -364,9 +364,9 @@ def test_closing_parents_before_children_is_safe():
 TEARDOWN = textwrap.dedent("""
     import numpy as np
     import ur_cffi
-    import crash_probe
+    import device_under_test
 
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     array = ur_cffi.asarray(np.arange(4.0), queue=queue)
@@ -384,7 +384,7 @@ TEARDOWN = textwrap.dedent("""
     except ur_cffi.ClosedError:
         pass
     # The next use initialises the loader again, with new objects.
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     with device.create_context() as context, ur_cffi.Queue(context) as queue:
         print(ur_cffi.asarray(np.arange(4.0), queue=queue).to_numpy().tolist())
 """)

@@ -149,7 +149,7 @@ def test_kernel_by_name(build_triton):
     assert kernel.num_args == 4 + len(kernel.hidden_args)
     assert kernel.signature is None
     typed = ur_cffi.Kernel(program, "add", ("ptr", "ptr", "ptr", np.int32), **compiled.options)
-    assert typed.signature[:4] == ("ptr", "ptr", "ptr", np.dtype(np.int32))
+    assert typed.signature == ("ptr", "ptr", "ptr", np.dtype(np.int32))
     with pytest.raises(errors.InvalidKernelNameError, match="'no_such_kernel'") as raised:
         program.kernel("no_such_kernel")
     assert isinstance(raised.value, ValueError) and raised.value.function == "urKernelCreate"

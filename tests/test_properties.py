@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import crash_probe
+import device_under_test
 
 KINDS = ("device", "host", "shared")
 DTYPES = ("int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64")
@@ -40,7 +41,7 @@ env: dict = {}
 def setup(kernels) -> None:
     import ur_cffi
 
-    env["device"] = device = crash_probe.test_device()
+    env["device"] = device = device_under_test.get()
     env["context"] = context = device.create_context()
     env["queue"] = ur_cffi.Queue(context, device)
     env["program"], env["axpy"] = crash_probe.load(context, kernels, "axpy")

@@ -39,7 +39,6 @@ JOIN_SECONDS = 45  # for threads that take about 2 s here, quiet or loaded
 CHILD_SECONDS = 50  # for a child reproducing a race, which repeats it for 15 s
 BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
 SIGNATURE = crash_probe.SIGNATURES["axpy"][1]
-HIDDEN = crash_probe.hidden_args()
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +82,7 @@ def test_8_threads_launch_and_copy_concurrently_with_exact_results(device, conte
         rng = np.random.default_rng(seeds[index])
         try:
             kernel = axpy_program.kernel("axpy", signature=SIGNATURE,  # one Kernel per thread
-                                         hidden_args=HIDDEN)
+                                         hidden_args=crash_probe.hidden_args())
             with kernel, ur_cffi.Queue(context, device) as queue:
                 start.wait()
                 for i in range(LAUNCHES):
@@ -130,8 +129,9 @@ SYNCHRONIZE_WHILE_CLOSING = textwrap.dedent("""
     from crash_probe import rounds
     import numpy as np
     import ur_cffi
+    import device_under_test
 
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     context = device.create_context()
     x = np.arange(100, dtype=np.float32)
     for round in rounds():
@@ -286,7 +286,8 @@ def overlaps(context, device, spin, axpy, wait: str, waiter: str,
 @pytest.mark.parametrize("wait", ["finish", "event.wait", "blocking copy"])
 def test_a_blocking_wait_lets_other_threads_run(device, context, axpy_program, spin, wait,
                                                 waiter):
-    with axpy_program.kernel("axpy", signature=SIGNATURE, hidden_args=HIDDEN) as axpy:
+    with axpy_program.kernel("axpy", signature=SIGNATURE,
+                             hidden_args=crash_probe.hidden_args()) as axpy:
         assert overlaps(context, device, spin, axpy, wait, waiter)
 
 
@@ -295,7 +296,8 @@ def test_the_overlap_check_catches_a_wait_that_holds_the_gil(device, context, ax
                                                             spin, waiter):
     # The same check with a wait that keeps the GIL: the kernel ends by itself (after
     # SPIN_LIMIT rounds, a few seconds), and only then can the other thread run.
-    with axpy_program.kernel("axpy", signature=SIGNATURE, hidden_args=HIDDEN) as axpy:
+    with axpy_program.kernel("axpy", signature=SIGNATURE,
+                             hidden_args=crash_probe.hidden_args()) as axpy:
         assert not overlaps(context, device, spin, axpy, "GIL-holding finish", waiter)
 
 
@@ -305,8 +307,9 @@ FINISH_WHILE_ENQUEUEING = textwrap.dedent("""
     from crash_probe import rounds
     import numpy as np
     import ur_cffi
+    import device_under_test
 
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     x = np.arange(100, dtype=np.float32)
@@ -343,9 +346,10 @@ SHARED_KERNEL = textwrap.dedent("""
     from crash_probe import rounds
     import numpy as np
     import ur_cffi, crash_probe
+    import device_under_test
 
     THREADS, LAUNCHES, n = 8, 500, 1000
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     context = device.create_context()
     program, kernel = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "axpy")
     for round in rounds():

@@ -137,7 +137,8 @@ def run_end_to_end(script, cache_dir, *args, validation=False):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.cpu_device("the SPIR-V and native-binary caches of the Intel backend, under UR's leak checker")
+@pytest.mark.cpu_device("the SPIR-V and native-binary caches of the Intel backend, under UR's "
+                        "leak checker")
 def test_end_to_end_in_fresh_processes(tmp_path, rng, validation_layer_report):
     """Compile and launch with torch unimportable; the second process reuses both Triton's
     compiled SPIR-V and ur_cffi's native binary (no SPIR-V build), and exits with
@@ -223,7 +224,8 @@ def test_fused_softmax(tq, rng):
     np.testing.assert_allclose(y.to_numpy(), reference, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.cpu_device("Triton's Intel backend takes shared memory as an argument; test_gpu.py runs a matmul there")
+@pytest.mark.cpu_device("Triton's Intel backend takes shared memory as an argument; "
+                        "test_gpu.py runs a matmul on CUDA")
 def test_matmul_with_dot_uses_shared_memory(tq, rng):
     """tl.dot needs work-group local memory: the launch appends it as a local argument."""
     m, n, k = (int(v) for v in rng.integers(33, 90, size=3))

@@ -50,10 +50,10 @@ sys.modules["torch"] = None
 import numpy as np
 import triton
 import ur_cffi
-import crash_probe
+import device_under_test
 import ur_cffi.triton as ur_triton
 from kernels import scale
-device = crash_probe.test_device()
+device = device_under_test.get()
 rng = np.random.default_rng()
 """
 

@@ -63,10 +63,10 @@ def test_the_suite_slice_runs_clean_under_urs_validation_and_leak_checking(tmp_p
 LEAKER = textwrap.dedent("""
     import sys
     import ur_cffi
-    import crash_probe
+    import device_under_test
     from ur_cffi import ffi, lib
 
-    device = crash_probe.test_device()
+    device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     array = ur_cffi.zeros(100, queue=queue)

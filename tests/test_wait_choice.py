@@ -167,7 +167,8 @@ TEARDOWN = textwrap.dedent("""
     import sys
     import numpy as np
     import ur_cffi, crash_probe
-    device = crash_probe.test_device()
+    import device_under_test
+    device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     _, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")

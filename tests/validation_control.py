@@ -5,7 +5,7 @@ of oneAPI 2025.0 (UR 0.10) reports the fill's event as a release of a handle it 
     UR_CFFI_VALIDATION=1 python tests/validation_control.py
 """
 
-import crash_probe
+import device_under_test
 import ur_cffi
 from ur_cffi import ffi, lib
 
@@ -14,7 +14,7 @@ def ok(result, name):
     assert result == 0, f"{name} returned {result}"
 
 
-device = crash_probe.test_device()
+device = device_under_test.get()
 context = ffi.new("ur_context_handle_t *")
 ok(lib.urContextCreate(1, ffi.new("ur_device_handle_t[1]", [device.handle]), ffi.NULL, context),
    "urContextCreate")

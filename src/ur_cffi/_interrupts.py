@@ -83,7 +83,7 @@ def _handler(signum, frame):
         _installed[1](signum, frame)
 
 
-@hold_back_in  # a SIGINT (the one it sends, on a slow machine) may come while it starts it
+@hold_back_in  # its own timer's SIGINT may come before the timer thread has started
 def _send_again_soon() -> None:
     """Send SIGINT again in a moment, from another thread: the main thread is where it must
     not raise (:func:`hold_back_in`)."""

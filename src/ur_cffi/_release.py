@@ -273,6 +273,11 @@ def _launcher_for_set_arguments():
 
 enqueue_launch = (lib.urEnqueueKernelLaunchWithArgsExp if HAS_LAUNCH_WITH_ARGS
                   else _launcher_for_set_arguments())
+"""Enqueue a kernel launch: ``(queue, kernel, work_dim, offsets, global_sizes, local_sizes,
+argument_count, arguments, launch properties (:func:`launch_properties`), wait_count,
+wait_events, event_out)`` as ``urEnqueueKernelLaunchWithArgsExp`` takes them, with
+``arguments`` from :func:`new_arguments`; returns the ``ur_result_t``.  Call it under
+``queue.enqueue_lock``."""
 
 
 def launch_properties(flags: int = 0, work_group_memory: int = 0):
@@ -299,10 +304,6 @@ def launch_properties(flags: int = 0, work_group_memory: int = 0):
         memory.workgroup_mem_size = work_group_memory
         entries[0].pNext = memory
     return entries
-"""Enqueue a kernel launch: ``(queue, kernel, work_dim, offsets, global_sizes, local_sizes,
-argument_count, arguments, NULL, wait_count, wait_events, event_out)`` as
-``urEnqueueKernelLaunchWithArgsExp`` takes them, with ``arguments`` from :func:`new_arguments`;
-returns the ``ur_result_t``.  Call it under ``queue.enqueue_lock``."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -212,14 +212,19 @@ class Kernel(_handle.Resource):
     backend (``ur_cffi.triton.kernel_options(compiled)`` gives them).  ``signature`` then declares
     the caller's arguments only, and launches take ``num_args - len(hidden_args)`` arguments.
 
+    ``hidden_args`` entries are numpy scalars or :class:`Local` (fixed values: they are
+    checked once, here).
+
     ``work_group_memory`` bytes of dynamic work-group (shared) memory are given to every launch
     as a launch property, for kernels that take it that way rather than as a ``"local"``
     argument (Triton's NVIDIA backend; ``ur_cffi.triton.kernel_options(compiled)`` says).
+    Launch properties need UR 0.12's ``urEnqueueKernelLaunchWithArgsExp``: on older releases
+    a non-zero ``work_group_memory`` raises ``NotImplementedError`` here.
     """
 
     __slots__ = ("program", "name", "num_args", "argument_sizes", "argument_source",
-                 "signature", "hidden_args", "work_group_memory", "timing", "_properties",
-                 "_reusable")
+                 "signature", "hidden_args", "work_group_memory", "timing", "_declared",
+                 "_properties", "_reusable")
     _release_function = "urKernelRelease"
 
     def __init__(self, program: Program, name: str, signature=None, *, hidden_args=(),
@@ -237,10 +242,15 @@ class Kernel(_handle.Resource):
             raise TypeError(f"hidden_args of {name!r} must be a sequence of values, not "
                             f"{type(hidden_args).__name__} {hidden_args!r}")
         hidden_args = tuple(hidden_args)
+        for index, value in enumerate(hidden_args):
+            if not isinstance(value, (np.number, np.bool_, Local)):
+                raise TypeError(f"hidden_args[{index}] of {name!r} must be a numpy scalar or a "
+                                f"ur_cffi.Local, not {type(value).__name__} {value!r}")
         work_group_memory = _checks.integer("work_group_memory", work_group_memory, minimum=0)
         properties = _release.launch_properties(work_group_memory=work_group_memory)
-        if signature is not None and hidden_args:
-            signature += (None,) * len(hidden_args)  # typed by their values
+        # What _pack checks each argument against: the hidden ones are typed by their values.
+        declared = signature + (None,) * len(hidden_args) \
+            if signature is not None and hidden_args else signature
         out = ffi.new("ur_kernel_handle_t *")
         check(lib.urKernelCreate(program.handle, encoded, out), "urKernelCreate",
               f"kernel name {name!r}")
@@ -250,16 +260,16 @@ class Kernel(_handle.Resource):
         # Where the count comes from (adapter, binary or signature) is decided in signatures.py.
         self.num_args, self.argument_sizes, self.argument_source = signatures.argument_count(
             reported, signatures.adapter_reports_arguments(program.context.devices[0]),
-            program.binary_entries, name, signature)
-        if signature is not None:
-            if len(signature) != self.num_args:
-                raise ValueError(f"signature declares {len(signature) - len(hidden_args)} "
+            program.binary_entries, name, declared)
+        if declared is not None:
+            if len(declared) != self.num_args:
+                raise ValueError(f"signature declares {len(signature)} "
                                  f"arguments{_hidden_note(hidden_args)}; kernel {name!r} "
                                  f"takes {self.num_args}")
         elif self.num_args is not None and len(hidden_args) > self.num_args:
             raise ValueError(f"{len(hidden_args)} hidden_args given; kernel {name!r} takes "
                              f"{self.num_args} arguments")
-        self.signature = signature
+        self.signature, self._declared = signature, declared
         self.hidden_args = hidden_args
         self.work_group_memory, self._properties = work_group_memory, properties
         self.timing = _durations.Timing()  # how long its launches take, measured by waits
@@ -356,7 +366,7 @@ class Kernel(_handle.Resource):
         block, arguments, words = _release.new_arguments(len(args))
         value_buffers = []
         for index, arg in enumerate(args):
-            declared = self.signature[index] if self.signature else None
+            declared = self._declared[index] if self._declared else None
             if isinstance(arg, USMArray):
                 if not _accepts(declared, "ptr"):
                     raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "

@@ -222,7 +222,6 @@ def kernel_options(compiled) -> dict:
     """
     import numpy as np
 
-    from . import abi
     from ..program import Local
 
     metadata = compiled.metadata
