@@ -116,6 +116,43 @@ def test_everything_else_is_waited_for_interruptibly(add, queue, interruptible_w
     assert interruptible_waits == ["urEventWait", "urQueueFinish"]
 
 
+@pytest.mark.parametrize("native", [None, False])
+def test_a_graph_replay_measured_short_is_waited_for_directly(build_triton, context, queue, rng,
+                                                              interruptible_waits, native):
+    """A replay is measured like a kernel: its first wait is interruptible, later ones block
+    directly, until a launch in the graph is updated or a replay waits on other work."""
+    program, compiled = build_triton("add", BLOCK=BLOCK)
+    kernel = program.kernel(compiled.name, **compiled.options)
+    n = int(rng.integers(500, 3000))
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    dx, dy = ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue)
+    out = ur_cffi.empty(n, np.float32, queue=queue)
+    graph = ur_cffi.Graph(context, native=native)
+    with graph.recording(queue):
+        added = kernel.launch(queue, -(-n // BLOCK) * compiled.local_size, compiled.local_size,
+                              dx, dy, out, np.int32(n))
+    graph.finalize()
+
+    def replay_and_finish(expected, **options) -> list:
+        out.fill(np.nan)
+        queue.finish()
+        interruptible_waits.clear()
+        graph.replay(queue, event=False, **options)
+        queue.finish()
+        waits = list(interruptible_waits)
+        assert np.array_equal(out.to_numpy(), expected)
+        return waits
+
+    total = (x.astype(np.float64) + y).astype(np.float32)
+    assert [replay_and_finish(total) for _ in range(3)] == [["urQueueFinish"], [], []]
+    added.update(dx, dx, out, np.int32(n))  # other work: measured again
+    doubled = (x.astype(np.float64) * 2).astype(np.float32)
+    assert [replay_and_finish(doubled) for _ in range(2)] == [["urQueueFinish"], []]
+    other = ur_cffi.zeros(4, queue=queue).fill(1.0)
+    assert replay_and_finish(doubled, wait_for=[other]) == ["urQueueFinish"]
+    graph.close()
+
+
 def test_waits_in_other_threads_block_directly(add, queue, interruptible_waits):
     launch, check = add(1000)
     interruptible_waits.clear()

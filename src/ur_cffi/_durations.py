@@ -8,10 +8,11 @@ leaves it to a worker thread that needs the core.  A short wait gains nothing fr
 interruptible, so it should not pay for it.
 
 What a queue waits for is its *window*: the launches made on it since its last completed
-``finish`` (or wait for its latest command), each counted as work-items by kernel, plus a
-count of other commands (copies, fills, graph replays) under the key None.  A wait blocks
-directly only if every entry is a launch of a kernel with a measured time per work-item and
-their sum stays under :data:`DIRECT_SECONDS`.  Measured how: when a wait completes a window,
+``finish`` (or wait for its latest command), each counted as work-items by kernel, graph
+replays counted by graph (one item each; a graph's measure is forgotten when a launch in it
+is updated), plus a count of other commands (copies, fills) under the key None.  A wait
+blocks directly only if every entry is a launch of a kernel or a replay of a graph with a
+measured time per item and their sum stays under :data:`DIRECT_SECONDS`.  Measured how: when a wait completes a window,
 the time since its first command was enqueued is an upper bound for all the work in it (none
 of it could start earlier, and the previous window had completed), so each kernel in it is
 given that time divided by its work-items.  Upper bounds err towards the interruptible way
@@ -32,7 +33,8 @@ DIRECT_SECONDS = 0.01
 
 
 class Timing:
-    """The measured seconds per work-item of one kernel (``inf`` until measured)."""
+    """The measured seconds per work-item of one kernel, or per replay of one graph (``inf``
+    until measured)."""
 
     __slots__ = ("per_item", "__weakref__")
 

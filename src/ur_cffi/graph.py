@@ -60,7 +60,7 @@ import threading
 
 import numpy as np
 
-from . import _handle, _release
+from . import _durations, _handle, _release
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argument
 from ._ur import ffi, lib
 from .enums import ur_result_t, ur_structure_type_t
@@ -167,7 +167,7 @@ class Graph(_handle.Resource):
 
     __slots__ = ("context", "device", "in_order", "native", "_auto", "_capabilities", "_why",
                  "_state", "_commands", "_lock", "_recorders", "_blocks", "_finalized", "_floor",
-                 "_memory", "_checked", "_latest_queue", "_replay_queue")
+                 "_memory", "_checked", "_latest_queue", "_replay_queue", "_timing")
     _release_function = "urCommandBufferReleaseExp"
 
     def __init__(self, context, device=None, *, in_order: bool = True, native: bool | None = None):
@@ -192,6 +192,7 @@ class Graph(_handle.Resource):
         self._capabilities = capabilities
         self._why = "" if native else why
         self._state = state = _State()
+        self._timing = _durations.Timing()  # how long a replay takes, once a wait measured it
         self._commands: list = state.commands
         self._lock = threading.RLock()
         self._recorders: dict = {}  # queue -> how many uses record it into this graph now
@@ -372,7 +373,8 @@ class Graph(_handle.Resource):
                 raise
             if result:
                 check(result, function, "replaying a graph")
-            queue._note_work(None, 1)  # no time is measured for a replay (_durations)
+            # Measured like a kernel (_durations), unless it waits on other work.
+            queue._note_work(self._timing if not count else None, 1)
             state.latest, self._latest_queue = out[0], queue
             if latest is not None:
                 lib.urEventRelease(latest)
@@ -619,6 +621,7 @@ class Graph(_handle.Resource):
                     check(result, "urCommandBufferUpdateKernelLaunchExp",
                           f"kernel {launch.kernel.name!r}")
             launch.adopt(new)
+            self._timing = _durations.Timing()  # other work now: measured again
             self._memory = [resource for command in self._commands
                             for resource in command.memory()]
             self._checked = -1
