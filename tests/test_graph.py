@@ -688,6 +688,42 @@ def test_the_choice_between_native_and_one_by_one(context, device, monkeypatch):
         ur_cffi.Graph(device)
 
 
+def test_a_launch_with_launch_properties_makes_an_automatic_graph_replay_one_by_one(
+        build_triton, context, device, queue, rng):
+    """UR command buffers take no launch properties (work-group memory, as Triton's NVIDIA
+    kernels need): a graph that chose a command buffer by itself replays one by one from
+    such a launch on; one asked to be native refuses it, naming the kernel."""
+    supported, _, why = command_buffer_support(device)
+    if not supported:
+        pytest.skip(f"no native graphs here: {why}")
+    program, compiled = build_triton("add", BLOCK=BLOCK)
+    kernel = program.kernel(compiled.name, work_group_memory=16, **compiled.options)
+    n = int(rng.integers(100, 1000))
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    dx, dy = ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue)
+    out = ur_cffi.full(n, np.nan, np.float32, queue=queue)
+    sizes = (blocks(n, compiled.local_size), compiled.local_size)
+    with ur_cffi.Graph(context, native=True) as strict, strict.recording(queue):
+        with pytest.raises(NotImplementedError, match=f"'{compiled.name}' takes launch "
+                                                      "properties.*Graph\\(native=False\\)"):
+            kernel.launch(queue, *sizes, dx, dy, out, np.int32(n))
+    graph = ur_cffi.Graph(context)
+    assert graph.native
+    with graph.recording(queue):
+        kernel.launch(queue, *sizes, dx, dy, out, np.int32(n))
+    assert not graph.native and "launch properties" in repr(graph)
+    try:  # what the device's adapter says of work-group memory, launched directly
+        kernel.launch(queue, *sizes, dx, dy, out, np.int32(n)).wait()
+    except ur_cffi.URError as error:  # the CPU device: local memory is an argument there
+        with pytest.raises(type(error), match=compiled.name):
+            graph.replay(queue).wait()
+    else:
+        out.fill(np.nan)
+        graph.replay(queue).wait()
+        assert np.array_equal(out.to_numpy(), (x.astype(np.float64) + y).astype(np.float32))
+    graph.close()
+
+
 def test_graphs_run_clean_under_urs_validation_and_leak_checking(tmp_path,
                                                                  validation_layer_report):
     if validation_layer_report:  # oneAPI 2025.0's leak checker misreports a correct program

@@ -364,15 +364,15 @@ class Graph(_handle.Resource):
                     with enqueue_lock:
                         result = lib.urEnqueueCommandBufferExp(queue._handle, state.buffer,
                                                                count, events, out)
-                    function = "urEnqueueCommandBufferExp"
+                    function, detail = "urEnqueueCommandBufferExp", "replaying a graph"
                 else:
-                    result, function = self._enqueue_each(queue._handle, queue.out_of_order,
-                                                          count, events, out)
+                    result, function, detail = self._enqueue_each(
+                        queue._handle, queue.out_of_order, count, events, out)
             except TypeError:  # no handle: the queue is closed
                 queue.handle  # noqa: B018 - raises ClosedError
                 raise
             if result:
-                check(result, function, "replaying a graph")
+                check(result, function, detail)
             # Measured like a kernel (_durations), unless it waits on other work.
             queue._note_work(self._timing if not count else None, 1)
             state.latest, self._latest_queue = out[0], queue
@@ -387,12 +387,14 @@ class Graph(_handle.Resource):
 
     def _enqueue_each(self, queue, out_of_order: bool, count, events, out) -> tuple:
         """Enqueue the commands one by one (a graph that is no command buffer);
-        ``(ur_result_t, function)``."""
+        ``(ur_result_t, function, what failed)``."""
         commands = self._commands
         last = len(commands) - 1
+        replaying = "replaying a graph"
         with enqueue_lock:
             if last < 0:
-                return lib.urEnqueueEventsWait(queue, count, events, out), "urEnqueueEventsWait"
+                return (lib.urEnqueueEventsWait(queue, count, events, out),
+                        "urEnqueueEventsWait", replaying)
             if not out_of_order:
                 # In order: recording order respects every dependency; only the first command
                 # waits, only the last one signals.
@@ -403,8 +405,8 @@ class Graph(_handle.Resource):
                                              out if index == last else _NULL)
                     if result:
                         lib.urQueueFinish(queue)  # what was enqueued uses what the graph holds
-                        return result, command.function_name
-                return 0, ""
+                        return result, command.function_name, _failed(replaying, index, command)
+                return 0, "", ""
             signals = ffi.new("ur_event_handle_t[]", last + 1)
             try:
                 for index, command in enumerate(commands):
@@ -416,12 +418,12 @@ class Graph(_handle.Resource):
                         result = command.enqueue(queue, count, events, signals + index)
                     if result:
                         lib.urQueueFinish(queue)
-                        return result, command.function_name
+                        return result, command.function_name, _failed(replaying, index, command)
                 if self.in_order:
                     out[0], signals[last] = signals[last], _NULL
-                    return 0, ""
+                    return 0, "", ""
                 return (lib.urEnqueueEventsWait(queue, last + 1, signals, out),
-                        "urEnqueueEventsWait")
+                        "urEnqueueEventsWait", replaying)
             finally:
                 for index in range(last + 1):
                     if signals[index] != _NULL:
@@ -539,8 +541,12 @@ class Graph(_handle.Resource):
         handle = _NULL
         if command.kind == "launch":
             if command.properties != _NULL:
-                raise NotImplementedError("a launch with launch properties cannot be appended "
-                                          "to a UR command buffer; use Graph(native=False)")
+                why = (f"a launch of {command.kernel.name!r} takes launch properties "
+                       "(work-group memory or launch flags), which UR command buffers cannot")
+                if self._auto:
+                    self._replay_one_by_one(why)
+                    return
+                raise NotImplementedError(f"{why}; use Graph(native=False)")
             if self._capabilities:
                 handle = ffi.new("ur_exp_command_buffer_command_handle_t *")
         with enqueue_lock:
@@ -632,6 +638,11 @@ class Graph(_handle.Resource):
         how = "a UR command buffer" if self.native else f"replayed one by one ({self._why})"
         order = "in-order" if self.in_order else "out-of-order"
         return f"<Graph {order}, {len(self._commands)} commands, {how}>"
+
+
+def _failed(doing: str, index: int, command) -> str:
+    what = f"kernel {command.kernel.name!r}" if command.kind == "launch" else command.kind
+    return f"{doing}: command {index} ({what})"
 
 
 class _State:
