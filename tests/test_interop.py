@@ -149,3 +149,66 @@ def test_a_context_and_queue_from_dpctl_share_its_memory(dpctl_queue, rng):
     with pytest.raises(AttributeError, match="context_from_dpctl"):
         ur_cffi.zeros(3, queue=ur_cffi.Queue(ur_cffi.default_device().create_context()))\
             .__sycl_usm_array_interface__
+
+
+@pytest.fixture(scope="module")
+def shim_cache(tmp_path_factory):
+    """A cache of its own for the SYCL shim that to_dpctl compiles."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("UR_CFFI_CACHE_DIR", str(tmp_path_factory.mktemp("shim_cache")))
+        yield
+
+
+def test_a_dpctl_queue_over_a_ur_cffi_queue_shares_its_order_and_memory(queue, shim_cache,
+                                                                           build_triton, rng):
+    dpctl = pytest.importorskip("dpctl")  # the "test" extra installs it
+    import dpctl.memory as dpm
+
+    from kernels import lcg_reference
+
+    sycl_queue = interop.to_dpctl(queue)
+    assert isinstance(sycl_queue, dpctl.SyclQueue)
+    assert sycl_queue.sycl_device.name == queue.device.name
+    assert sycl_queue.sycl_device.backend.name == "opencl"
+    # One native queue: a copy submitted through dpctl runs after a kernel ur_cffi launched,
+    # with no wait between them (the kernel runs long enough to be caught otherwise).
+    program, compiled = build_triton("lcg_steps", BLOCK=1024)
+    kernel = program.kernel(compiled.name, ("ptr", "ptr", "int32", "int32"))
+    n, steps = 100_003, 2000
+    x = rng.integers(-(2**31), 2**31, n, dtype=np.int32)
+    source = ur_cffi.asarray(x, queue=queue)
+    out = ur_cffi.full(n, np.iinfo(np.int32).min, np.int32, queue=queue)
+    queue.finish()
+    kernel.launch(queue, -(-n // 1024) * compiled.local_size, compiled.local_size, source, out,
+                  n, steps, event=False)
+    interface = out.__sycl_usm_array_interface__
+    assert interface["syclobj"] is sycl_queue and interface["data"][0] == out.data_ptr()
+    seen = dpm.as_usm_memory(out)  # ur_cffi's memory in dpctl, without a copy
+    assert seen._pointer == out.data_ptr() and seen.get_usm_type() == "device"
+    assert np.array_equal(seen.copy_to_host().view(np.int32), lcg_reference(x, steps))
+    # dpctl's writes into it, and dpctl's memory in ur_cffi
+    values = rng.standard_normal(64).astype(np.float32)
+    memory = dpm.MemoryUSMDevice(values.nbytes, queue=sycl_queue)
+    memory.copy_from_host(values.view(np.uint8))
+    theirs = interop.from_sycl_usm_array_interface(memory, queue=queue).view(np.float32)
+    assert theirs.context is queue.context and np.array_equal(theirs.to_numpy(), values)
+    mine = ur_cffi.zeros(64, np.float32, queue=queue)
+    dpm.as_usm_memory(mine).copy_from_host((values * 2).view(np.uint8))
+    assert np.array_equal(mine.to_numpy(), values * 2)
+
+
+def test_to_dpctl_refuses_what_it_cannot_make(queue, shim_cache, monkeypatch, tmp_path):
+    pytest.importorskip("dpctl")
+    from ur_cffi import _sycl_shim
+
+    with pytest.raises(TypeError, match="queue"):
+        interop.to_dpctl("opencl:cpu")
+    closed = ur_cffi.Queue(queue.context, queue.device)
+    closed.close()
+    with pytest.raises(ur_cffi.ClosedError):
+        interop.to_dpctl(closed)
+    monkeypatch.setattr(_sycl_shim, "_library", None)  # built anew, with no compiler
+    monkeypatch.setenv("UR_CFFI_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CXX", "no-such-compiler")
+    with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler: 'no-such-compiler'"):
+        interop.to_dpctl(queue)

@@ -9,7 +9,8 @@ USM pointers from elsewhere, and contexts and queues shared with dpctl.
   which numpy imports.  :func:`from_dlpack` wraps USM of the queue's context without a copy
   (a numpy or other CPU tensor is copied, unless ``copy=False``).
 - ``__sycl_usm_array_interface__`` (dpctl's protocol): exported where the array's context was
-  made from a dpctl one (the interface names a SYCL queue, which only dpctl has); imported by
+  made from a dpctl one, or one of its queues was given to dpctl with :func:`to_dpctl` (the
+  interface names a SYCL queue, which only dpctl has); imported by
   :func:`from_sycl_usm_array_interface`, which finds or makes the ur_cffi context over the
   same native OpenCL context.
 - :func:`from_pointer` wraps any USM address of a context with a shape and dtype.
@@ -29,6 +30,7 @@ from .errors import check
 from .memory import USMArray, _check_queue, _dtype, _no_objects, _shape, asarray
 
 KDL_CPU, KDL_ONEAPI = 1, 14
+_NULL = ffi.NULL
 _KINDS = {int(ur_usm_type_t.UR_USM_TYPE_DEVICE): "device",
           int(ur_usm_type_t.UR_USM_TYPE_HOST): "host",
           int(ur_usm_type_t.UR_USM_TYPE_SHARED): "shared"}
@@ -395,14 +397,55 @@ def queue_from_dpctl(sycl_queue):
                  out_of_order=not sycl_queue.is_in_order)
 
 
+def to_dpctl(queue):
+    """A dpctl ``SyclQueue`` over ``queue`` itself: the same native OpenCL queue and context,
+    so that work submitted through either runs in one order and USM memory of either is the
+    other's without a copy.  From then on, arrays of ``queue``'s context export
+    ``__sycl_usm_array_interface__`` naming this SyclQueue (dpnp and dpctl take them as they
+    are).  Needs dpctl, and a C++ compiler on first use (``_sycl_shim``: SYCL makes queues
+    from native handles only in C++).  Raises ``NotImplementedError`` for devices other than
+    OpenCL ones."""
+    import dpctl
+
+    from . import _sycl_shim
+    from .queue import Queue
+
+    if type(queue) is not Queue:
+        _check_queue(queue)
+    backend = queue.device.backend.name
+    if not backend.endswith("OPENCL"):
+        raise NotImplementedError(f"to_dpctl: {queue.device!r} is a {backend} device; only "
+                                  "OpenCL queues are made into SYCL queues here")
+    native_queue = ffi.new("ur_native_handle_t *")
+    check(lib.urQueueGetNativeHandle(queue.handle, _NULL, native_queue),
+          "urQueueGetNativeHandle")
+    native_context = ffi.new("ur_native_handle_t *")
+    check(lib.urContextGetNativeHandle(queue.context.handle, native_context),
+          "urContextGetNativeHandle")
+    pointer = _sycl_shim.sycl_queue_from_opencl(int(native_queue[0]), int(native_context[0]))
+    try:
+        new_capsule = ctypes.pythonapi.PyCapsule_New
+        new_capsule.restype = ctypes.py_object
+        new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        sycl_queue = dpctl.SyclQueue(new_capsule(pointer, b"SyclQueueRef", None))  # a copy
+    finally:
+        _sycl_shim.delete_sycl_queue(pointer)
+    context = queue.context
+    _from_dpctl.setdefault(int(native_context[0]), context)
+    _dpctl_queues[id(context)] = (weakref.ref(context), sycl_queue)
+    return sycl_queue
+
+
 def sycl_usm_array_interface(array: USMArray) -> dict:
-    """``USMArray.__sycl_usm_array_interface__``: only for arrays of a context made from a
-    dpctl queue (the interface must name a SYCL object)."""
+    """``USMArray.__sycl_usm_array_interface__``: for arrays of a context made from a dpctl
+    queue, or one of whose queues went to dpctl (:func:`to_dpctl`): the interface must name a
+    SYCL object."""
     entry = _dpctl_queues.get(id(array.context))
     if entry is None or entry[0]() is not array.context:
         raise AttributeError("__sycl_usm_array_interface__ names a SYCL queue: only arrays "
-                             "of a context made with ur_cffi.interop.context_from_dpctl have "
-                             "one (use __dlpack__ otherwise)")
+                             "of a context made with ur_cffi.interop.context_from_dpctl, or "
+                             "of one whose queue went to ur_cffi.interop.to_dpctl, have one "
+                             "(use __dlpack__ otherwise)")
     array.data_ptr()  # noqa: B018 - raises ClosedError
     itemsize = array.itemsize
     return {"data": (array.data_ptr(), False), "shape": array.shape,
