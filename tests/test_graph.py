@@ -689,13 +689,14 @@ def test_the_choice_between_native_and_one_by_one(context, device, monkeypatch):
 
 
 def test_a_launch_with_launch_properties_makes_an_automatic_graph_replay_one_by_one(
-        build_triton, context, device, queue, rng):
+        build_triton, context, device, queue, rng, monkeypatch):
     """UR command buffers take no launch properties (work-group memory, as Triton's NVIDIA
     kernels need): a graph that chose a command buffer by itself replays one by one from
     such a launch on; one asked to be native refuses it, naming the kernel."""
     supported, _, why = command_buffer_support(device)
     if not supported:
         pytest.skip(f"no native graphs here: {why}")
+    monkeypatch.delenv("UR_CFFI_GRAPH_NATIVE", raising=False)
     program, compiled = build_triton("add", BLOCK=BLOCK)
     kernel = program.kernel(compiled.name, work_group_memory=16, **compiled.options)
     n = int(rng.integers(100, 1000))

@@ -6,6 +6,8 @@ import gc
 import weakref
 
 import ml_dtypes
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -195,6 +197,53 @@ def test_a_dpctl_queue_over_a_ur_cffi_queue_shares_its_order_and_memory(queue, s
     mine = ur_cffi.zeros(64, np.float32, queue=queue)
     dpm.as_usm_memory(mine).copy_from_host((values * 2).view(np.uint8))
     assert np.array_equal(mine.to_numpy(), values * 2)
+    assert interop.to_dpctl(queue) is sycl_queue  # one per queue
+
+
+def opencl_reference_counts(queue) -> tuple[int, int]:
+    """The OpenCL reference counts of ``queue``'s native queue and context."""
+    from ur_cffi import ffi, lib
+
+    opencl = ctypes.CDLL("libOpenCL.so.1")  # loaded by the OpenCL adapter already
+    native = ffi.new("ur_native_handle_t *")
+    counts = []
+    for get, handle, info, query in (
+            (lib.urQueueGetNativeHandle, (queue.handle, ffi.NULL), 0x1092,
+             "clGetCommandQueueInfo"),
+            (lib.urContextGetNativeHandle, (queue.context.handle,), 0x1080, "clGetContextInfo")):
+        assert get(*handle, native) == 0
+        count = ctypes.c_uint()
+        assert getattr(opencl, query)(ctypes.c_void_p(int(native[0])), info, 4,
+                                      ctypes.byref(count), None) == 0
+        counts.append(count.value)
+    return tuple(counts)
+
+
+def test_a_dpctl_queue_outlives_the_ur_cffi_queue_it_was_made_over(device, shim_cache, rng):
+    """SYCL keeps native handles without a reference of its own: to_dpctl holds one, so the
+    SyclQueue still works after ur_cffi's queue and context are closed."""
+    pytest.importorskip("dpctl")
+    import dpctl.memory as dpm
+
+    context = device.create_context()
+    queue = ur_cffi.Queue(context, device)
+    before = opencl_reference_counts(queue)
+    sycl_queue = interop.to_dpctl(queue)
+    assert opencl_reference_counts(queue) == (before[0] + 1, before[1] + 1)
+    queue.close()
+    context.close()
+    values = rng.standard_normal(100)
+    memory = dpm.MemoryUSMDevice(values.nbytes, queue=sycl_queue)
+    memory.copy_from_host(values.view(np.uint8))
+    assert np.array_equal(memory.copy_to_host().view(np.float64), values)
+
+
+def test_to_dpctl_on_a_context_made_from_dpctl_keeps_its_queue(dpctl_queue, shim_cache):
+    queue = interop.queue_from_dpctl(dpctl_queue)
+    made = interop.to_dpctl(queue)
+    assert made is not dpctl_queue
+    array = ur_cffi.zeros(4, queue=queue)
+    assert array.__sycl_usm_array_interface__["syclobj"] is dpctl_queue
 
 
 def test_to_dpctl_refuses_what_it_cannot_make(queue, shim_cache, monkeypatch, tmp_path):

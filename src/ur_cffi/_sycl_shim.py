@@ -26,7 +26,7 @@ SOURCE = r"""
 #include <sycl/backend/opencl.hpp>
 
 // A new sycl::queue (what dpctl's "SyclQueueRef" capsule holds) over an OpenCL queue and its
-// context; SYCL retains both.  nullptr and a message on failure.
+// context, which SYCL uses without a reference of its own.  nullptr and a message on failure.
 extern "C" void *ur_cffi_sycl_queue_from_opencl(void *cl_queue, void *cl_ctx, char *error,
                                                  int error_size) {
   try {
@@ -37,8 +37,10 @@ extern "C" void *ur_cffi_sycl_queue_from_opencl(void *cl_queue, void *cl_ctx, ch
     return new sycl::queue(queue);
   } catch (const std::exception &e) {
     snprintf(error, error_size, "%s", e.what());
-    return nullptr;
+  } catch (...) {
+    snprintf(error, error_size, "an exception that is no std::exception");
   }
+  return nullptr;
 }
 
 extern "C" void ur_cffi_sycl_queue_delete(void *queue) {
@@ -80,9 +82,10 @@ def _build() -> Path:
     if compiler_path is None:
         raise RuntimeError(f"ur_cffi.interop.to_dpctl compiles a small C++ shim and needs a C++ "
                            f"compiler: {compiler!r} (CXX) is not on PATH")
+    flags = ["-std=c++17", "-shared", "-fPIC", "-O1", "-DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING"]
     stat = libsycl.stat()
     key = hashlib.blake2b(f"{SOURCE}|{libsycl.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|"
-                          f"{compiler_path}".encode(), digest_size=10).hexdigest()
+                          f"{compiler_path}|{flags}".encode(), digest_size=10).hexdigest()
     cache = Path(os.environ.get("UR_CFFI_CACHE_DIR") or Path.home() / ".cache" / "ur_cffi")
     target = cache / f"sycl_shim-{key}.so"
     if target.is_file():
@@ -92,11 +95,13 @@ def _build() -> Path:
         source = Path(work) / "sycl_shim.cpp"
         source.write_text(SOURCE)
         built = Path(work) / target.name
-        command = [compiler_path, "-std=c++17", "-shared", "-fPIC", "-O1",
-                   "-DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING", f"-I{include}", "-o", str(built),
-                   str(source), f"-L{libsycl.parent}", f"-l:{libsycl.name}",
-                   f"-Wl,-rpath,{libsycl.parent}"]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        command = [compiler_path, *flags, f"-I{include}", "-o", str(built), str(source),
+                   f"-L{libsycl.parent}", f"-l:{libsycl.name}", f"-Wl,-rpath,{libsycl.parent}"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"compiling the SYCL shim took over 300 s: "
+                               f"{' '.join(command)}") from None
         if done.returncode:
             raise RuntimeError(f"compiling the SYCL shim failed ({' '.join(command)}):\n"
                                f"{done.stderr[-3000:]}")

@@ -19,6 +19,7 @@ USM pointers from elsewhere, and contexts and queues shared with dpctl.
 from __future__ import annotations
 
 import ctypes
+import threading
 import weakref
 
 import numpy as np
@@ -400,11 +401,15 @@ def queue_from_dpctl(sycl_queue):
 def to_dpctl(queue):
     """A dpctl ``SyclQueue`` over ``queue`` itself: the same native OpenCL queue and context,
     so that work submitted through either runs in one order and USM memory of either is the
-    other's without a copy.  From then on, arrays of ``queue``'s context export
-    ``__sycl_usm_array_interface__`` naming this SyclQueue (dpnp and dpctl take them as they
-    are).  Needs dpctl, and a C++ compiler on first use (``_sycl_shim``: SYCL makes queues
-    from native handles only in C++).  Raises ``NotImplementedError`` for devices other than
-    OpenCL ones."""
+    other's without a copy.  Arrays of ``queue``'s context then export
+    ``__sycl_usm_array_interface__`` naming it (or, for a context made from dpctl, the queue it
+    was made from).  The same SyclQueue comes back for the same queue.
+
+    SYCL keeps the native handles it was given without a reference of its own, and dpctl may
+    use them as long as it likes: they are retained here and stay alive until the process
+    exits, even after ``queue`` and its context are closed.  Needs dpctl, and a C++ compiler
+    on first use (``_sycl_shim``: SYCL makes queues from native handles only in C++).  Raises
+    ``NotImplementedError`` for devices other than OpenCL ones."""
     import dpctl
 
     from . import _sycl_shim
@@ -422,18 +427,36 @@ def to_dpctl(queue):
     native_context = ffi.new("ur_native_handle_t *")
     check(lib.urContextGetNativeHandle(queue.context.handle, native_context),
           "urContextGetNativeHandle")
-    pointer = _sycl_shim.sycl_queue_from_opencl(int(native_queue[0]), int(native_context[0]))
-    try:
-        new_capsule = ctypes.pythonapi.PyCapsule_New
-        new_capsule.restype = ctypes.py_object
-        new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-        sycl_queue = dpctl.SyclQueue(new_capsule(pointer, b"SyclQueueRef", None))  # a copy
-    finally:
-        _sycl_shim.delete_sycl_queue(pointer)
+    cl_queue, cl_context = int(native_queue[0]), int(native_context[0])
+    with _to_dpctl_lock:
+        sycl_queue = _to_dpctl.get(cl_queue)
+        if sycl_queue is None:
+            _opencl_retain(cl_queue, cl_context)
+            pointer = _sycl_shim.sycl_queue_from_opencl(cl_queue, cl_context)
+            try:
+                sycl_queue = dpctl.SyclQueue(_capsule_new(pointer, b"SyclQueueRef", None))
+            finally:  # dpctl made its own copy
+                _sycl_shim.delete_sycl_queue(pointer)
+            _to_dpctl[cl_queue] = sycl_queue
     context = queue.context
-    _from_dpctl.setdefault(int(native_context[0]), context)
-    _dpctl_queues[id(context)] = (weakref.ref(context), sycl_queue)
+    entry = _dpctl_queues.get(id(context))
+    if entry is None or entry[0]() is not context:
+        _dpctl_queues[id(context)] = (weakref.ref(context), sycl_queue)
+        _from_dpctl.setdefault(cl_context, context)
     return sycl_queue
+
+
+_to_dpctl: dict = {}  # native OpenCL queue -> the dpctl SyclQueue made over it
+_to_dpctl_lock = threading.Lock()
+
+
+def _opencl_retain(cl_queue: int, cl_context: int) -> None:
+    """One reference more on a native OpenCL queue and context (never released)."""
+    opencl = ctypes.CDLL("libOpenCL.so.1")  # the ICD loader the OpenCL adapter has loaded
+    for name, handle in (("clRetainCommandQueue", cl_queue), ("clRetainContext", cl_context)):
+        result = getattr(opencl, name)(ctypes.c_void_p(handle))
+        if result:
+            raise RuntimeError(f"{name} returned {result}")
 
 
 def sycl_usm_array_interface(array: USMArray) -> dict:
