@@ -26,17 +26,30 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+_READ: dict = {}
+"""Types and names read before (``np.float32``, ``"bfloat16"``) and their dtypes: reading one
+again is a dictionary lookup (every array constructor reads its dtype)."""
+
+
 def dtype(value) -> np.dtype:
     """``value`` (a dtype, type or name such as ``"bfloat16"``) as a numpy dtype; raises
     ``TypeError`` for None and for anything numpy cannot read."""
+    try:
+        return _READ[value]
+    except (KeyError, TypeError):  # not read yet, or unhashable (a structured dtype's list)
+        pass
     if value is None:  # numpy would read it as float64
         raise TypeError("dtype None: name the element type")
     if isinstance(value, str) and value in _NAME_SET:
-        return np.dtype(__getattr__(value))
-    try:
-        return np.dtype(value)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"dtype {value!r} is not a numpy dtype ({error})") from None
+        read = np.dtype(__getattr__(value))
+    else:
+        try:
+            read = np.dtype(value)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"dtype {value!r} is not a numpy dtype ({error})") from None
+    if (isinstance(value, str) or isinstance(value, type)) and len(_READ) < 256:
+        _READ[value] = read
+    return read
 
 
 def is_floating(value: np.dtype) -> bool:
