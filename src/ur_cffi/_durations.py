@@ -12,12 +12,13 @@ What a queue waits for is its *window*: the launches made on it since its last c
 replays counted by graph (one item each; a graph's measure is forgotten when a launch in it
 is updated), plus a count of other commands (copies, fills) under the key None.  A wait
 blocks directly only if every entry is a launch of a kernel or a replay of a graph with a
-measured time per item and their sum stays under :data:`DIRECT_SECONDS`.  Measured how: when a wait completes a window,
-the time since its first command was enqueued is an upper bound for all the work in it (none
-of it could start earlier, and the previous window had completed), so each kernel in it is
-given that time divided by its work-items.  Upper bounds err towards the interruptible way
-(host work between a launch and its wait counts as the kernel's); an unknown kernel, an empty
-window (work the raw layer enqueued is not seen) and any other command always take it.
+measured time per item and their sum stays under :data:`DIRECT_SECONDS`.  Measured how:
+when a wait completes a window, the time since its first command was enqueued is an upper
+bound for all the work in it (none of it could start earlier, and the previous window had
+completed), so each kernel in it is given that time divided by its work-items.  Upper
+bounds err towards the interruptible way (host work between a launch and its wait counts as
+the kernel's); an unknown kernel, an empty window (work the raw layer enqueued is not seen)
+and any other command always take it.
 
 What can still go wrong: a kernel whose time does not grow with its work-items (one that
 loops on its data) may run longer than its measure; a Ctrl-C during such a direct wait then

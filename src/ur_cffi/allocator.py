@@ -331,7 +331,11 @@ _ALLOCATE = {"device": "urUSMDeviceAlloc", "host": "urUSMHostAlloc",
 
 
 def pool_for(queue, kind: str) -> _Pool:
-    """The pool that serves ``kind`` USM allocations on ``queue``'s context and device."""
+    """The pool that serves ``kind`` USM allocations on ``queue``'s context and device (kept
+    on the queue too, by kind: every allocation asks)."""
+    pool = queue._pools.get(kind)
+    if pool is not None and pool._handle is not None:  # not released at teardown
+        return pool
     context = queue.context
     device = queue.device
     key = (id(context), id(device) if kind != "host" else 0, kind)
@@ -339,6 +343,7 @@ def pool_for(queue, kind: str) -> _Pool:
     if pool is None or pool.context_ref() is not context or pool._handle is None:
         with _lock:
             pool = _pools[key] = _Pool(context, device, kind, key)
+    queue._pools[kind] = pool
     return pool
 
 

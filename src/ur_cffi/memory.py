@@ -171,9 +171,7 @@ class USMArray(_handle.Resource):
             _strided.contiguous_strides(shape, dtype.itemsize)
         self._base = None
         with section:  # Ctrl-C waits until this array owns the memory (_interrupts)
-            pool = queue._pools.get(kind)
-            if pool is None or pool._handle is None:  # first use, or released at teardown
-                pool = queue._pools[kind] = allocator.pool_for(queue, kind)
+            pool = allocator.pool_for(queue, kind)
             block = pool.take(queue, nbytes or 1, (shape, dtype))  # empty: a block still
             try:
                 self._own(block, parents=(queue,), release_args=(pool, block, queue),

@@ -299,7 +299,7 @@ class Queue(_handle.Resource):
         self._last_event = None  # the registry serial of the latest command's Event
         # The work enqueued since the last completed wait, and when the first of it was.
         self._window, self._window_start = {}, 0.0
-        self._pools: dict = {}  # kind of USM -> its allocator pool (allocator.pool_for)
+        self._pools: dict = {}  # kind of USM -> its pool (allocator.pool_for keeps it)
         _interrupts.install()  # launches hold Ctrl-C back without a section
         self._own(out[0], parents=(context, device), release_args=(out[0], device.queues_lock),
                   release=_finish_then_release)
