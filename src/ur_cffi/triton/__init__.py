@@ -107,9 +107,7 @@ def _install() -> None:
     try:
         _no_torch.install(patches)
         _no_torch.prime_specializer()
-        if any(hasattr(backend_class, "get_arg_specialization")  # Triton 3.3
-               for backend_class in _no_torch.compiler_classes()):
-            launcher.install_argument_check(patches)
+        launcher.install_argument_check(patches)
         driver = URDriver()
     except BaseException:
         patches.restore()

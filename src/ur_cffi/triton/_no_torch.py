@@ -106,13 +106,6 @@ def intel_backend():
     return backends["intel"].compiler
 
 
-def compiler_classes() -> list:
-    """The compiler classes of the installed backends ur_cffi.triton launches for."""
-    from triton.backends import backends
-
-    return [backends[name].compiler for name in ("intel", "nvidia") if name in backends]
-
-
 def install(patches: Patches) -> None:
     """Replace the torch paths (see the module docstring) through ``patches``."""
     import triton.runtime.build as build

@@ -397,20 +397,25 @@ def install_argument_check(patches) -> None:
     """Make Triton's argument binding reject host arrays and integer pointers clearly.
 
     Triton's JIT treats any argument with a ``dtype`` as a tensor and asks the backend for its
-    alignment (``get_arg_specialization(arg, "tensor")`` calls ``arg.data_ptr()``): a numpy
-    array or numpy scalar fails there with an ``AttributeError``.  An integer given where the
+    alignment: a numpy array or numpy scalar fails there, with an ``AttributeError`` in
+    Triton 3.3 (``get_arg_specialization(arg, "tensor")`` calls ``arg.data_ptr()``) and a
+    ``TypeError`` ("failed to specialize argument") in 3.4+.  An integer given where the
     kernel uses a pointer compiles as an integer and fails in Triton's code generator.
     ``JITFunction.run``, wrapped for as long as ur_cffi.triton is active, turns both into a
     ``TypeError`` that says what to pass instead, still before anything is compiled or
     launched.  Only failures pay: a launch goes through one more call, and nothing wraps each
     argument.
     """
+    import triton._utils
     import triton.runtime.jit as jit
 
     # Triton looks an array's dtype up in this table and fails on others (a big-endian or
-    # structured numpy dtype) with a bare KeyError('>f4').
-    patches.replace(jit, "type_canonicalisation_dict",
-                    _ElementTypes(jit.type_canonicalisation_dict))
+    # structured numpy dtype) with a bare KeyError('>f4').  Triton 3.3 reads it in
+    # triton.runtime.jit, 3.4+ in triton._utils.
+    for module in (jit, triton._utils):
+        table = getattr(module, "type_canonicalisation_dict", None)
+        if table is not None:
+            patches.replace(module, "type_canonicalisation_dict", _ElementTypes(table))
     _explain_bad_arguments(patches, jit.JITFunction)
 
 
@@ -423,7 +428,7 @@ def _explain_bad_arguments(patches, jit_function) -> None:
     def run(self, *args, **kwargs):
         try:
             return original(self, *args, **kwargs)
-        except AttributeError:
+        except (AttributeError, TypeError):  # 3.3: no data_ptr(); 3.4+: failed to specialize
             _explain_host_arrays(self, args, kwargs)
             raise
         except CompilationError as error:
