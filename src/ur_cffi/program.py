@@ -144,6 +144,8 @@ def _sizes(name: str, value, smallest: int = 1) -> tuple[int, ...]:
     if type(value) is int and smallest <= value <= _SIZE_MAX:  # the common case, first
         return (value,)
     try:
+        if isinstance(value, (str, bytes, bytearray, memoryview)):
+            raise TypeError
         sizes = (value,) if isinstance(value, (int, np.integer, bool, np.bool_)) \
             else tuple(value)
     except TypeError:
@@ -472,7 +474,9 @@ def _launch(kernel: Kernel, queue: Queue, call_args: tuple, items: int, wait_for
                     handle = _event_out[0]
         if result:
             detail = f"kernel {kernel.name!r}"
-            if result == _ARGUMENT_SIZE_MISMATCH:
+            if result in _SHAPE_REFUSED:
+                detail += _launch_shape(call_args)
+            elif result == _ARGUMENT_SIZE_MISMATCH:
                 detail += (": an argument's size differs from its parameter's; pass numpy "
                            "scalars of the parameter types (np.float32(x)) or declare a "
                            "signature")
@@ -493,6 +497,21 @@ def _launch(kernel: Kernel, queue: Queue, call_args: tuple, items: int, wait_for
 _event_out = ffi.new("ur_event_handle_t *")  # every launch's, under the enqueue lock
 _NO_EVENTS = ()  # every launch's default wait_for
 _ARGUMENT_SIZE_MISMATCH = int(ur_result_t.UR_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE)
+_SHAPE_REFUSED = {int(ur_result_t.UR_RESULT_ERROR_INVALID_VALUE),
+                  int(ur_result_t.UR_RESULT_ERROR_INVALID_WORK_GROUP_SIZE),
+                  int(ur_result_t.UR_RESULT_ERROR_INVALID_WORK_ITEM_SIZE)}
+
+
+def _launch_shape(call_args) -> str:
+    """What a refused launch asked for: its global_size and local_size (the CUDA adapter, for
+    one, answers INVALID_VALUE to a work-group shape the kernel was not compiled for)."""
+    dims, _, global_sizes, local_sizes = call_args[:4]
+    local = tuple(local_sizes[0:dims]) if local_sizes != ffi.NULL else "None (the adapter's " \
+        "choice)"
+    return (f"; this launch: global_size {tuple(global_sizes[0:dims])}, local_size {local}. "
+            "A Triton kernel takes work-groups of exactly num_warps * threads_per_warp items")
+
+
 _NULL = ffi.NULL
 
 # Arguments and sizes whose value cannot change while they are the same object (a ctypes
