@@ -74,16 +74,29 @@ def _barrier(queue, wait_count: int = 0, waits=_NULL, keep_event: bool = False):
     """Enqueue a barrier on ``queue`` (raw: no Event object, not recorded by a Graph); its
     event handle if ``keep_event``.  Nothing (None) if another thread closed the queue: a
     closed queue was finished, so there is nothing to wait for."""
-    handle = queue._handle
+    handle = _retained(queue)
     if handle is None:
         return None
     out = ffi.new("ur_event_handle_t *") if keep_event else _NULL
-    with enqueue_lock:
-        result = lib.urEnqueueEventsWaitWithBarrier(handle, wait_count, waits, out)
-        if wait_count and not result:
-            queue._note_work(None, 1)  # it waits for other queues' work (_durations)
+    try:
+        with enqueue_lock:
+            result = lib.urEnqueueEventsWaitWithBarrier(handle, wait_count, waits, out)
+            if wait_count and not result:
+                queue._note_work(None, 1)  # it waits for other queues' work (_durations)
+    finally:
+        lib.urQueueRelease(handle)
     check(result, "urEnqueueEventsWaitWithBarrier")
     return out[0] if keep_event else None
+
+
+def _retained(queue):
+    """``queue``'s handle with a reference of our own, or None if it is closed: the queue is
+    often another thread's, which may close it meanwhile (its release takes the same lock)."""
+    with queue.device.queues_lock:
+        handle = queue._handle
+        if handle is None or lib.urQueueRetain(handle):
+            return None
+        return handle
 
 
 def _queue_of(block: Block):
@@ -260,6 +273,7 @@ class _Pool(_handle.Resource):
                                if event is not None] or None
             if self._handle is None:  # this pool was released: free at once
                 _free_blocks(self, [block])
+                self._release_ur_pool()
                 return
             if self.kind != "device" and block.queue_ref is not None:
                 block.event = _barrier(queue, keep_event=True)
@@ -282,12 +296,33 @@ class _Pool(_handle.Resource):
 
     def _release_all(self) -> int:
         result = self.empty()
-        # UR wants a pool's allocations freed before the pool; blocks still in use are freed
-        # when given back, and then the (rare) UR pool of this released one is left as is.
-        if self._ur_pool is not None and not self.stats["allocated_bytes"]:
-            result = lib.urUSMPoolRelease(self._ur_pool) or result
-            result = lib.urContextRelease(self.context_handle) or result
-        return result
+        return self._release_ur_pool() or result
+
+    def renew_ur_pool(self) -> int:
+        """Release the UR pool, none of its memory in use, for a new one (``_lock`` held);
+        returns the first failing result or 0."""
+        fresh = _release.usm_pool(self.context_handle, self.device.handle)
+        if fresh is None:
+            return 0
+        result = lib.urContextRetain(self.context_handle)
+        if result:
+            lib.urUSMPoolRelease(fresh)
+            return result
+        old, self._ur_pool = self._ur_pool, fresh
+        self._handle = fresh  # what the handle registry sees (released through _release_all)
+        return self._release_ur_pool_handle(old)
+
+    def _release_ur_pool(self) -> int:
+        """Release the UR pool once none of its memory is in use (UR wants a pool's
+        allocations freed before the pool): at the pool's release, or at the last block
+        given back after it."""
+        if self._ur_pool is None or self.stats["allocated_bytes"]:
+            return 0
+        ur_pool, self._ur_pool = self._ur_pool, None
+        return self._release_ur_pool_handle(ur_pool)
+
+    def _release_ur_pool_handle(self, ur_pool) -> int:
+        return lib.urUSMPoolRelease(ur_pool) or lib.urContextRelease(self.context_handle)
 
 
 
@@ -311,9 +346,11 @@ def _free_blocks(pool: _Pool, blocks: list[Block]) -> int:
     finished, result = set(), 0
     for block in blocks:
         queue = _queue_of(block)
-        if queue is not None and id(queue) not in finished:
+        handle = _retained(queue) if queue is not None and id(queue) not in finished else None
+        if handle is not None:
             finished.add(id(queue))
-            result = lib.urQueueFinish(queue._handle) or result
+            result = lib.urQueueFinish(handle) or result
+            lib.urQueueRelease(handle)
         events = ([block.event] if block.event is not None else []) + (block.waits or [])
         if events:
             lib.urEventWait(len(events), ffi.new("ur_event_handle_t[]", events))
@@ -349,13 +386,30 @@ def pool_for(queue, kind: str) -> _Pool:
 
 def empty_cache() -> None:
     """Free all cached (unused) USM memory of every pool, waiting first for the queues that
-    last used it (PyTorch's ``torch.cuda.empty_cache``).  Memory in use stays."""
+    last used it (PyTorch's ``torch.cuda.empty_cache``).  Memory in use stays.
+
+    A UR pool keeps what ``urUSMFree`` gives back (the CUDA adapter's does): one with no
+    memory in use is released for a new one, which returns its memory to the device."""
     with _lock:
         pools = list(_pools.values())
-    result = 0
-    for pool in pools:
-        result = pool.empty() or result
+        result = 0
+        for pool in pools:
+            result = pool.empty() or result
+            if pool._ur_pool is not None and not pool.stats["allocated_bytes"]:
+                result = pool.renew_ur_pool() or result
     check(result, "urUSMFree")
+
+
+def forget(context) -> None:
+    """Release the pools of ``context``, which is being closed: its cached memory is freed
+    (memory still in use is freed when given back), and its UR pools release the references
+    they hold on it."""
+    with _lock:
+        pools = [pool for pool in _pools.values() if pool.context_ref() is context]
+        for pool in pools:
+            del _pools[pool.key]
+    for pool in pools:
+        pool.close()
 
 
 def memory_stats(context=None) -> dict:

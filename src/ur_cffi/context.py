@@ -35,5 +35,14 @@ class Context(_handle.Resource):
         self.devices = tuple(devices)
         self._own(out[0], parents=self.devices)
 
+    def close(self) -> None:
+        """Release the context now, and first the caching allocator's memory of it (its UR
+        pools hold references on it); closing twice is harmless."""
+        if self._handle is not None:
+            from . import allocator
+
+            allocator.forget(self)
+        super().close()
+
     def __repr__(self) -> str:
         return f"<Context of {len(self.devices)} device(s){' closed' if self.closed else ''}>"
