@@ -69,23 +69,25 @@ def test_free_and_reuse_never_finish_the_queue(queue, spin, axpy, rng):
     """Allocate a temporary, launch on it, drop it: 50 times behind a kernel that spins until
     released.  Had any allocation or free finished the queue, the spinning kernel would have
     completed (by its own limit, seconds later) before the loop ended."""
-    spinning = Spinning(spin, queue)
     n = 100
     x = rng.standard_normal((50, n)).astype(np.float32)
-    results = np.full((50, n), np.nan, np.float32)
+    # USM on both sides: CUDA copies from or to pageable memory (numpy's) wait for the queue.
+    inputs = ur_cffi.asarray(x, queue=queue)
+    results = ur_cffi.full((50, n), np.nan, np.float32, queue=queue)
+    spinning = Spinning(spin, queue)
     hits = ur_cffi.memory_stats()["cache_hits"]
     for i in range(50):
         temporary = ur_cffi.empty(n, np.float32, queue=queue)
-        temporary.copy_from(x[i], blocking=False)
+        temporary.copy_from(inputs[i], blocking=False)
         out = ur_cffi.empty(n, np.float32, queue=queue)
         axpy.launch(queue, LOCAL, LOCAL, temporary, temporary, out, np.float32(3.0), n)
-        out.copy_to(results[i], blocking=False)
+        results[i].copy_from(out, blocking=False)
         del temporary, out  # back to the pool while the copies and launch are still queued
     assert spinning.running, "an allocation or free waited for the queue"
     assert ur_cffi.memory_stats()["cache_hits"] >= hits + 98  # the loop reused its blocks
     spinning.release()
     queue.finish()
-    np.testing.assert_allclose(results, 4.0 * x.astype(np.float64), rtol=1e-6)
+    np.testing.assert_allclose(results.to_numpy(), 4.0 * x.astype(np.float64), rtol=1e-6)
 
 
 def test_reuse_on_another_queue_is_ordered_by_events(context, device, spin):

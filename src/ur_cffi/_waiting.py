@@ -75,7 +75,8 @@ def _held(name: str, args: tuple) -> tuple[list, str, str]:
 
 
 def wait(blocking_call, name: str, *args, probe=None) -> None:
-    """Run ``blocking_call(*args)`` (UR's ``urQueueFinish`` or ``urEventWait``) and check its
+    """Run ``blocking_call(*args)`` (UR's ``urQueueFinish``, ``urEventWait`` or
+    ``urDeviceWaitExp``; a root device needs no reference while a helper waits) and check its
     result; in the main thread, unless waits are set not to be interruptible, a Ctrl-C
     interrupts it with ``KeyboardInterrupt``.
 

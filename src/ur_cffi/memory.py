@@ -97,13 +97,36 @@ def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: boo
                             wait_for, keep_alive, blocking)
 
 
+def _wait_before_pageable_copy(queue: Queue, host: np.ndarray, wait_for) -> None:
+    """Where a copy to or from pageable memory blocks in its enqueue until the queue is idle
+    (``Device.pageable_copies_wait_for_the_queue``), wait for that first: interruptibly, and
+    holding neither the enqueue lock (other threads go on enqueueing) nor a Ctrl-C section."""
+    if not queue.device.pageable_copies_wait_for_the_queue or \
+            (recording and queue in recording):
+        return
+    context = queue.context._handle  # None once closed: the queue still holds it in UR
+    if context is not None and _usm_type(context, host.ctypes.data) != _USM_UNKNOWN:
+        return
+    events = (wait_for,) if isinstance(wait_for, Event) else \
+        wait_for if isinstance(wait_for, (list, tuple)) else ()
+    for event in events:
+        if isinstance(event, Event):  # anything else is refused by the copy itself
+            event.wait()
+    queue.finish()
+
+
 def is_usm(context, address: int) -> bool:
     """Whether UR knows ``address`` as USM memory (device, host or shared) of ``context``; host
     memory such as a numpy array's, and memory of other contexts, is not."""
+    return _usm_type(context.handle, address) != _USM_UNKNOWN
+
+
+def _usm_type(context_handle, address: int) -> int:
+    """UR's ``ur_usm_type_t`` of ``address`` (UNKNOWN where UR fails to say)."""
     out = ffi.new("ur_usm_type_t *")
-    result = lib.urUSMGetMemAllocInfo(context.handle, ffi.cast("void *", address), _USM_TYPE,
+    result = lib.urUSMGetMemAllocInfo(context_handle, ffi.cast("void *", address), _USM_TYPE,
                                       ffi.sizeof("ur_usm_type_t"), out, ffi.NULL)
-    return result == 0 and out[0] != _USM_UNKNOWN
+    return out[0] if result == 0 else _USM_UNKNOWN
 
 
 _USM_TYPE = int(ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_TYPE)
@@ -501,6 +524,7 @@ class USMArray(_handle.Resource):
             return self._strided_copy(queue, self.data_ptr(), self._strides, source.data_ptr(),
                                       source._strides, blocking, wait_for, (source, self))
         host = _host_view(source, self.dtype, "copy_from")
+        _wait_before_pageable_copy(queue, host, wait_for)
         if self.is_contiguous():
             host = np.ascontiguousarray(host)
             offset, _ = _span("copy_from", offset, host.size, self.size)
@@ -544,6 +568,7 @@ class USMArray(_handle.Resource):
         if not host.flags.writeable:
             raise ValueError("copy_to needs a writeable C-contiguous (or strided) numpy "
                              "array; this one is read-only")
+        _wait_before_pageable_copy(queue, host, wait_for)
         if self.is_contiguous() and host.flags.c_contiguous:
             offset, _ = _span("copy_to", offset, host.size, self.size)
             return _enqueue_memcpy(queue, host.ctypes.data, self.data_ptr() + offset *
