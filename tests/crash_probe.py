@@ -30,12 +30,13 @@ NUM_WARPS, THREADS_PER_WARP = 4, 16
 LOCAL_SIZE = NUM_WARPS * THREADS_PER_WARP
 BLOCK = 256  # elements per program (work-group)
 
-SPIN_LIMIT = 20_000_000
+SPIN_LIMIT = 20_000_000 if device_under_test.TYPE == "cpu" else 2_000_000
 """Rounds after which the ``spin`` kernel ends by itself if no flag releases it: 2.5 to 7 s on
-the 2-core CI machine, quiet or with its other core busy (3 to 8 million rounds a second).  The
-tests set the flag within milliseconds; the limit bounds the run of a control that holds the
-kernel's waiter on purpose, or of a test that fails (a wait that keeps the GIL, a Ctrl-C that
-does not interrupt), to seconds."""
+the 2-core CI machine, quiet or with its other core busy (3 to 8 million rounds a second); a
+GPU reads the flag in host memory across PCIe, about a microsecond a round.  The tests set the
+flag within milliseconds; the limit bounds the run of a control that holds the kernel's waiter
+on purpose, or of a test that fails (a wait that keeps the GIL, a Ctrl-C that does not
+interrupt), to seconds."""
 
 SIGNATURES = {
     # Triton's signature, and ur_cffi's Kernel signature for the same arguments.
@@ -72,7 +73,9 @@ else:
         # Runs until the host sets *flag_ptr (or max_steps rounds pass, SPIN_LIMIT say), then
         # stores how many rounds it waited: a kernel exactly as long as a test wants.
         steps = 0
-        while (tl.atomic_add(flag_ptr, 0) == 0) & (steps < max_steps):  # an atomic: re-read
+        # An atomic re-reads; a compare-and-swap of 1 for 1 never writes back the 0 it read,
+        # as atomic_add(flag, 0) would, over the host's 1 (seen on CUDA: host memory there).
+        while (tl.atomic_cas(flag_ptr, 1, 1, scope="sys") == 0) & (steps < max_steps):
             steps += 1
         tl.store(out_ptr + tl.program_id(0), steps)
 
@@ -154,13 +157,21 @@ def load(context, directory: Path, name: str):
     binary = (Path(directory) / f"{name}.bin").read_bytes()
     if index["il"]:
         program = ur_cffi.Program.from_il(context, binary)
-        return program, program.kernel(index["entry"], signature=SIGNATURES[name][1])
-    # NVIDIA: shared memory is a launch property, not the "local" argument the CPU device takes
-    program = ur_cffi.Program.from_binary(context, binary)
+    else:
+        program = ur_cffi.Program.from_binary(context, binary)
+    return program, kernel(program, directory, name)
+
+
+def kernel(program, directory: Path, name: str):
+    """A new Kernel for ``name`` in ``program`` (built from ``directory``'s binary), with what
+    the test device's launches need: on NVIDIA the scratch pointers as hidden arguments, and
+    shared memory as work-group memory instead of the "local" argument the CPU device takes."""
+    index = json.loads((Path(directory) / "kernels.json").read_text())[name]
+    if index["il"]:
+        return program.kernel(index["entry"], signature=SIGNATURES[name][1])
     signature = tuple(entry for entry in SIGNATURES[name][1] if entry != "local")
-    return program, program.kernel(index["entry"], signature=signature,
-                                   hidden_args=hidden_args(),
-                                   work_group_memory=index["shared"])
+    return program.kernel(index["entry"], signature=signature, hidden_args=hidden_args(),
+                          work_group_memory=index["shared"])
 
 
 def spirv(directory: Path, name: str) -> bytes | None:
@@ -227,7 +238,6 @@ def soak(kernels: Path, usm_cycles: int, program_cycles: int) -> dict:
     device = device_under_test.get()
     figures = {"usm_cycles": 0, "program_cycles": 0, "errors": 0}
     with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
-        entry = json.loads((kernels / "kernels.json").read_text())["axpy"]["entry"]
         kinds = ("device", "host", "shared")
         host = rng.standard_normal(64).astype(np.float32)
         back = np.empty_like(host)
@@ -245,14 +255,14 @@ def soak(kernels: Path, usm_cycles: int, program_cycles: int) -> dict:
 
         def program_cycle(i):
             with ur_cffi.Program.from_binary(context, binary) as program, \
-                    program.kernel(entry, signature=signature) as kernel:
-                if kernel.num_args != len(signature):
+                    kernel(program, kernels, "axpy") as built:
+                if built.num_args != arguments:
                     figures["errors"] += 1
 
-        program, kernel = load(context, kernels, "axpy")
-        with program, kernel:
+        program, axpy = load(context, kernels, "axpy")
+        with program, axpy:
             binary = program.binaries[0]  # rebuilding from the binary keeps each cycle fast
-            signature = kernel.signature
+            arguments = axpy.num_args
         for cycle, count, key in ((usm_cycle, usm_cycles, "usm"),
                                   (program_cycle, program_cycles, "program")):
             warm = max(count // 10, 1)

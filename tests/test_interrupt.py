@@ -128,11 +128,13 @@ SCRIPT = textwrap.dedent("""
         "kernel_still_running": rounds_spun() == -1,
         "helpers_waiting": _waiting.pending(),
     }
-    if wait == "finish after dropped launches":
-        event = queue.barrier()  # what follows waits for the dropped launches through this
     expected = crash_probe.lcg_reference(seed, 1000)
     if after == "use":  # the same objects, used again
+        # First: while the interrupted finish goes on in its helper, the CUDA adapter makes
+        # another enqueue on the queue wait for it.
         release_the_kernel()
+        if wait == "finish after dropped launches":
+            event = queue.barrier()  # what follows waits for the dropped launches through this
         queue.finish()
         event.wait()
         report["spun"] = rounds_spun()
