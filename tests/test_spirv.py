@@ -240,6 +240,8 @@ def triton_no_torch(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "torch", None)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     triton = pytest.importorskip("triton")
+    pytest.importorskip("triton.backends.intel", reason="SPIR-V comes from Triton's Intel "
+                        "backend (triton-xpu)")
     from triton.backends import backends
 
     class NoArch:
@@ -259,8 +261,6 @@ def triton_no_torch(monkeypatch, tmp_path):
 
 def test_real_triton_module(triton_no_torch):
     triton = triton_no_torch
-    pytest.importorskip("triton.backends.intel", reason="SPIR-V comes from Triton's Intel "
-                        "backend (triton-xpu)")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 

@@ -38,15 +38,15 @@ THREADS, LAUNCHES = 8, 500
 JOIN_SECONDS = 45  # for threads that take about 2 s here, quiet or loaded
 CHILD_SECONDS = 50  # for a child reproducing a race, which repeats it for 15 s
 BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
-SIGNATURE = crash_probe.SIGNATURES["axpy"][1]
 
 
 @pytest.fixture(scope="module")
-def axpy_program(context, kernels):
+def new_axpy(context, kernels):
+    """``new_axpy()``: a new Kernel of one shared axpy program."""
     program, kernel = crash_probe.load(context, kernels, "axpy")
     kernel.close()
     with program:
-        yield program
+        yield lambda: crash_probe.kernel(program, kernels, "axpy")
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def close_enough(out, reference, x, y, a) -> bool:
 
 
 def test_8_threads_launch_and_copy_concurrently_with_exact_results(device, context,
-                                                                    axpy_program):
+                                                                    new_axpy):
     seeds = [secrets.randbits(64) for _ in range(THREADS)]
     print(f"numpy seeds: {seeds}")
     start = threading.Barrier(THREADS)
@@ -81,8 +81,7 @@ def test_8_threads_launch_and_copy_concurrently_with_exact_results(device, conte
     def work(index: int):
         rng = np.random.default_rng(seeds[index])
         try:
-            kernel = axpy_program.kernel("axpy", signature=SIGNATURE,  # one Kernel per thread
-                                         hidden_args=crash_probe.hidden_args())
+            kernel = new_axpy()  # one Kernel per thread
             with kernel, ur_cffi.Queue(context, device) as queue:
                 start.wait()
                 for i in range(LAUNCHES):
@@ -284,20 +283,17 @@ def overlaps(context, device, spin, axpy, wait: str, waiter: str,
 
 @pytest.mark.parametrize("waiter", ["main", "worker"])
 @pytest.mark.parametrize("wait", ["finish", "event.wait", "blocking copy"])
-def test_a_blocking_wait_lets_other_threads_run(device, context, axpy_program, spin, wait,
-                                                waiter):
-    with axpy_program.kernel("axpy", signature=SIGNATURE,
-                             hidden_args=crash_probe.hidden_args()) as axpy:
+def test_a_blocking_wait_lets_other_threads_run(device, context, new_axpy, spin, wait, waiter):
+    with new_axpy() as axpy:
         assert overlaps(context, device, spin, axpy, wait, waiter)
 
 
 @pytest.mark.parametrize("waiter", ["main", "worker"])
-def test_the_overlap_check_catches_a_wait_that_holds_the_gil(device, context, axpy_program,
-                                                            spin, waiter):
+def test_the_overlap_check_catches_a_wait_that_holds_the_gil(device, context, new_axpy, spin,
+                                                            waiter):
     # The same check with a wait that keeps the GIL: the kernel ends by itself (after
     # SPIN_LIMIT rounds, a few seconds), and only then can the other thread run.
-    with axpy_program.kernel("axpy", signature=SIGNATURE,
-                             hidden_args=crash_probe.hidden_args()) as axpy:
+    with new_axpy() as axpy:
         assert not overlaps(context, device, spin, axpy, "GIL-holding finish", waiter)
 
 

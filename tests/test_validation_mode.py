@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import crash_probe
+import device_under_test
 from ur_cffi import loader
 
 TESTS = Path(__file__).resolve().parent
@@ -57,7 +58,8 @@ def test_the_suite_slice_runs_clean_under_urs_validation_and_leak_checking(tmp_p
     assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout, tail
     problems, spurious = logged_problems(log_dir)
     assert problems == []
-    assert spurious > 0  # the layer ran: every pool-less USM allocation logs this line
+    if device_under_test.TYPE == "cpu":  # the layer ran: every pool-less USM allocation logs
+        assert spurious > 0              # this line (elsewhere pools may serve them all)
 
 
 LEAKER = textwrap.dedent("""
@@ -100,7 +102,9 @@ def test_a_clean_program_exits_0_under_validation(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "end" in done.stdout and "validation layer reported" not in done.stderr
     problems, spurious = logged_problems(tmp_path / "logs")
-    assert problems == [] and spurious > 0
+    assert problems == []
+    if device_under_test.TYPE == "cpu":  # the OpenCL adapter's known false reports: proof
+        assert spurious > 0                 # that the layer was on (elsewhere, the next test's)
 
 
 def test_a_deliberate_leak_fails_the_process_naming_each_handle(tmp_path):
