@@ -12,6 +12,7 @@ import pytest
 
 import crash_probe
 import ur_cffi
+from ur_cffi import _handle
 from ur_cffi.enums import ur_event_status_t
 
 LOCAL = crash_probe.LOCAL_SIZE
@@ -259,3 +260,17 @@ def test_record_queue_orders_reuse_after_the_other_queues_work(context, device, 
         with device.create_context() as other, ur_cffi.Queue(other, device) as foreign:
             with pytest.raises(ValueError, match="not of the context"):
                 taken.record_queue(foreign)
+
+
+def test_closing_a_context_frees_its_cached_memory(device):
+    """The pools of a closed context go with it (with UR pools, each would keep a reference on
+    the context): its cached memory is freed at close, not when the object is collected."""
+    live = len(_handle._live)
+    context = device.create_context()
+    queue = ur_cffi.Queue(context, device)
+    ur_cffi.empty(1000, np.float32, queue=queue).close()
+    assert ur_cffi.memory_stats(context)["cached_bytes"] == 4096
+    queue.close()
+    context.close()  # the context object stays referenced: only close() can free it
+    assert ur_cffi.memory_stats(context)["reserved_bytes"] == 0
+    assert len(_handle._live) == live
