@@ -69,14 +69,16 @@ else:
         tl.store(out_ptr + offsets, a * x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
 
     @triton.jit
-    def spin(flag_ptr, out_ptr, max_steps, BLOCK: tl.constexpr):
+    def spin(flag_ptr, out_ptr, max_steps, BLOCK: tl.constexpr, VOLATILE: tl.constexpr = False):
         # Runs until the host sets *flag_ptr (or max_steps rounds pass, SPIN_LIMIT say), then
         # stores how many rounds it waited: a kernel exactly as long as a test wants.
         steps = 0
-        # An atomic re-reads; a compare-and-swap of 1 for 1 never writes back the 0 it read,
-        # as atomic_add(flag, 0) would, over the host's 1 (seen on CUDA: host memory there).
-        while (tl.atomic_cas(flag_ptr, 1, 1, scope="sys") == 0) & (steps < max_steps):
-            steps += 1
+        if VOLATILE:  # CUDA: an atomic on host memory may never see the host's write there
+            while (tl.load(flag_ptr, volatile=True) == 0) & (steps < max_steps):
+                steps += 1
+        else:  # the CPU device: an atomic re-reads
+            while (tl.atomic_add(flag_ptr, 0) == 0) & (steps < max_steps):
+                steps += 1
         tl.store(out_ptr + tl.program_id(0), steps)
 
 
@@ -117,14 +119,14 @@ def compile_kernels(out_dir: Path) -> dict:
     index = {}
     for name in SIGNATURES:
         function = globals()[name]
-        signature = dict(SIGNATURES[name][0], BLOCK="constexpr")
+        constants = {"BLOCK": BLOCK, **({"VOLATILE": nvidia} if name == "spin" else {})}
+        signature = dict(SIGNATURES[name][0], **dict.fromkeys(constants, "constexpr"))
         if nvidia:  # a warp is 32 threads there: as many threads per work-group as elsewhere
-            compiled = ur_cffi.triton.compile(function, signature, {"BLOCK": BLOCK},
-                                              device=device,
+            compiled = ur_cffi.triton.compile(function, signature, constants, device=device,
                                               num_warps=LOCAL_SIZE // 32)
             binary = compiled.asm["cubin"]
         else:
-            compiled = ur_cffi.triton.compile(function, signature, {"BLOCK": BLOCK},
+            compiled = ur_cffi.triton.compile(function, signature, constants,
                                               device=device, num_warps=NUM_WARPS,
                                               threads_per_warp=THREADS_PER_WARP)
             binary = spirv.drop_capabilities(compiled.asm["spv"])
