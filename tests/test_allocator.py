@@ -4,8 +4,11 @@ statistics, ``empty_cache``, the memory limit with its retry; and no queue finis
 checked with a kernel that spins until the test lets it go (order, not timing, decides)."""
 
 import ctypes
-import json
 import gc
+import json
+import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -111,6 +114,42 @@ def test_reuse_on_another_queue_is_ordered_by_events(context, device, spin):
         spinning.release()
         b.finish()
         assert taken.to_numpy()[0] == -5  # B wrote after the kernel's store, not before
+
+
+def test_reuse_while_another_thread_closes_the_queue_is_still_ordered(context, device, spin):
+    """As above, with queue A being closed by another thread when B takes the block: A stays
+    open (and orders B's commands) until its close has finished it."""
+    with ur_cffi.Queue(context, device) as b:
+        a = ur_cffi.Queue(context, device)
+        gc.collect()
+        out = ur_cffi.empty(13_579, np.int32, queue=a)  # a size of its own: a fresh block
+        address = out.data_ptr()
+        spinning = Spinning(spin, a, out)
+        del out
+        spinning.out = None
+        gc.collect()
+        crossed = ur_cffi.memory_stats()["cross_queue_reuses"]
+        closer = threading.Thread(target=a.close)
+        closer.start()
+        while not any(frame.f_code.co_name == "close"  # the closer is inside close()
+                      for frame in _frames(sys._current_frames().get(closer.ident))):
+            time.sleep(1e-3)
+        taken = ur_cffi.empty(13_579, np.int32, queue=b)
+        assert taken.data_ptr() == address
+        # Ordered after A's work (the CPU device would run B's fill after A's kernel anyway).
+        assert ur_cffi.memory_stats()["cross_queue_reuses"] == crossed + 1
+        fill = taken.fill(-6, blocking=False)
+        assert spinning.running and fill.status != COMPLETE  # ordered after A's kernel
+        spinning.release()
+        closer.join()
+        b.finish()
+        assert a.closed and taken.to_numpy()[0] == -6
+
+
+def _frames(frame):
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
 
 
 def test_host_memory_is_reused_only_once_its_work_is_done(queue, spin):

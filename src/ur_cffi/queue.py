@@ -16,7 +16,7 @@ from .enums import (
     ur_queue_flag_t,
     ur_structure_type_t,
 )
-from .errors import check
+from .errors import URError, check
 from .info import query
 
 # Completion probes run in a polling loop: plain ints (cffi converts IntEnums slowly) and
@@ -305,6 +305,17 @@ class Queue(_handle.Resource):
                   release=_finish_then_release)
         with device.queues_lock:
             device._queues.add(self)
+
+    def close(self) -> None:
+        """Finish the queue, then release it; closing twice is harmless.  Finished while still
+        open: the allocator orders reuse of memory after the queue that last used it only
+        while that queue is open (a closed queue is idle), and the finish is interruptible."""
+        if self._handle is not None and not _handle._forked:
+            try:
+                self.finish()
+            except URError:
+                pass  # the release's own finish reports it
+        super().close()
 
     @property
     def out_of_order(self) -> bool:
