@@ -36,6 +36,9 @@ USM pools (``allocator``)      ``UR_DEVICE_INFO_USM_POOL_SUPPORT`` from     :fun
                                ``urUSMPoolCreate`` in every release
 =============================  ===========================================  ==================
 
+Backends differ too, in one thing the rest of the package acts on: whether a copy from or to
+pageable host memory blocks in its enqueue (:func:`pageable_copies_wait`).
+
 Alike in every release: ``urDeviceGetSelected`` (``ur_cffi.devices()`` with
 ``ONEAPI_DEVICE_SELECTOR`` set).  What its releases do with a malformed selector differs
 (ignore it, drop every adapter, ``INVALID_VALUE``, an abort in 2025.2, a crash in 2025.0), so
@@ -96,6 +99,14 @@ BACKEND_PREFIX = "UR_BACKEND_" if Backend.__name__ == "ur_backend_t" else "UR_PL
 """The common prefix of :data:`Backend`'s members, before ``OPENCL``, ``LEVEL_ZERO``, ..."""
 
 _PLATFORM_GET_TAKES_ADAPTER_LIST = _parameters("urPlatformGet")[0].endswith("* *")
+
+
+def pageable_copies_wait(backend) -> bool:
+    """Whether ``backend``'s copy between a device and pageable host memory (a numpy array's)
+    waits, inside its enqueue, until the queue's earlier work is done: CUDA's and HIP's
+    runtimes copy pageable memory synchronously (on the H200, a non-blocking copy behind a
+    1.3 s kernel returned after 1.3 s); Level Zero's and OpenCL's enqueue at once."""
+    return backend.name.endswith(("_CUDA", "_HIP"))
 
 
 def platforms(adapter_handle) -> list:

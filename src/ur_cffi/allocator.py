@@ -31,8 +31,8 @@ import weakref
 from . import _checks, _handle, _interrupts, _release
 from ._ur import ffi, lib
 from .enums import ur_queue_flag_t, ur_result_t
-from .errors import check, by_result
-from .queue import _complete, enqueue_lock
+from .errors import URError, by_result, check
+from .queue import _complete, enqueue_lock, retained
 
 _NULL = ffi.NULL
 _SMALL = 1 << 20
@@ -74,7 +74,7 @@ def _barrier(queue, wait_count: int = 0, waits=_NULL, keep_event: bool = False):
     """Enqueue a barrier on ``queue`` (raw: no Event object, not recorded by a Graph); its
     event handle if ``keep_event``.  Nothing (None) if another thread closed the queue: a
     closed queue was finished, so there is nothing to wait for."""
-    handle = _retained(queue)
+    handle = retained(queue)
     if handle is None:
         return None
     out = ffi.new("ur_event_handle_t *") if keep_event else _NULL
@@ -87,16 +87,6 @@ def _barrier(queue, wait_count: int = 0, waits=_NULL, keep_event: bool = False):
         lib.urQueueRelease(handle)
     check(result, "urEnqueueEventsWaitWithBarrier")
     return out[0] if keep_event else None
-
-
-def _retained(queue):
-    """``queue``'s handle with a reference of our own, or None if it is closed: the queue is
-    often another thread's, which may close it meanwhile (its release takes the same lock)."""
-    with queue.device.queues_lock:
-        handle = queue._handle
-        if handle is None or lib.urQueueRetain(handle):
-            return None
-        return handle
 
 
 def _queue_of(block: Block):
@@ -133,9 +123,7 @@ class _Pool(_handle.Resource):
 
     @_interrupts.hold_back_in  # a weak reference's callback
     def _context_collected(self, _ref) -> None:
-        if _pools.get(self.key) is self:
-            del _pools[self.key]
-        self.close()
+        _release_pools([self])
 
     # -- taking and giving back ------------------------------------------------------------
 
@@ -299,8 +287,10 @@ class _Pool(_handle.Resource):
         return self._release_ur_pool() or result
 
     def renew_ur_pool(self) -> int:
-        """Release the UR pool, none of its memory in use, for a new one (``_lock`` held);
-        returns the first failing result or 0."""
+        """Release the UR pool for a new one if none of its memory is in use (``_lock``
+        held); returns the first failing result or 0."""
+        if self._ur_pool is None or self._handle is None or self.stats["allocated_bytes"]:
+            return 0
         fresh = _release.usm_pool(self.context_handle, self.device.handle)
         if fresh is None:
             return 0
@@ -309,20 +299,22 @@ class _Pool(_handle.Resource):
             lib.urUSMPoolRelease(fresh)
             return result
         old, self._ur_pool = self._ur_pool, fresh
-        self._handle = fresh  # what the handle registry sees (released through _release_all)
+        self._handle = fresh  # (the registry releases the pool through _release_all)
         return self._release_ur_pool_handle(old)
 
     def _release_ur_pool(self) -> int:
         """Release the UR pool once none of its memory is in use (UR wants a pool's
         allocations freed before the pool): at the pool's release, or at the last block
         given back after it."""
-        if self._ur_pool is None or self.stats["allocated_bytes"]:
-            return 0
-        ur_pool, self._ur_pool = self._ur_pool, None
+        with _lock:  # a release (any thread) and a block given back after it may both come
+            if self._ur_pool is None or self.stats["allocated_bytes"]:
+                return 0
+            ur_pool, self._ur_pool = self._ur_pool, None
         return self._release_ur_pool_handle(ur_pool)
 
     def _release_ur_pool_handle(self, ur_pool) -> int:
-        return lib.urUSMPoolRelease(ur_pool) or lib.urContextRelease(self.context_handle)
+        result = lib.urUSMPoolRelease(ur_pool)
+        return lib.urContextRelease(self.context_handle) or result
 
 
 
@@ -346,7 +338,7 @@ def _free_blocks(pool: _Pool, blocks: list[Block]) -> int:
     finished, result = set(), 0
     for block in blocks:
         queue = _queue_of(block)
-        handle = _retained(queue) if queue is not None and id(queue) not in finished else None
+        handle = retained(queue) if queue is not None and id(queue) not in finished else None
         if handle is not None:
             finished.add(id(queue))
             result = lib.urQueueFinish(handle) or result
@@ -395,21 +387,34 @@ def empty_cache() -> None:
         result = 0
         for pool in pools:
             result = pool.empty() or result
-            if pool._ur_pool is not None and not pool.stats["allocated_bytes"]:
-                result = pool.renew_ur_pool() or result
+            result = pool.renew_ur_pool() or result
     check(result, "urUSMFree")
 
 
-def forget(context) -> None:
+def release_pools_of(context) -> None:
     """Release the pools of ``context``, which is being closed: its cached memory is freed
-    (memory still in use is freed when given back), and its UR pools release the references
+    (memory still in use is freed when given back), and its UR pools give back the references
     they hold on it."""
     with _lock:
         pools = [pool for pool in _pools.values() if pool.context_ref() is context]
+    _release_pools(pools)
+
+
+def _release_pools(pools) -> None:
+    """Take ``pools`` out of the allocator and release each (every one, even if one fails;
+    the first failure is raised)."""
+    with _lock:
         for pool in pools:
-            del _pools[pool.key]
+            if _pools.get(pool.key) is pool:
+                del _pools[pool.key]
+    failure = None
     for pool in pools:
-        pool.close()
+        try:
+            pool.close()
+        except URError as error:
+            failure = failure or error
+    if failure is not None:
+        raise failure
 
 
 def memory_stats(context=None) -> dict:

@@ -38,11 +38,14 @@ class Context(_handle.Resource):
     def close(self) -> None:
         """Release the context now, and first the caching allocator's memory of it (its UR
         pools hold references on it); closing twice is harmless."""
-        if self._handle is not None:
-            from . import allocator
+        if self._handle is None:
+            return
+        from . import allocator
 
-            allocator.forget(self)
-        super().close()
+        try:
+            allocator.release_pools_of(self)
+        finally:
+            super().close()
 
     def __repr__(self) -> str:
         return f"<Context of {len(self.devices)} device(s){' closed' if self.closed else ''}>"

@@ -6,7 +6,7 @@ import os
 import threading
 import weakref
 
-from . import _handle, _release, _waiting, loader
+from . import _durations, _handle, _release, _waiting, loader
 from ._release import Backend
 from ._ur import ffi, lib
 from .enums import ur_device_info_t, ur_device_type_t, ur_result_t
@@ -30,8 +30,8 @@ def _device_info(prop_name: str, doc: str) -> property:
 class Device(_handle.Resource):
     """A root UR device.  Owned by the loader: released at teardown, not by ``close()``."""
 
-    __slots__ = ("platform", "queues_lock", "_queues", "_device_wait", "_properties",
-                 "_pageable_copies_wait")
+    __slots__ = ("platform", "queues_lock", "queue_handles_lock", "_queues", "_device_wait",
+                 "_properties", "pageable_copies_wait")
     _release_function = "urDeviceRelease"
 
     def __init__(self, handle, platform: loader.Platform):
@@ -39,13 +39,18 @@ class Device(_handle.Resource):
         self.platform = platform
         self._queues = weakref.WeakSet()  # ur_cffi's open queues on this device
         self.queues_lock = threading.RLock()
-        """Held to add to the queues, and by a queue's release around ``urQueueRelease``, so
-        :meth:`synchronize` can retain a queue's handle before another thread releases it.
-        Reentrant: a queue collected while its thread holds the lock releases under it."""
+        """Held to add to the queues and to list them.  Reentrant: a queue collected while
+        its thread holds the lock removes itself under it."""
+        self.queue_handles_lock = threading.Lock()
+        """Held around a queue's ``urQueueRelease``, and by code that retains the handle of a
+        queue another thread may close (:meth:`synchronize`, the allocator) to read and
+        retain it.  Nothing else runs under it (no Python allocation: no collection)."""
         # Is urDeviceWaitExp supported?  Learnt on first use where the UR release has it.
         self._device_wait: bool | None = None if _release.HAS_DEVICE_WAIT else False
         self._properties: dict = {}
-        self._pageable_copies_wait: bool | None = None
+        self.pageable_copies_wait = _release.pageable_copies_wait(self.platform.backend)
+        """Whether a copy between this device and pageable host memory waits in its enqueue
+        for the queue's earlier work (``_release.pageable_copies_wait``)."""
 
     def close(self) -> None:
         """Root devices live as long as the loader; they are released at ``loader.teardown()``."""
@@ -83,17 +88,6 @@ class Device(_handle.Resource):
         return self.platform.backend
 
     @property
-    def pageable_copies_wait_for_the_queue(self) -> bool:
-        """Whether the enqueue of a copy between this device and pageable host memory (a
-        numpy array's) blocks until the queue's earlier work is done: CUDA's and HIP's
-        runtimes copy pageable memory synchronously (measured on the H200: a non-blocking
-        ``copy_to`` behind a 1.3 s kernel returned after 1.3 s); Level Zero's and OpenCL's
-        enqueue at once.  USM host memory copies asynchronously everywhere."""
-        if self._pageable_copies_wait is None:
-            self._pageable_copies_wait = self.backend.name.endswith(("_CUDA", "_HIP"))
-        return self._pageable_copies_wait
-
-    @property
     def extensions(self) -> frozenset[str]:
         """The device's extension names."""
         return frozenset(self.info(ur_device_info_t.UR_DEVICE_INFO_EXTENSIONS).split())
@@ -121,28 +115,41 @@ class Device(_handle.Resource):
         device, for one) finishes every queue ur_cffi created on this device and has not
         closed.  Work submitted by other libraries' queues is only covered in the first case.
         """
+        from .queue import retained
+
         if self._device_wait is not False:
             try:
-                _waiting.wait(lib.urDeviceWaitExp, "urDeviceWaitExp", self.handle)
+                if self._expected_seconds() < _durations.DIRECT_SECONDS:  # a helper costs more
+                    check(lib.urDeviceWaitExp(self.handle), "urDeviceWaitExp")
+                else:
+                    _waiting.wait(lib.urDeviceWaitExp, "urDeviceWaitExp", self.handle)
                 self._device_wait = True
                 return
             except URError as error:
                 if error.result not in UNSUPPORTED:
                     raise
                 self._device_wait = False
-        retained = []  # our own references: another thread may close the queues meanwhile
+        with self.queues_lock:
+            queues = list(self._queues)
+        handles = []  # our own references: another thread may close the queues meanwhile
         try:
-            with self.queues_lock:
-                for queue in list(self._queues):
-                    handle = queue._handle
-                    if handle is not None:
-                        check(lib.urQueueRetain(handle), "urQueueRetain")
-                        retained.append(handle)
-            for handle in retained:
+            for queue in queues:
+                handle = retained(queue)
+                if handle is not None:
+                    handles.append(handle)
+            for handle in handles:
                 _waiting.wait(lib.urQueueFinish, "urQueueFinish", handle)
         finally:
-            for handle in retained:
+            for handle in handles:
                 lib.urQueueRelease(handle)
+
+    def _expected_seconds(self) -> float:
+        """How long the work submitted to ur_cffi's open queues on this device since their
+        last waits is expected to take (``_durations``; 0 for none, inf where unknown)."""
+        with self.queues_lock:
+            windows = [queue._window for queue in self._queues]
+        return max((_durations.expected_seconds(window) for window in windows if window),
+                   default=0.0)
 
     @property
     def synchronize_uses_device_wait(self) -> bool | None:

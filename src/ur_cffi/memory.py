@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from . import _checks, _handle, _strided, allocator, dtypes
+from . import _checks, _handle, _strided, _waiting, allocator, dtypes
 from ._interrupts import section
 from ._ur import ffi, lib
 from .enums import ur_mem_flag_t, ur_usm_alloc_info_t, ur_usm_type_t
@@ -99,19 +99,18 @@ def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: boo
 
 def _wait_before_pageable_copy(queue: Queue, host: np.ndarray, wait_for) -> None:
     """Where a copy to or from pageable memory blocks in its enqueue until the queue is idle
-    (``Device.pageable_copies_wait_for_the_queue``), wait for that first: interruptibly, and
-    holding neither the enqueue lock (other threads go on enqueueing) nor a Ctrl-C section."""
-    if not queue.device.pageable_copies_wait_for_the_queue or \
-            (recording and queue in recording):
+    (``_release.pageable_copies_wait``), wait for that first: interruptibly, and holding
+    neither the enqueue lock (other threads go on enqueueing) nor a Ctrl-C section.  Called
+    once the copy's arguments are checked, with the host array it copies."""
+    if not queue.device.pageable_copies_wait or (recording and queue in recording):
         return
-    context = queue.context._handle  # None once closed: the queue still holds it in UR
+    context = queue.context._handle
+    # A closed Context object (its queue keeps the UR context): the address goes unchecked.
     if context is not None and _usm_type(context, host.ctypes.data) != _USM_UNKNOWN:
         return
-    events = (wait_for,) if isinstance(wait_for, Event) else \
-        wait_for if isinstance(wait_for, (list, tuple)) else ()
-    for event in events:
-        if isinstance(event, Event):  # anything else is refused by the copy itself
-            event.wait()
+    count, events = wait_list(wait_for, queue.context)
+    if count:
+        _waiting.wait(lib.urEventWait, "urEventWait", count, events)
     queue.finish()
 
 
@@ -524,16 +523,17 @@ class USMArray(_handle.Resource):
             return self._strided_copy(queue, self.data_ptr(), self._strides, source.data_ptr(),
                                       source._strides, blocking, wait_for, (source, self))
         host = _host_view(source, self.dtype, "copy_from")
-        _wait_before_pageable_copy(queue, host, wait_for)
         if self.is_contiguous():
             host = np.ascontiguousarray(host)
             offset, _ = _span("copy_from", offset, host.size, self.size)
+            _wait_before_pageable_copy(queue, host, wait_for)
             return _enqueue_memcpy(queue, self.data_ptr() + offset * self.itemsize,
                                    host.ctypes.data, host.nbytes, blocking, wait_for,
                                    (host, self))
         self._same_shape("copy_from", host.shape, offset)
         if any(s < 0 for s in host.strides):
             host = np.ascontiguousarray(host)
+        _wait_before_pageable_copy(queue, host, wait_for)
         return self._strided_copy(queue, self.data_ptr(), self._strides, host.ctypes.data,
                                   host.strides, blocking, wait_for, (host, self))
 
@@ -568,15 +568,16 @@ class USMArray(_handle.Resource):
         if not host.flags.writeable:
             raise ValueError("copy_to needs a writeable C-contiguous (or strided) numpy "
                              "array; this one is read-only")
-        _wait_before_pageable_copy(queue, host, wait_for)
         if self.is_contiguous() and host.flags.c_contiguous:
             offset, _ = _span("copy_to", offset, host.size, self.size)
+            _wait_before_pageable_copy(queue, host, wait_for)
             return _enqueue_memcpy(queue, host.ctypes.data, self.data_ptr() + offset *
                                    self.itemsize, host.nbytes, blocking, wait_for,
                                    (host, self))
         self._same_shape("copy_to", host.shape, offset)
         if any(s < 0 for s in host.strides):
             raise ValueError("copy_to needs a numpy array with non-negative strides")
+        _wait_before_pageable_copy(queue, host, wait_for)
         return self._strided_copy(queue, host.ctypes.data, host.strides, self.data_ptr(),
                                   self._strides, blocking, wait_for, (host, self))
 

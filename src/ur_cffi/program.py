@@ -144,12 +144,13 @@ def _sizes(name: str, value, smallest: int = 1) -> tuple[int, ...]:
     if type(value) is int and smallest <= value <= _SIZE_MAX:  # the common case, first
         return (value,)
     try:
-        if isinstance(value, (str, bytes, bytearray, memoryview)):
-            raise TypeError
         sizes = (value,) if isinstance(value, (int, np.integer, bool, np.bool_)) \
+            else None if isinstance(value, (str, bytes, bytearray, memoryview)) \
             else tuple(value)
     except TypeError:
-        raise TypeError(f"{name} {value!r} must be an integer or 1 to 3 integers") from None
+        sizes = None
+    if sizes is None:
+        raise TypeError(f"{name} {value!r} must be an integer or 1 to 3 integers")
     if not 1 <= len(sizes) <= 3:
         raise ValueError(f"{name} {value!r} must be 1 to 3 integers")
     return tuple(_checks.integer(name, s, smallest, _SIZE_MAX) for s in sizes)
@@ -508,8 +509,8 @@ def _launch_shape(call_args) -> str:
     dims, _, global_sizes, local_sizes = call_args[:4]
     local = tuple(local_sizes[0:dims]) if local_sizes != ffi.NULL else "None (the adapter's " \
         "choice)"
-    return (f"; this launch: global_size {tuple(global_sizes[0:dims])}, local_size {local}. "
-            "A Triton kernel takes work-groups of exactly num_warps * threads_per_warp items")
+    return (f"; this launch: global_size {tuple(global_sizes[0:dims])}, local_size {local} "
+            "(a kernel compiled for one work-group size, as Triton's are, takes no other)")
 
 
 _NULL = ffi.NULL

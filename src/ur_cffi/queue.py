@@ -256,12 +256,24 @@ class Event(_handle.Resource):
         return self.end_ns - self.start_ns
 
 
-def _finish_then_release(handle, queues_lock) -> int:
+def _finish_then_release(handle, handles_lock) -> int:
     _handle.note_release()
     result = lib.urQueueFinish(handle)
-    with queues_lock:  # Device.synchronize retains the handles it will finish under it
+    with handles_lock:  # Device.queue_handles_lock: others retain it under the lock
         release = lib.urQueueRelease(handle)
     return result or release
+
+
+def retained(queue: Queue):
+    """``queue``'s handle with a reference of the caller's own (to give back with
+    ``urQueueRelease``), or None if it is closed: for code that uses a queue another thread
+    may close meanwhile."""
+    with queue.device.queue_handles_lock:
+        handle = queue._handle
+        result = lib.urQueueRetain(handle) if handle is not None else 0
+    if handle is not None:
+        check(result, "urQueueRetain")
+    return handle
 
 
 class Queue(_handle.Resource):
@@ -301,7 +313,8 @@ class Queue(_handle.Resource):
         self._window, self._window_start = {}, 0.0
         self._pools: dict = {}  # kind of USM -> its pool (allocator.pool_for keeps it)
         _interrupts.install()  # launches hold Ctrl-C back without a section
-        self._own(out[0], parents=(context, device), release_args=(out[0], device.queues_lock),
+        self._own(out[0], parents=(context, device),
+                  release_args=(out[0], device.queue_handles_lock),
                   release=_finish_then_release)
         with device.queues_lock:
             device._queues.add(self)
@@ -313,8 +326,8 @@ class Queue(_handle.Resource):
         if self._handle is not None and not _handle._forked:
             try:
                 self.finish()
-            except URError:
-                pass  # the release's own finish reports it
+            except (URError, _handle.ClosedError):
+                pass  # closed by another thread meanwhile, or the release's finish reports it
         super().close()
 
     @property
