@@ -94,56 +94,40 @@ def test_free_and_reuse_never_finish_the_queue(queue, spin, axpy, rng):
     np.testing.assert_allclose(results.to_numpy(), 4.0 * x.astype(np.float64), rtol=1e-6)
 
 
-def test_reuse_on_another_queue_is_ordered_by_events(context, device, spin):
+@pytest.mark.parametrize("meanwhile", ["nothing", "another thread closes A"])
+def test_reuse_on_another_queue_is_ordered_by_events(context, device, spin, meanwhile):
     """A block freed while a kernel on queue A still writes it, taken on queue B: B's commands
-    wait for A's (a barrier on each queue), and no host wait happens."""
+    wait for A's (a barrier on each queue), and no host wait happens.  Also while another
+    thread closes A: A stays open, and orders B's commands, until its close has finished it
+    (the count of cross-queue reuses shows the ordering; the CPU device would run B's fill
+    after A's kernel anyway)."""
     with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b:
         gc.collect()
-        out = ur_cffi.empty(12_345, np.int32, queue=a)  # a size of its own: a fresh block
+        out = ur_cffi.empty(12_345, np.int32, queue=a)  # a size of its own
         address = out.data_ptr()
         spinning = Spinning(spin, a, out)
         crossed = ur_cffi.memory_stats()["cross_queue_reuses"]
         del out
         spinning.out = None  # the kernel still writes it; A's next barrier covers that
         gc.collect()
+        closer = None
+        if meanwhile == "another thread closes A":
+            closer = threading.Thread(target=a.close)
+            closer.start()
+            while not any(frame.f_code.co_name == "close"  # the closer is inside close()
+                          for frame in _frames(sys._current_frames().get(closer.ident))):
+                time.sleep(1e-3)
         taken = ur_cffi.empty(12_345, np.int32, queue=b)
         assert taken.data_ptr() == address
         assert ur_cffi.memory_stats()["cross_queue_reuses"] == crossed + 1
         fill = taken.fill(-5, blocking=False)
         assert spinning.running and fill.status != COMPLETE  # ordered after A's kernel
         spinning.release()
+        if closer is not None:
+            closer.join()
+            assert a.closed
         b.finish()
         assert taken.to_numpy()[0] == -5  # B wrote after the kernel's store, not before
-
-
-def test_reuse_while_another_thread_closes_the_queue_is_still_ordered(context, device, spin):
-    """As above, with queue A being closed by another thread when B takes the block: A stays
-    open (and orders B's commands) until its close has finished it."""
-    with ur_cffi.Queue(context, device) as b:
-        a = ur_cffi.Queue(context, device)
-        gc.collect()
-        out = ur_cffi.empty(13_579, np.int32, queue=a)  # a size of its own: a fresh block
-        address = out.data_ptr()
-        spinning = Spinning(spin, a, out)
-        del out
-        spinning.out = None
-        gc.collect()
-        crossed = ur_cffi.memory_stats()["cross_queue_reuses"]
-        closer = threading.Thread(target=a.close)
-        closer.start()
-        while not any(frame.f_code.co_name == "close"  # the closer is inside close()
-                      for frame in _frames(sys._current_frames().get(closer.ident))):
-            time.sleep(1e-3)
-        taken = ur_cffi.empty(13_579, np.int32, queue=b)
-        assert taken.data_ptr() == address
-        # Ordered after A's work (the CPU device would run B's fill after A's kernel anyway).
-        assert ur_cffi.memory_stats()["cross_queue_reuses"] == crossed + 1
-        fill = taken.fill(-6, blocking=False)
-        assert spinning.running and fill.status != COMPLETE  # ordered after A's kernel
-        spinning.release()
-        closer.join()
-        b.finish()
-        assert a.closed and taken.to_numpy()[0] == -6
 
 
 def _frames(frame):
