@@ -485,7 +485,8 @@ def test_recording_errors_raise_at_record_time(native, add, queue, context, devi
     with device.create_context() as other_context, \
             ur_cffi.Queue(other_context, device) as other_queue:
         compiled = compile_triton("add", BLOCK=BLOCK)
-        foreign_kernel = ur_cffi.Program.from_il(other_context, compiled.spirv).kernel("add")
+        foreign_kernel = compiled.program(other_context).kernel(compiled.name,
+                                                                **compiled.options)
         foreign = ur_cffi.asarray(random32(rng, n), queue=other_queue)
         graph = ur_cffi.Graph(context, native=native)
         with pytest.raises(ValueError, match="not of the graph's context"):
@@ -554,8 +555,8 @@ def test_a_graph_keeps_what_its_commands_use(native, build_triton, context, devi
     n = 3 * BLOCK + 1
     with ur_cffi.Queue(context, device) as queue:
         _, compiled = build_triton("add", BLOCK=BLOCK)
-        program = ur_cffi.Program.from_il(context, compiled.spirv)
-        kernel = program.kernel("add", **compiled.options)
+        program = compiled.program(context)
+        kernel = program.kernel(compiled.name, **compiled.options)
         xs, ys = random32(rng, n), random32(rng, n)
         result = np.empty(n, np.float32)
         graph = ur_cffi.Graph(context, native=native)

@@ -51,7 +51,7 @@ def references(kind, handle):
 @pytest.fixture
 def make(device, context, queue, compile_triton):
     """``make(kind)``: a fresh object of that kind, the only Python reference to it."""
-    spirv = compile_triton("add", BLOCK=BLOCK).spirv
+    compiled = compile_triton("add", BLOCK=BLOCK)
 
     def make_one(kind):
         if kind == "context":
@@ -65,8 +65,8 @@ def make(device, context, queue, compile_triton):
         if kind == "buffer":
             return ur_cffi.Buffer(context, 256)
         if kind == "program":
-            return ur_cffi.Program.from_il(context, spirv)
-        return ur_cffi.Program.from_il(context, spirv).kernel("add")
+            return compiled.program(context)
+        return compiled.program(context).kernel(compiled.name, **compiled.options)
 
     return make_one
 
@@ -203,7 +203,7 @@ def test_children_keep_their_parents_alive(device, compile_triton, rng):
     def build():
         context = device.create_context()
         queue = ur_cffi.Queue(context, device)
-        program = ur_cffi.Program.from_il(context, compiled.spirv)
+        program = compiled.program(context)
         parents = [weakref.ref(o) for o in (context, queue, program)]
         return (program.kernel("add", **compiled.options), ur_cffi.asarray(x, queue=queue),
                 ur_cffi.asarray(y, queue=queue), ur_cffi.empty(n, queue=queue), parents)
