@@ -26,9 +26,9 @@ import numpy as np
 
 from . import _checks, _strided
 from ._ur import ffi, lib
-from .enums import ur_usm_alloc_info_t, ur_usm_type_t
+from .enums import ur_usm_type_t
 from .errors import check
-from .memory import USMArray, _check_queue, _dtype, _no_objects, _shape, asarray
+from .memory import USMArray, _check_queue, _dtype, _no_objects, _shape, _usm_type, asarray
 
 KDL_CPU, KDL_ONEAPI = 1, 14
 _NULL = ffi.NULL
@@ -40,11 +40,7 @@ _KINDS = {int(ur_usm_type_t.UR_USM_TYPE_DEVICE): "device",
 def usm_kind(context, address: int) -> str | None:
     """``"device"``, ``"host"`` or ``"shared"`` for a USM address of ``context``; None for
     memory UR does not know as USM of that context."""
-    out = ffi.new("ur_usm_type_t *")
-    result = lib.urUSMGetMemAllocInfo(context.handle, ffi.cast("void *", address),
-                                      ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_TYPE,
-                                      ffi.sizeof("ur_usm_type_t"), out, ffi.NULL)
-    return _KINDS.get(int(out[0])) if result == 0 else None
+    return _KINDS.get(int(_usm_type(context.handle, address)))
 
 
 def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> USMArray:
