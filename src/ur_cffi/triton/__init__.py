@@ -222,15 +222,17 @@ def kernel_options(compiled) -> dict:
 
     from ..program import Local
 
+    from .cuda import scratch_layout
+
     metadata = compiled.metadata
     rules = abi.current(abi.TARGET_BACKENDS.get(metadata.target.backend,
                                                 metadata.target.backend))
-    for prefix in rules.scratch_metadata:
-        if int(getattr(metadata, f"{prefix}_size", 0) or 0):
-            raise NotImplementedError(
-                f"kernel {metadata.name!r} needs {prefix.replace('_', ' ')} memory "
-                f"({getattr(metadata, prefix + '_size')} bytes per program): launch it with "
-                "kernel[grid] or ur_cffi.triton.prepare, which allocate it")
+    for index, size, _ in scratch_layout(rules, metadata):
+        prefix = rules.scratch_metadata[index]
+        raise NotImplementedError(
+            f"kernel {metadata.name!r} needs {prefix.replace('_', ' ')} memory ({size} bytes "
+            "per program): launch it with kernel[grid] or ur_cffi.triton.prepare, which "
+            "allocate it")
     hidden = (np.uint64(0),) * rules.scratch_pointers
     shared = int(metadata.shared)
     if shared and rules.shared_memory_argument:
