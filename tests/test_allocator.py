@@ -94,46 +94,61 @@ def test_free_and_reuse_never_finish_the_queue(queue, spin, axpy, rng):
     np.testing.assert_allclose(results.to_numpy(), 4.0 * x.astype(np.float64), rtol=1e-6)
 
 
-@pytest.mark.parametrize("meanwhile", ["nothing", "another thread closes A"])
-def test_reuse_on_another_queue_is_ordered_by_events(context, device, spin, meanwhile):
+def test_reuse_on_another_queue_is_ordered_by_events(context, device, spin):
     """A block freed while a kernel on queue A still writes it, taken on queue B: B's commands
-    wait for A's (a barrier on each queue), and no host wait happens.  Also while another
-    thread closes A: A stays open, and orders B's commands, until its close has finished it
-    (the count of cross-queue reuses shows the ordering; the CPU device would run B's fill
-    after A's kernel anyway)."""
+    wait for A's (a barrier on each queue), and no host wait happens (the count of cross-queue
+    reuses shows the ordering; the CPU device would run B's fill after A's kernel anyway)."""
     with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b:
-        gc.collect()
-        out = ur_cffi.empty(12_345, np.int32, queue=a)  # a size of its own
-        address = out.data_ptr()
-        spinning = Spinning(spin, a, out)
+        spinning, address = _spin_on_freed_block(spin, a)
         crossed = ur_cffi.memory_stats()["cross_queue_reuses"]
-        del out
-        spinning.out = None  # the kernel still writes it; A's next barrier covers that
-        gc.collect()
-        closer = None
-        if meanwhile == "another thread closes A":
-            closer = threading.Thread(target=a.close)
-            closer.start()
-            while not any(frame.f_code.co_name == "close"  # the closer is inside close()
-                          for frame in _frames(sys._current_frames().get(closer.ident))):
-                time.sleep(1e-3)
         taken = ur_cffi.empty(12_345, np.int32, queue=b)
         assert taken.data_ptr() == address
         assert ur_cffi.memory_stats()["cross_queue_reuses"] == crossed + 1
         fill = taken.fill(-5, blocking=False)
         assert spinning.running and fill.status != COMPLETE  # ordered after A's kernel
         spinning.release()
-        if closer is not None:
-            closer.join()
-            assert a.closed
         b.finish()
         assert taken.to_numpy()[0] == -5  # B wrote after the kernel's store, not before
 
 
-def _frames(frame):
-    while frame is not None:
-        yield frame
-        frame = frame.f_back
+def test_blocks_of_a_closing_queue_wait_for_its_close(context, device, spin):
+    """While another thread closes (finishes) queue A, a block A last used is not taken on B:
+    ordering B after A would enqueue on A, which the CUDA adapter holds until A's finish
+    returns.  B gets another block at once; once A is closed, its block is free for B with
+    nothing to order."""
+    with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b:
+        spinning, address = _spin_on_freed_block(spin, a)
+        crossed = ur_cffi.memory_stats()["cross_queue_reuses"]
+        closer = threading.Thread(target=a.close)
+        closer.start()
+        while not a.closing:
+            time.sleep(1e-3)
+        taken = ur_cffi.empty(12_345, np.int32, queue=b)
+        assert taken.data_ptr() != address
+        taken.fill(-5, blocking=False)
+        b.finish()
+        assert taken.to_numpy()[0] == -5
+        assert spinning.running, "taking memory on B waited for A's kernel"
+        assert not a.closed
+        spinning.release()
+        closer.join()
+        assert a.closed and not a.closing
+        again = ur_cffi.empty(12_345, np.int32, queue=b)
+        assert again.data_ptr() == address
+        assert ur_cffi.memory_stats()["cross_queue_reuses"] == crossed
+
+
+def _spin_on_freed_block(spin, queue) -> tuple:
+    """A spinning kernel on ``queue`` writing a block already freed: ``(Spinning, the block's
+    address)``."""
+    gc.collect()
+    out = ur_cffi.empty(12_345, np.int32, queue=queue)  # a size of its own
+    address = out.data_ptr()
+    spinning = Spinning(spin, queue, out)
+    del out
+    spinning.out = None  # the kernel still writes it; the queue's next barrier covers that
+    gc.collect()
+    return spinning, address
 
 
 def test_host_memory_is_reused_only_once_its_work_is_done(queue, spin):

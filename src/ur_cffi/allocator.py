@@ -175,7 +175,16 @@ class _Pool(_handle.Resource):
                 block = blocks.pop(i)
                 break
         else:
-            block = blocks.pop()
+            # Not a block of a queue that another thread is closing: ordering after it would
+            # enqueue a barrier there, which the CUDA adapter holds until the close's finish
+            # has returned (a host wait).  Closed, the queue is idle and its blocks free.
+            for i in range(len(blocks) - 1, -1, -1):
+                last = _queue_of(blocks[i])
+                if last is None or not last.closing:
+                    block = blocks.pop(i)
+                    break
+            else:
+                return None
             self._order_after_last_use(block, queue)
         if block.waits is not None:  # used on other queues too: wait for their work as well
             waits, block.waits = block.waits, None

@@ -283,7 +283,7 @@ class Queue(_handle.Resource):
     """
 
     __slots__ = ("context", "device", "flags", "_last_event", "_window", "_window_start",
-                 "_pools")
+                 "_pools", "closing")
     _release_function = "urQueueRelease"
 
     def __init__(self, context, device=None, *, out_of_order: bool = False,
@@ -312,6 +312,7 @@ class Queue(_handle.Resource):
         # The work enqueued since the last completed wait, and when the first of it was.
         self._window, self._window_start = {}, 0.0
         self._pools: dict = {}  # kind of USM -> its pool (allocator.pool_for keeps it)
+        self.closing = False
         _interrupts.install()  # launches hold Ctrl-C back without a section
         self._own(out[0], parents=(context, device),
                   release_args=(out[0], device.queue_handles_lock),
@@ -322,13 +323,20 @@ class Queue(_handle.Resource):
     def close(self) -> None:
         """Finish the queue, then release it; closing twice is harmless.  Finished while still
         open: the allocator orders reuse of memory after the queue that last used it only
-        while that queue is open (a closed queue is idle), and the finish is interruptible."""
-        if self._handle is not None and not _handle._forked:
+        while that queue is open (a closed queue is idle), and the finish is interruptible.
+        Meanwhile :attr:`closing` is true."""
+        if self._handle is None or _handle._forked:
+            super().close()
+            return
+        self.closing = True
+        try:
             try:
                 self.finish()
             except (URError, _handle.ClosedError):
                 pass  # closed by another thread meanwhile, or the release's finish reports it
-        super().close()
+            super().close()
+        finally:
+            self.closing = False
 
     @property
     def out_of_order(self) -> bool:
