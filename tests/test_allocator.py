@@ -270,6 +270,68 @@ def test_out_of_memory_empties_the_cache_and_retries(kind):
     assert stats["cached_bytes"] == 0 and stats["allocated_bytes"] >= 3 * 2**29
 
 
+COLLECTED_UNDER_LOCKS = """
+import gc, json, threading
+import numpy as np
+import ur_cffi
+from ur_cffi import allocator, queue as queue_module
+import device_under_test
+
+device = device_under_test.get()
+context = device.create_context()
+queue = ur_cffi.Queue(context, device)
+gc.disable()  # collections only where this script makes them
+result = {}
+for kind in ("device", "host", "shared"):
+    array = ur_cffi.empty(1000, np.float32, queue=queue, kind=kind)
+    array.fill(1.0)
+    cycle = [array]
+    cycle.append(cycle)  # freed by a collection, not by its reference count
+    del array, cycle
+    frees = ur_cffi.memory_stats(context)["frees"]
+    with queue_module.raw_enqueue_lock:  # as a launch holds it
+        gc.collect()
+    result[kind] = ur_cffi.memory_stats(context)["frees"] - frees
+
+# Another thread holds the allocator's lock and waits for the enqueue lock, which this thread
+# holds while a collection frees an array.
+array = ur_cffi.empty(1000, np.float32, queue=queue)
+cycle = [array]
+cycle.append(cycle)
+del array, cycle
+holding = threading.Event()
+
+def other():
+    with allocator._lock:
+        holding.set()
+        with queue_module.enqueue_lock:
+            pass
+
+frees = ur_cffi.memory_stats(context)["frees"]
+with queue_module.raw_enqueue_lock:
+    thread = threading.Thread(target=other)
+    thread.start()
+    holding.wait()
+    gc.collect()
+thread.join()
+result["other thread"] = ur_cffi.memory_stats(context)["frees"] - frees
+print(json.dumps(result))
+"""
+
+
+def test_arrays_collected_under_the_enqueue_lock_are_freed_later():
+    """A collection that frees USM arrays while the thread holds the enqueue lock (a launch
+    allocates under it, so a collection can run there): giving a host or shared block back
+    enqueues a barrier, which needs that lock, and the allocator's lock may be held by a
+    thread waiting for it.  The free is done by the allocator's next call instead (it hung
+    here before, in both cases)."""
+    done = crash_probe.run_child(code="import faulthandler; "
+                                 "faulthandler.dump_traceback_later(60, exit=True)\n"
+                                 + COLLECTED_UNDER_LOCKS, timeout=120)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"device": 1, "host": 1, "shared": 1, "other thread": 1}
+
+
 @pytest.mark.parametrize("kind", ["device", "shared"])
 def test_record_queue_orders_reuse_after_the_other_queues_work(context, device, spin, kind):
     """An array of queue A written by a kernel on queue B, then freed: with

@@ -11,6 +11,10 @@ to ``urUSMFree``; a later allocation of the same rounded size takes it from ther
   once the work submitted before its free has completed (an event recorded at the free,
   queried without waiting), as PyTorch's host allocator does.
 
+A free never waits for a lock: one that would (a collection inside code that holds the
+allocator's lock in another thread, or the enqueue lock that a host block's barrier needs, as
+a collection during a launch does) is kept and done by the allocator's next call.
+
 Nothing here finishes a queue, except :func:`empty_cache` (and so running out of memory),
 which waits for the queues that last used the cached memory before ``urUSMFree``.  An array
 used by commands on a queue other than its own is ordered after them only if told so with
@@ -32,7 +36,7 @@ from . import _checks, _handle, _interrupts, _release
 from ._ur import ffi, lib
 from .enums import ur_queue_flag_t, ur_result_t
 from .errors import URError, by_result, check
-from .queue import _complete, enqueue_lock, retained
+from .queue import _complete, enqueue_lock, raw_enqueue_lock, retained
 
 _NULL = ffi.NULL
 _SMALL = 1 << 20
@@ -47,6 +51,7 @@ _int_and = int.__and__  # on an IntFlag without enum's Python-level operator
 _lock = threading.RLock()  # every pool's lists and the counters below
 _pools: dict = {}  # (id(context), id(device) or 0, kind) -> _Pool
 _totals = {"reserved": 0, "limit": None}
+_returned: list = []  # (pool, block, queue) given back when a lock it needs was held
 
 
 def rounded(nbytes: int) -> int:
@@ -133,6 +138,8 @@ class _Pool(_handle.Resource):
         errors."""
         size = max((nbytes + 511) & ~511, 512) if nbytes < _SMALL else rounded(nbytes)
         with _lock:
+            if _returned:
+                _give_back_returned()
             # The common case first: the newest block was freed on this in-order queue.  (Popped,
             # not peeked: a collection here may give another block back onto the list.)
             blocks = self._free.get(size)
@@ -255,30 +262,52 @@ class _Pool(_handle.Resource):
         return lib.urUSMSharedAlloc(context, queue.device.handle, _NULL, pool, size, out)
 
     def give_back(self, block: Block, queue) -> None:
-        """Cache ``block``, last used on ``queue`` (no wait; see the module's text)."""
-        with _lock:
-            self.stats["frees"] += 1
-            self.stats["allocated_bytes"] -= block.size
-            # A closed queue was finished: nothing can still use the block.
-            block.queue_ref = weakref.ref(queue) if queue._handle is not None else None
-            if block.used_on is not None:  # record_queue: each other queue's work so far
-                others = {id(q): q for q in (ref() for ref in block.used_on)
-                          if q is not None and q._handle is not None and q is not queue}
-                block.used_on = None
-                block.waits = [event for event in (_barrier(q, keep_event=True)
-                                                   for q in others.values())
-                               if event is not None] or None
-            if self._handle is None:  # this pool was released: free at once
-                _free_blocks(self, [block])
-                self._release_ur_pool()
-                return
-            if self.kind != "device" and block.queue_ref is not None:
-                block.event = _barrier(queue, keep_event=True)
-            self.stats["cached_bytes"] += block.size
-            blocks = self._free.get(block.size)
-            if blocks is None:
-                blocks = self._free[block.size] = []
-            blocks.append(block)
+        """Cache ``block``, last used on ``queue`` (no wait; see the module's text).  Kept in
+        ``_returned`` for the allocator's next call where that would wait for a lock."""
+        if not _lock.acquire(blocking=False):
+            _returned.append((self, block, queue))
+            return
+        try:
+            if _returned:
+                _give_back_returned()
+            if not self._give_back(block, queue):
+                _returned.append((self, block, queue))
+        finally:
+            _lock.release()
+
+    def _give_back(self, block: Block, queue, blocking: bool = False) -> bool:
+        """:meth:`give_back` with ``_lock`` held; False, having done nothing, where it would
+        enqueue a barrier and ``blocking`` is false while the enqueue lock is held (by a
+        launch this thread is inside of, if collection brought it here)."""
+        # A closed queue was finished: nothing can still use the block.
+        open_queue = queue._handle is not None
+        if not blocking and (block.used_on is not None or self.kind != "device" and open_queue
+                             and self._handle is not None):
+            if not raw_enqueue_lock.acquire(blocking=False):
+                return False
+            raw_enqueue_lock.release()
+        self.stats["frees"] += 1
+        self.stats["allocated_bytes"] -= block.size
+        block.queue_ref = weakref.ref(queue) if open_queue else None
+        if block.used_on is not None:  # record_queue: each other queue's work so far
+            others = {id(q): q for q in (ref() for ref in block.used_on)
+                      if q is not None and q._handle is not None and q is not queue}
+            block.used_on = None
+            block.waits = [event for event in (_barrier(q, keep_event=True)
+                                               for q in others.values())
+                           if event is not None] or None
+        if self._handle is None:  # this pool was released: free at once
+            _free_blocks(self, [block])
+            self._release_ur_pool()
+            return True
+        if self.kind != "device" and block.queue_ref is not None:
+            block.event = _barrier(queue, keep_event=True)
+        self.stats["cached_bytes"] += block.size
+        blocks = self._free.get(block.size)
+        if blocks is None:
+            blocks = self._free[block.size] = []
+        blocks.append(block)
+        return True
 
     # -- emptying ---------------------------------------------------------------------------
 
@@ -286,6 +315,8 @@ class _Pool(_handle.Resource):
         """Free every cached block (after the queues that last used them finish); returns
         the first failing result or 0."""
         with _lock:
+            if _returned:
+                _give_back_returned()
             blocks = [block for blocks in self._free.values() for block in blocks]
             self._free.clear()
             self.stats["cached_bytes"] = 0
@@ -342,6 +373,16 @@ def record_queue(block, queue) -> None:
             block.used_on.append(weakref.ref(queue))
 
 
+def _give_back_returned(blocking: bool = False) -> None:
+    """Do the frees kept in ``_returned`` (``_lock`` held); ``blocking``: from code that may
+    wait for the enqueue lock (no finalizer can have brought it here)."""
+    pending = _returned[:]
+    del _returned[:len(pending)]  # others only append meanwhile: removing takes _lock
+    for pool, block, queue in pending:
+        if not pool._give_back(block, queue, blocking):
+            _returned.append((pool, block, queue))
+
+
 def _free_blocks(pool: _Pool, blocks: list[Block]) -> int:
     """``urUSMFree`` each block once the work submitted before its free has completed."""
     finished, result = set(), 0
@@ -392,6 +433,7 @@ def empty_cache() -> None:
     A UR pool keeps what ``urUSMFree`` gives back (the CUDA adapter's does): one with no
     memory in use is released for a new one, which returns its memory to the device."""
     with _lock:
+        _give_back_returned(blocking=True)
         pools = list(_pools.values())
         result = 0
         for pool in pools:
@@ -433,6 +475,7 @@ def memory_stats(context=None) -> dict:
     ``frees``, ``ur_allocations``, ``ur_frees``, ``oom_retries``, ``cross_queue_reuses``,
     and ``limit_bytes`` (None: no limit)."""
     with _lock:
+        _give_back_returned(blocking=True)
         pools = [pool for pool in _pools.values()
                  if context is None or pool.context_ref() is context]
         totals = dict.fromkeys(_Pool_STATS, 0)

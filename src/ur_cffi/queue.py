@@ -104,7 +104,7 @@ def wait_list(wait_for, context=None) -> tuple[int, object]:
 # Released once complete, checked whenever an Event is made, and waited for at teardown;
 # never waited for in a finalizer, which may run right after a Ctrl-C cut a wait short.
 _orphans: list = []
-_orphans_lock = threading.Lock()
+_orphans_lock = threading.RLock()  # reentrant: a collection while it is held may drop an Event
 
 
 def _complete(handle) -> bool:
@@ -132,7 +132,8 @@ def adopt(handle, keep_alive: tuple = ()) -> None:
 def release_orphans(wait: bool = False) -> None:
     """Release dropped Events whose commands completed (all of them, waiting, if ``wait``)."""
     with _orphans_lock:
-        pending, _orphans[:] = list(_orphans), []
+        pending = _orphans[:]
+        del _orphans[:len(pending)]  # not those a collection during the copy added
     for handle, keep_alive in pending:
         if wait:
             lib.urEventWait(1, ffi.new("ur_event_handle_t[1]", [handle]))
