@@ -9,6 +9,7 @@ from time import perf_counter
 import numpy as np
 
 from . import _checks, _durations, _handle, _interrupts, _release, signatures, spirv
+from ._handle import _events, _serials
 from ._interrupts import hold_back_in
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
 from ._ur import ffi, lib
@@ -16,7 +17,8 @@ from .enums import ur_kernel_info_t, ur_program_build_info_t, ur_program_info_t,
 from .errors import UNSUPPORTED, URError, check
 from .info import query
 from .memory import Buffer, USMArray, is_usm
-from .queue import Event, Queue, adopt, raw_enqueue_lock, recording, wait_list
+from .queue import (Event, Queue, _orphans, adopt, raw_enqueue_lock, recording,
+                    release_orphans, wait_list)
 
 _POINTER_SIZE = ffi.sizeof("void *")
 
@@ -485,8 +487,16 @@ def _launch(kernel: Kernel, queue: Queue, call_args: tuple, items: int, wait_for
         if not event:
             queue._last_event = None  # Queue.finish has no event of the latest command
             return None
-        # UR copied the argument values at enqueue; a USM array's free finishes its queue.
-        return Event(handle, queue)
+        # UR copied the argument values at enqueue.  Event.__init__, inlined: a hot path.
+        if _orphans:
+            release_orphans()
+        made = _new_event(Event)
+        made._handle = handle
+        made._serial = serial = next(_serials)
+        _events[serial] = handle
+        made.queue = queue
+        queue._last_event = serial
+        return made
     except BaseException as error:
         if handle is not None:  # interrupted (Ctrl-C) before the Event owned the launch's event
             adopt(handle)
@@ -495,6 +505,7 @@ def _launch(kernel: Kernel, queue: Queue, call_args: tuple, items: int, wait_for
         raise
 
 
+_new_event = object.__new__
 _event_out = ffi.new("ur_event_handle_t *")  # every launch's, under the enqueue lock
 _NO_EVENTS = ()  # every launch's default wait_for
 _ARGUMENT_SIZE_MISMATCH = int(ur_result_t.UR_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE)

@@ -155,6 +155,7 @@ class Event(_handle.Resource):
     def __init__(self, handle, queue: Queue, keep_alive: tuple = ()):
         if _orphans:
             release_orphans()
+        # (program._launch makes a launch's Event without this call: keep the two alike.)
         # Every launch makes one, so it is owned more cheaply than other resources: in
         # _handle._events (with memory to keep: in the registry, with no weak reference),
         # released by __del__.  ``self.queue`` keeps the queue alive, and UR keeps it for the
