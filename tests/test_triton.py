@@ -8,6 +8,7 @@ compiled kernels.  Every launch check uses fresh random inputs, NaN-poisoned out
 numpy references and sizes that are not multiples of the block.
 """
 
+import ctypes
 import json
 import os
 import subprocess
@@ -17,8 +18,10 @@ import textwrap
 import numpy as np
 import pytest
 
+import crash_probe
 import ur_cffi
 from ur_cffi import _release
+from ur_cffi.enums import ur_event_status_t
 
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
@@ -49,6 +52,7 @@ TRITON_3_3 = pytest.mark.skipif(
 
 
 pytestmark = pytest.mark.usefixtures("torch_blocked")  # conftest.py
+COMPLETE = ur_event_status_t.UR_EVENT_STATUS_COMPLETE
 
 
 @pytest.fixture(scope="module")
@@ -661,6 +665,32 @@ def test_autotune_picks_a_config(tq, rng):
     assert len(tuned_add.configs_timings) == 2
     assert all(t[0] > 0 for t in tuned_add.configs_timings.values())
     np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
+
+
+def test_last_event_of_a_launch_on_an_in_order_queue_without_profiling(tq, context, device,
+                                                                      kernels, rng):
+    """There a launch takes no event of its own, and last_event() stands a marker in for it:
+    the marker completes only once the launch has, here queued behind a kernel that spins
+    until the test lets it go."""
+    n = int(rng.integers(1000, 3000))
+    host = random32(rng, n)
+    program, spin = crash_probe.load(context, kernels, "spin")
+    with program, spin, ur_cffi.Queue(context, device) as queue:
+        x, y = ur_cffi.asarray(host, queue=queue), poisoned(n, queue)
+        flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
+        spun = ur_cffi.empty(1, np.int32, queue=queue)
+        spinning = spin.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag, spun,
+                               crash_probe.SPIN_LIMIT, *crash_probe.spin_local())
+        with ur_triton.using(queue):
+            scale[(triton.cdiv(n, 256),)](x, y, 3.0, n, BLOCK=256)
+            assert ur_triton.active_driver()._latest.handle_slot == [None]  # took no event
+            event = ur_triton.last_event()
+        assert event.queue is queue and ur_triton.last_event() is event
+        assert spinning.status != COMPLETE and event.status != COMPLETE
+        ctypes.c_int32.from_address(flag.data_ptr()).value = 1
+        event.wait()
+        assert spinning.status == COMPLETE
+        np.testing.assert_allclose(y.to_numpy(), 3.0 * host.astype(np.float64), rtol=1e-6)
 
 
 # --- activation ------------------------------------------------------------------------------

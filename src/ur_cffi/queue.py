@@ -285,7 +285,7 @@ class Queue(_handle.Resource):
     """
 
     __slots__ = ("context", "device", "flags", "_last_event", "_window", "_window_start",
-                 "_pools", "closing")
+                 "_pools", "closing", "_in_order_untimed")
     _release_function = "urQueueRelease"
 
     def __init__(self, context, device=None, *, out_of_order: bool = False,
@@ -310,6 +310,9 @@ class Queue(_handle.Resource):
         out = ffi.new("ur_queue_handle_t *")
         check(lib.urQueueCreate(context.handle, device.handle, properties, out), "urQueueCreate")
         self.context, self.device, self.flags = context, device, flags
+        # A marker enqueued after a command completes with it, and no timestamps are asked
+        # for: a launch may leave its event to one made later (ur_cffi.triton's last_event).
+        self._in_order_untimed = not (out_of_order or profiling)
         self._last_event = None  # the registry serial of the latest command's Event
         # The work enqueued since the last completed wait, and when the first of it was.
         self._window, self._window_start = {}, 0.0

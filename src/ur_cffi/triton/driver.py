@@ -10,8 +10,9 @@ from ur_cffi objects:
   innermost ``using(queue)`` block of this thread, else the queue given to ``activate``);
 - the device is ``(context, device)`` of that queue: Triton keeps compiled kernels per device,
   and a loaded UR kernel belongs to one context;
-- every launch makes an :class:`~ur_cffi.Event`; the driver keeps the latest one
-  (:meth:`URDriver.last_event`), so it is released when the next launch replaces it;
+- the driver keeps the latest launch's event (:meth:`URDriver.last_event`), released when
+  the next launch replaces it; a launch on an in-order queue without profiling takes none, and
+  ``last_event()`` enqueues a marker in its place when asked;
 - a scope holds its own references to its ``wait_for`` events (``urEventRetain``), so an Event
   closed inside a ``using`` block still orders the block's launches;
 - what is cached per context (UR programs, Triton's compiled kernels, device properties) is
@@ -289,9 +290,10 @@ class URDriver(DriverBase):
     # --- launch events -----------------------------------------------------------------
 
     def record(self, handle, queue: Queue) -> None:
-        """Keep ``handle`` (a launch's new event) as the latest launch's; the previous one is
-        released unless :meth:`last_event` handed it out.  Called by launchers with
-        ``launch_lock`` held.  The Event object is made only when asked for."""
+        """Keep ``handle`` (a launch's new event, or None: see :meth:`last_event`) as the
+        latest launch's; the previous one is released unless :meth:`last_event` handed it
+        out.  Called by launchers with ``launch_lock`` held.  The Event object is made only
+        when asked for."""
         latest = self._latest
         previous = latest.handle_slot[0]
         latest.handle_slot[0], self._latest_queue, self._last_event = handle, queue, None
@@ -300,14 +302,25 @@ class URDriver(DriverBase):
             lib.urEventRelease(previous)
 
     def last_event(self) -> Event | None:
-        """The :class:`~ur_cffi.Event` of the latest launch (any thread), None before one."""
+        """The :class:`~ur_cffi.Event` of the latest launch (any thread), None before one.
+
+        A launch on an in-order queue without profiling takes no event of its own (each
+        costs the runtime's event, microseconds on CUDA): the first call after it enqueues a
+        marker on that queue, which completes when the launch has.  Had other commands been
+        enqueued there after the launch, the marker completes with them too."""
         with self.launch_lock:
-            slot = self._latest.handle_slot
-            if self._last_event is None and slot[0] is not None:
+            queue = self._latest_queue
+            if self._last_event is None and queue is not None:
+                slot = self._latest.handle_slot
                 with section:  # one owner at a time, even if interrupted
                     handle, slot[0] = slot[0], None
+                    if handle is None:
+                        out = ffi.new("ur_event_handle_t *")
+                        check(lib.urEnqueueEventsWait(queue.handle, 0, ffi.NULL, out),
+                              "urEnqueueEventsWait")
+                        handle = out[0]
                     try:
-                        self._last_event = Event(handle, self._latest_queue)
+                        self._last_event = Event(handle, queue)
                     except BaseException:
                         adopt(handle)
                         raise

@@ -221,11 +221,13 @@ class Launcher:
                 except (struct.error, OverflowError, TypeError):
                     self._explain([args[position] for position in self.scalars],
                                   (grid_x, grid_y, grid_z))
+                own_event = owners or not stream._in_order_untimed  # see driver.last_event
                 try:
                     result = _enqueue(stream._handle, function._handle, 3, _NULL,
                                       self._global_size, self._local_size,
                                       self.kernel_arg_count, self._args, self._properties,
-                                      scope.wait_count, scope.wait_events, self._out)
+                                      scope.wait_count, scope.wait_events,
+                                      self._out if own_event else _NULL)
                 except TypeError:  # no handle: closed, or inherited across fork()
                     stream.handle, function.handle  # noqa: B018 - raises ClosedError
                     raise
@@ -241,7 +243,7 @@ class Launcher:
                     from .cuda import keep_until_complete
 
                     keep_until_complete(self._out[0], owners)
-                driver.record(self._out[0], stream)
+                driver.record(self._out[0] if own_event else None, stream)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
