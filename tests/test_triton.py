@@ -677,6 +677,10 @@ def test_last_event_of_a_launch_on_an_in_order_queue_without_profiling(tq, conte
     program, spin = crash_probe.load(context, kernels, "spin")
     with program, spin, ur_cffi.Queue(context, device) as queue:
         x, y = ur_cffi.asarray(host, queue=queue), poisoned(n, queue)
+        with ur_triton.using(queue):  # compiled and loaded before the spinning starts
+            scale[(triton.cdiv(n, 256),)](x, y, 3.0, n, BLOCK=256)
+        queue.finish()
+        y.fill(np.nan)
         flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
         spun = ur_cffi.empty(1, np.int32, queue=queue)
         spinning = spin.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag, spun,
