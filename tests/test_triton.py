@@ -8,6 +8,7 @@ compiled kernels.  Every launch check uses fresh random inputs, NaN-poisoned out
 numpy references and sizes that are not multiples of the block.
 """
 
+import contextlib
 import ctypes
 import json
 import os
@@ -740,23 +741,41 @@ def test_torch_paths_are_neutralized(tq):
     assert driver.get_benchmarker() is ur_triton.bench.benchmark
 
 
-@TRITON_3_3
 def test_launch_hooks_see_the_queue(tq, rng):
-    from triton.compiler import CompiledKernel
-
+    """Triton's launch hooks run around a launch with its metadata (3.3: CompiledKernel's
+    hooks; 3.4+: the hook chains of triton.knobs, which the launcher passes over when empty)."""
     seen = []
     n = int(rng.integers(100, 1000))
     host = random32(rng, n)
     x, y = ur_cffi.asarray(host, queue=tq), poisoned(n, tq)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(CompiledKernel, "launch_enter_hook", lambda m: seen.append(("enter", m)))
-        patch.setattr(CompiledKernel, "launch_exit_hook", lambda m: seen.append(("exit", m)))
+    with launch_hooks(lambda m: seen.append(("enter", m)), lambda m: seen.append(("exit", m))):
         scale[(triton.cdiv(n, 256),)](x, y, 4.0, n, BLOCK=256)
+    scale[(triton.cdiv(n, 256),)](x, y, 4.0, n, BLOCK=256)  # no hooks now
     tq.finish()
     assert [what for what, _ in seen] == ["enter", "exit"]
     metadata = seen[0][1].get()
     assert metadata["stream"] is tq and metadata["name"] == "scale"
     np.testing.assert_allclose(y.to_numpy(), 4.0 * host.astype(np.float64), rtol=1e-6)
+
+
+@contextlib.contextmanager
+def launch_hooks(enter, exit):
+    chains = getattr(getattr(triton, "knobs", None), "runtime", None)
+    if chains is not None and hasattr(chains.launch_enter_hook, "add"):
+        chains.launch_enter_hook.add(enter)
+        chains.launch_exit_hook.add(exit)
+        try:
+            yield
+        finally:
+            chains.launch_enter_hook.remove(enter)
+            chains.launch_exit_hook.remove(exit)
+        return
+    from triton.compiler import CompiledKernel
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CompiledKernel, "launch_enter_hook", enter)
+        patch.setattr(CompiledKernel, "launch_exit_hook", exit)
+        yield
 
 
 @pytest.mark.cpu_device("SPIR-V programs")

@@ -168,7 +168,8 @@ class Launcher:
     @hold_back_in  # Ctrl-C waits until the launch's event is recorded (_interrupts)
     def __call__(self, grid_x, grid_y, grid_z, stream, function, kernel_metadata,
                  launch_metadata, enter_hook, exit_hook, *args):
-        if enter_hook is not None:
+        # Triton 3.4+ passes its hook chains (knobs.runtime) always, most often empty.
+        if enter_hook is not None and getattr(enter_hook, "calls", True):
             enter_hook(launch_metadata)
         if self.flatten:
             args = abi.flatten_arguments(args)
@@ -244,7 +245,7 @@ class Launcher:
 
                     keep_until_complete(self._out[0], owners)
                 driver.record(self._out[0] if own_event else None, stream)
-        if exit_hook is not None:
+        if exit_hook is not None and getattr(exit_hook, "calls", True):
             exit_hook(launch_metadata)
 
     def _scratch_memory(self, addresses: list, stream, instances: int, fresh: bool) -> list:
