@@ -315,6 +315,22 @@ with queue_module.raw_enqueue_lock:
     gc.collect()
 thread.join()
 result["other thread"] = ur_cffi.memory_stats(context)["frees"] - frees
+
+# The same while a context is collected: its pools are released by the next call.
+other_context = device.create_context()
+ur_cffi.empty(1000, np.float32, queue=ur_cffi.Queue(other_context, device)).close()
+cycle = [other_context]
+cycle.append(cycle)
+del other_context, cycle
+holding.clear()
+with queue_module.raw_enqueue_lock:
+    thread = threading.Thread(target=other)
+    thread.start()
+    holding.wait()
+    gc.collect()
+thread.join()
+ur_cffi.memory_stats()
+result["pools"] = len(allocator._pools)
 print(json.dumps(result))
 """
 
@@ -324,12 +340,12 @@ def test_arrays_collected_under_the_enqueue_lock_are_freed_later():
     allocates under it, so a collection can run there): giving a host or shared block back
     enqueues a barrier, which needs that lock, and the allocator's lock may be held by a
     thread waiting for it.  The free is done by the allocator's next call instead (it hung
-    here before, in both cases)."""
+    here before, in both cases); so is the release of a collected context's pools."""
     done = crash_probe.run_child(code="import faulthandler; "
                                  "faulthandler.dump_traceback_later(60, exit=True)\n"
                                  + COLLECTED_UNDER_LOCKS, timeout=120)
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result == {"device": 1, "host": 1, "shared": 1, "other thread": 1}
+    assert result == {"device": 1, "host": 1, "shared": 1, "other thread": 1, "pools": 3}
 
 
 @pytest.mark.parametrize("kind", ["device", "shared"])

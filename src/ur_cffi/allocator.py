@@ -51,7 +51,7 @@ _int_and = int.__and__  # on an IntFlag without enum's Python-level operator
 _lock = threading.RLock()  # every pool's lists and the counters below
 _pools: dict = {}  # (id(context), id(device) or 0, kind) -> _Pool
 _totals = {"reserved": 0, "limit": None}
-_returned: list = []  # (pool, block, queue) given back when a lock it needs was held
+_returned: list = []  # (pool, block, queue) given back, (pool, None, None) released, later
 
 
 def rounded(nbytes: int) -> int:
@@ -128,7 +128,13 @@ class _Pool(_handle.Resource):
 
     @_interrupts.hold_back_in  # a weak reference's callback
     def _context_collected(self, _ref) -> None:
-        _release_pools([self])
+        if not _lock.acquire(blocking=False):  # see give_back
+            _returned.append((self, None, None))
+            return
+        try:
+            _release_pools([self])
+        finally:
+            _lock.release()
 
     # -- taking and giving back ------------------------------------------------------------
 
@@ -379,7 +385,9 @@ def _give_back_returned(blocking: bool = False) -> None:
     pending = _returned[:]
     del _returned[:len(pending)]  # others only append meanwhile: removing takes _lock
     for pool, block, queue in pending:
-        if not pool._give_back(block, queue, blocking):
+        if block is None:
+            _release_pools([pool])
+        elif not pool._give_back(block, queue, blocking):
             _returned.append((pool, block, queue))
 
 
