@@ -507,6 +507,9 @@ def test_non_ur_pointers(tq, context, device, rng):
     before = ur_triton.last_event()
     with pytest.raises(TypeError, match="no data_ptr"):  # a numpy array
         scale[(1,)](host, y, 1.0, n, BLOCK=1024)
+    tuned = triton.autotune(configs=[triton.Config({"BLOCK": 1024})], key=["n"])(scale)
+    with pytest.raises(TypeError, match="'x_ptr' is a numpy.ndarray"):  # through an Autotuner
+        tuned[(1,)](host, y, 1.0, n)
     with pytest.raises(ValueError, match="not USM memory"):  # host memory behind data_ptr()
         scale[(1,)](HostMemory(host), y, 1.0, n, BLOCK=1024)
     with ur_cffi.Context([device]) as other, ur_cffi.Queue(other, device) as other_queue:

@@ -404,10 +404,11 @@ def install_argument_check(patches) -> None:
     Triton 3.3 (``get_arg_specialization(arg, "tensor")`` calls ``arg.data_ptr()``) and a
     ``TypeError`` ("failed to specialize argument") in 3.4+.  An integer given where the
     kernel uses a pointer compiles as an integer and fails in Triton's code generator.
-    ``JITFunction.run``, wrapped for as long as ur_cffi.triton is active, turns both into a
+    ``kernel[grid](...)``, for as long as ur_cffi.triton is active, turns both into a
     ``TypeError`` that says what to pass instead, still before anything is compiled or
-    launched.  Only failures pay: a launch goes through one more call, and nothing wraps each
-    argument.
+    launched.  Only failures pay: the launcher ``kernel[grid]`` returns replaces Triton's own,
+    and nothing wraps each argument.  (``kernel.run(...)`` called directly gets Triton's
+    errors.)
     """
     import triton._utils
     import triton.runtime.jit as jit
@@ -419,26 +420,36 @@ def install_argument_check(patches) -> None:
         table = getattr(module, "type_canonicalisation_dict", None)
         if table is not None:
             patches.replace(module, "type_canonicalisation_dict", _ElementTypes(table))
-    _explain_bad_arguments(patches, jit.JITFunction)
+    _explain_bad_arguments(patches, jit.KernelInterface)
 
 
-def _explain_bad_arguments(patches, jit_function) -> None:
-    """Wrap ``jit_function.run`` (see :func:`install_argument_check`)."""
+def _explain_bad_arguments(patches, kernel_interface) -> None:
+    """Give ``kernel[grid]`` a launcher that explains (see :func:`install_argument_check`):
+    ``kernel_interface.__getitem__`` (JITFunction's, Autotuner's, Heuristics') returns it in
+    place of Triton's own one-line lambda, so a launch pays no extra call for the check."""
     from triton.compiler.errors import CompilationError
 
-    original = jit_function.run
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            try:
+                return self.run(grid=grid, warmup=False, *args, **kwargs)
+            except (AttributeError, TypeError):  # 3.3: no data_ptr(); 3.4+: failed to specialize
+                _explain_host_arrays(_jit_function(self), args, kwargs)
+                raise
+            except CompilationError as error:
+                _explain_integer_pointers(_jit_function(self), args, kwargs, error)
+                raise
 
-    def run(self, *args, **kwargs):
-        try:
-            return original(self, *args, **kwargs)
-        except (AttributeError, TypeError):  # 3.3: no data_ptr(); 3.4+: failed to specialize
-            _explain_host_arrays(self, args, kwargs)
-            raise
-        except CompilationError as error:
-            _explain_integer_pointers(self, args, kwargs, error)
-            raise
+        return launch
 
-    patches.replace(jit_function, "run", run)
+    patches.replace(kernel_interface, "__getitem__", __getitem__)
+
+
+def _jit_function(kernel):
+    """The JITFunction inside ``kernel`` (an Autotuner or Heuristics wraps one in ``fn``)."""
+    while not hasattr(kernel, "params") and hasattr(kernel, "fn"):
+        kernel = kernel.fn
+    return kernel
 
 
 def _named_arguments(function, args, kwargs):
