@@ -384,6 +384,8 @@ def _give_back_returned(blocking: bool = False) -> None:
     wait for the enqueue lock (no finalizer can have brought it here)."""
     pending = _returned[:]
     del _returned[:len(pending)]  # others only append meanwhile: removing takes _lock
+    if _handle._forked:  # the parent's memory and queues: not this process's to touch
+        return
     for pool, block, queue in pending:
         if block is None:
             _release_pools([pool])
