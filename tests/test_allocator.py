@@ -115,26 +115,35 @@ def test_blocks_of_a_closing_queue_wait_for_its_close(context, device, spin):
     """While another thread closes (finishes) queue A, a block A last used is not taken on B:
     ordering B after A would enqueue on A, which the CUDA adapter holds until A's finish
     returns.  B gets another block at once; once A is closed, its block is free for B with
-    nothing to order."""
+    nothing to order.  A host block freed during the close records no barrier on A either,
+    and waits for the close."""
     with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b:
         spinning, address = _spin_on_freed_block(spin, a)
+        pinned = ur_cffi.empty(777, np.int32, queue=a, kind="host")  # a size of its own
+        pinned_address = pinned.data_ptr()
         crossed = ur_cffi.memory_stats()["cross_queue_reuses"]
         closer = threading.Thread(target=a.close)
         closer.start()
+        deadline = time.monotonic() + 30
         while not a.closing:
+            assert closer.is_alive() and time.monotonic() < deadline, "the close never began"
             time.sleep(1e-3)
         taken = ur_cffi.empty(12_345, np.int32, queue=b)
         assert taken.data_ptr() != address
         taken.fill(-5, blocking=False)
         b.finish()
         assert taken.to_numpy()[0] == -5
-        assert spinning.running, "taking memory on B waited for A's kernel"
+        del pinned  # freed while A closes: no barrier there, the block waits for the close
+        pinned_taken = ur_cffi.empty(777, np.int32, queue=b, kind="host")
+        assert pinned_taken.data_ptr() != pinned_address
+        assert spinning.running, "taking or freeing memory waited for A's kernel"
         assert not a.closed
         spinning.release()
         closer.join()
         assert a.closed and not a.closing
         again = ur_cffi.empty(12_345, np.int32, queue=b)
         assert again.data_ptr() == address
+        assert ur_cffi.empty(777, np.int32, queue=b, kind="host").data_ptr() == pinned_address
         assert ur_cffi.memory_stats()["cross_queue_reuses"] == crossed
 
 
@@ -291,7 +300,8 @@ for kind in ("device", "host", "shared"):
     frees = ur_cffi.memory_stats(context)["frees"]
     with queue_module.raw_enqueue_lock:  # as a launch holds it
         gc.collect()
-    result[kind] = ur_cffi.memory_stats(context)["frees"] - frees
+        kept = len(allocator._returned)
+    result[kind] = (kept, ur_cffi.memory_stats(context)["frees"] - frees)
 
 # Another thread holds the allocator's lock and waits for the enqueue lock, which this thread
 # holds while a collection frees an array.
@@ -313,8 +323,9 @@ with queue_module.raw_enqueue_lock:
     thread.start()
     holding.wait()
     gc.collect()
+    kept = len(allocator._returned)
 thread.join()
-result["other thread"] = ur_cffi.memory_stats(context)["frees"] - frees
+result["other thread"] = (kept, ur_cffi.memory_stats(context)["frees"] - frees)
 
 # The same while a context is collected: its pools are released by the next call.
 other_context = device.create_context()
@@ -328,9 +339,10 @@ with queue_module.raw_enqueue_lock:
     thread.start()
     holding.wait()
     gc.collect()
+    kept = len(allocator._returned)
 thread.join()
 ur_cffi.memory_stats()
-result["pools"] = len(allocator._pools)
+result["pools"] = (kept, len(allocator._pools))
 print(json.dumps(result))
 """
 
@@ -345,7 +357,9 @@ def test_arrays_collected_under_the_enqueue_lock_are_freed_later():
                                  "faulthandler.dump_traceback_later(60, exit=True)\n"
                                  + COLLECTED_UNDER_LOCKS, timeout=120)
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result == {"device": 1, "host": 1, "shared": 1, "other thread": 1, "pools": 3}
+    # (kept for later while the locks were held, done by the next call)
+    assert result == {"device": [0, 1], "host": [1, 1], "shared": [1, 1],
+                      "other thread": [1, 1], "pools": [1, 3]}
 
 
 @pytest.mark.parametrize("kind", ["device", "shared"])

@@ -11,9 +11,10 @@ to ``urUSMFree``; a later allocation of the same rounded size takes it from ther
   once the work submitted before its free has completed (an event recorded at the free,
   queried without waiting), as PyTorch's host allocator does.
 
-A free never waits for a lock: one that would (a collection inside code that holds the
-allocator's lock in another thread, or the enqueue lock that a host block's barrier needs, as
-a collection during a launch does) is kept and done by the allocator's next call.
+A free never waits for the allocator's lock or the enqueue lock (a collection can free an
+array anywhere, a launch holding the enqueue lock included): where either is held, the free
+is kept and done by the allocator's next call (an allocation, ``memory_stats``,
+``empty_cache``, or the release of a pool).
 
 Nothing here finishes a queue, except :func:`empty_cache` (and so running out of memory),
 which waits for the queues that last used the cached memory before ``urUSMFree``.  An array
@@ -75,19 +76,24 @@ class Block:
         self.queue_ref = self.event = self.used_on = self.waits = None
 
 
-def _barrier(queue, wait_count: int = 0, waits=_NULL, keep_event: bool = False):
+def _barrier(queue, wait_count: int = 0, waits=_NULL, keep_event: bool = False,
+             locked: bool = False):
     """Enqueue a barrier on ``queue`` (raw: no Event object, not recorded by a Graph); its
     event handle if ``keep_event``.  Nothing (None) if another thread closed the queue: a
-    closed queue was finished, so there is nothing to wait for."""
+    closed queue was finished, so there is nothing to wait for.  ``locked``: the caller holds
+    the enqueue lock."""
     handle = retained(queue)
     if handle is None:
         return None
     out = ffi.new("ur_event_handle_t *") if keep_event else _NULL
     try:
-        with enqueue_lock:
+        if locked:
             result = lib.urEnqueueEventsWaitWithBarrier(handle, wait_count, waits, out)
-            if wait_count and not result:
-                queue._note_work(None, 1)  # it waits for other queues' work (_durations)
+        else:
+            with enqueue_lock:
+                result = lib.urEnqueueEventsWaitWithBarrier(handle, wait_count, waits, out)
+        if wait_count and not result:
+            queue._note_work(None, 1)  # it waits for other queues' work (_durations)
     finally:
         lib.urQueueRelease(handle)
     check(result, "urEnqueueEventsWaitWithBarrier")
@@ -144,8 +150,8 @@ class _Pool(_handle.Resource):
         errors."""
         size = max((nbytes + 511) & ~511, 512) if nbytes < _SMALL else rounded(nbytes)
         with _lock:
-            if _returned:
-                _give_back_returned()
+            if _returned:  # no finalizer allocates, and no launch under the enqueue lock
+                _give_back_returned(blocking=True)
             # The common case first: the newest block was freed on this in-order queue.  (Popped,
             # not peeked: a collection here may give another block back onto the list.)
             blocks = self._free.get(size)
@@ -175,6 +181,12 @@ class _Pool(_handle.Resource):
         if self.kind != "device":  # the host may touch it at once: only completed ones
             for i in range(len(blocks) - 1, -1, -1):
                 candidate = blocks[i]
+                if candidate.event is None and (last := _queue_of(candidate)) is not None:
+                    # Freed while its queue was being closed: done once the close is (or, if
+                    # the close was interrupted, once a barrier enqueued now completes).
+                    if last.closing:
+                        continue
+                    candidate.event = _barrier(last, keep_event=True)
                 events = [candidate.event] if candidate.event is not None else []
                 if all(map(_complete, events + (candidate.waits or []))):
                     block = blocks.pop(i)
@@ -283,31 +295,42 @@ class _Pool(_handle.Resource):
 
     def _give_back(self, block: Block, queue, blocking: bool = False) -> bool:
         """:meth:`give_back` with ``_lock`` held; False, having done nothing, where it would
-        enqueue a barrier and ``blocking`` is false while the enqueue lock is held (by a
-        launch this thread is inside of, if collection brought it here)."""
-        # A closed queue was finished: nothing can still use the block.
-        open_queue = queue._handle is not None
-        if not blocking and (block.used_on is not None or self.kind != "device" and open_queue
-                             and self._handle is not None):
-            if not raw_enqueue_lock.acquire(blocking=False):
+        enqueue a barrier while another thread, or this one (a collection inside a launch
+        brought it here), holds the enqueue lock, unless ``blocking`` (ordinary code, which
+        may wait for it).  The barriers are enqueued under the lock taken here: a free never
+        waits for it."""
+        open_queue = queue._handle is not None  # a closed queue was finished: nothing uses it
+        others = []
+        if block.used_on is not None:  # record_queue: each other queue's work so far
+            others = list({id(q): q for q in (ref() for ref in block.used_on)
+                           if q is not None and q._handle is not None and q is not queue}
+                          .values())
+        # Host and shared memory: an event of the work so far, which the next owner's host
+        # access waits for; none on a queue another thread is closing (its barrier would wait
+        # for the close in the CUDA adapter): such a block waits for the close (_cached).
+        own = (self.kind != "device" and open_queue and self._handle is not None
+               and not queue.closing)
+        waits = event = None
+        if others or own:
+            if blocking:
+                raw_enqueue_lock.acquire()
+            elif not raw_enqueue_lock.acquire(blocking=False):
                 return False
-            raw_enqueue_lock.release()
+            try:
+                waits = [e for e in (_barrier(q, keep_event=True, locked=True) for q in others)
+                         if e is not None] or None
+                if own:
+                    event = _barrier(queue, keep_event=True, locked=True)
+            finally:
+                raw_enqueue_lock.release()
         self.stats["frees"] += 1
         self.stats["allocated_bytes"] -= block.size
         block.queue_ref = weakref.ref(queue) if open_queue else None
-        if block.used_on is not None:  # record_queue: each other queue's work so far
-            others = {id(q): q for q in (ref() for ref in block.used_on)
-                      if q is not None and q._handle is not None and q is not queue}
-            block.used_on = None
-            block.waits = [event for event in (_barrier(q, keep_event=True)
-                                               for q in others.values())
-                           if event is not None] or None
+        block.used_on, block.waits, block.event = None, waits, event
         if self._handle is None:  # this pool was released: free at once
             _free_blocks(self, [block])
             self._release_ur_pool()
             return True
-        if self.kind != "device" and block.queue_ref is not None:
-            block.event = _barrier(queue, keep_event=True)
         self.stats["cached_bytes"] += block.size
         blocks = self._free.get(block.size)
         if blocks is None:
@@ -386,11 +409,23 @@ def _give_back_returned(blocking: bool = False) -> None:
     del _returned[:len(pending)]  # others only append meanwhile: removing takes _lock
     if _handle._forked:  # the parent's memory and queues: not this process's to touch
         return
-    for pool, block, queue in pending:
-        if block is None:
-            _release_pools([pool])
-        elif not pool._give_back(block, queue, blocking):
-            _returned.append((pool, block, queue))
+    with _interrupts.section:
+        for index, (pool, block, queue) in enumerate(pending):
+            try:
+                if block is None:
+                    _release_pools([pool])
+                elif not pool._give_back(block, queue, blocking):
+                    _returned.append((pool, block, queue))
+            except BaseException:
+                _returned.extend(pending[index + 1:])  # done by a later call
+                raise
+
+
+def give_back_kept() -> None:
+    """Do the frees kept for later (see the module's text) now: ``loader.teardown`` calls it
+    before releasing what is left."""
+    with _lock:
+        _give_back_returned(blocking=True)
 
 
 def _free_blocks(pool: _Pool, blocks: list[Block]) -> int:
@@ -442,6 +477,8 @@ def empty_cache() -> None:
 
     A UR pool keeps what ``urUSMFree`` gives back (the CUDA adapter's does): one with no
     memory in use is released for a new one, which returns its memory to the device."""
+    if _handle._forked:
+        raise _handle.ClosedError("the cached memory belongs to the parent process (forked)")
     with _lock:
         _give_back_returned(blocking=True)
         pools = list(_pools.values())
@@ -483,7 +520,8 @@ def memory_stats(context=None) -> dict:
     ``allocated_bytes`` (in use), ``cached_bytes`` (freed, kept for reuse),
     ``reserved_bytes`` (both), ``peak_allocated_bytes``, ``allocations``, ``cache_hits``,
     ``frees``, ``ur_allocations``, ``ur_frees``, ``oom_retries``, ``cross_queue_reuses``,
-    and ``limit_bytes`` (None: no limit)."""
+    and ``limit_bytes`` (None: no limit).  Frees kept for later are done first, so that the
+    counters include them."""
     with _lock:
         _give_back_returned(blocking=True)
         pools = [pool for pool in _pools.values()

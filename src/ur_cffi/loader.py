@@ -418,6 +418,9 @@ def teardown() -> None:
         if _state["adapters"] is None or _state["forked"] or _handle._forked:
             return
         _waiting.drain()  # waits a Ctrl-C left running hold references of their own
+        allocator = sys.modules.get(f"{__package__}.allocator")
+        if allocator is not None:
+            allocator.give_back_kept()  # frees a collection could not do at once
         queue.release_orphans(wait=True)  # commands of dropped Events, memory still held
         _handle.release_all()
         _state["adapters"] = None

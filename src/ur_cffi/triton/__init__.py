@@ -26,9 +26,11 @@ constexprs as Triton expects.
 
 Ordering: every launch is enqueued on the current queue, so ``queue.finish()``,
 ``device.synchronize()`` and the launch's event order it exactly.  The event of the latest
-launch (process-wide) is :func:`last_event`; ``using(queue, wait_for=[...])`` makes every
-launch in the block wait for those events (on an out-of-order queue, this is how launches are
-ordered).
+launch (process-wide) is :func:`last_event`: on an in-order queue without profiling a launch
+takes no event of its own, and ``last_event()`` enqueues a marker that completes with it (and
+with whatever was enqueued on that queue after it); ``using(queue, wait_for=[...])`` makes
+every launch in the block wait for those events (on an out-of-order queue, this is how
+launches are ordered).
 
 Repeated launches: ``launch = ur_cffi.triton.prepare(kernel, grid, x, y, 10.0, n,
 BLOCK_SIZE=1024)`` compiles and checks once and returns a ``ur_cffi.PreparedLaunch``;
@@ -267,7 +269,9 @@ def prepare(fn, grid, *args, **kwargs):
 def last_event():
     """The :class:`~ur_cffi.Event` of the latest launch through ur_cffi.triton, or None.
 
-    Process-wide: with launches from several threads, the latest of them.
+    Process-wide: with launches from several threads, the latest of them.  On an in-order
+    queue without profiling, a marker enqueued at the first call after the launch stands in
+    for the launch's own event (``URDriver.last_event``).
     """
     driver = _state["driver"]
     return None if driver is None else driver.last_event()

@@ -35,7 +35,8 @@ from ..device import default_device
 from ..errors import URError, check
 from ..info import query
 from ..program import Kernel
-from ..queue import Event, Queue, adopt, enqueue_lock, raw_enqueue_lock, wait_list
+from ..queue import (Event, Queue, adopt, enqueue_lock, raw_enqueue_lock, retained,
+                     wait_list)
 from . import abi, backend, bench
 from .launcher import Launcher
 
@@ -175,6 +176,21 @@ def _release_slot(slot: list) -> int:
     return 0 if handle is None else lib.urEventRelease(handle)
 
 
+def _marker(queue: Queue):
+    """The event of a marker enqueued on ``queue`` now, or None if another thread closed it
+    (a closed queue was finished)."""
+    handle = retained(queue)  # its own reference: another thread may close the queue
+    if handle is None:
+        return None
+    out = ffi.new("ur_event_handle_t *")
+    try:
+        result = lib.urEnqueueEventsWait(handle, 0, ffi.NULL, out)
+    finally:
+        lib.urQueueRelease(handle)
+    check(result, "urEnqueueEventsWait")
+    return out[0]
+
+
 class URDriver(DriverBase):
     """Triton's active driver while ur_cffi.triton is active (``ur_cffi.triton.activate``)."""
 
@@ -307,18 +323,19 @@ class URDriver(DriverBase):
         A launch on an in-order queue without profiling takes no event of its own (each
         costs the runtime's event, microseconds on CUDA): the first call after it enqueues a
         marker on that queue, which completes when the launch has.  Had other commands been
-        enqueued there after the launch, the marker completes with them too."""
+        enqueued there after the launch, the marker completes with them too; had the queue
+        been closed (so finished), there is no event: None."""
         with self.launch_lock:
             queue = self._latest_queue
             if self._last_event is None and queue is not None:
                 slot = self._latest.handle_slot
                 with section:  # one owner at a time, even if interrupted
-                    handle, slot[0] = slot[0], None
+                    handle = slot[0]
                     if handle is None:
-                        out = ffi.new("ur_event_handle_t *")
-                        check(lib.urEnqueueEventsWait(queue.handle, 0, ffi.NULL, out),
-                              "urEnqueueEventsWait")
-                        handle = out[0]
+                        handle = _marker(queue)
+                        if handle is None:
+                            return None
+                    slot[0] = None
                     try:
                         self._last_event = Event(handle, queue)
                     except BaseException:

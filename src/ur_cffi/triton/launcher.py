@@ -45,6 +45,10 @@ from . import abi
 _POINTER_SIZE = ffi.sizeof("void *")
 _SIZE_T = {4: "I", 8: "Q"}[ffi.sizeof("size_t")]
 _enqueue = _release.enqueue_launch
+try:  # Triton 3.4+: launch hooks are chains, passed to the launcher even when empty
+    from triton.knobs import HookChain as _HookChain
+except ImportError:
+    _HookChain = None
 _NULL = ffi.NULL
 
 _elements: dict = {}  # dtype -> Triton element type ("fp32"), as Triton's JIT names it
@@ -169,7 +173,8 @@ class Launcher:
     def __call__(self, grid_x, grid_y, grid_z, stream, function, kernel_metadata,
                  launch_metadata, enter_hook, exit_hook, *args):
         # Triton 3.4+ passes its hook chains (knobs.runtime) always, most often empty.
-        if enter_hook is not None and getattr(enter_hook, "calls", True):
+        if enter_hook is not None and not (type(enter_hook) is _HookChain
+                                           and not enter_hook.calls):
             enter_hook(launch_metadata)
         if self.flatten:
             args = abi.flatten_arguments(args)
@@ -245,7 +250,8 @@ class Launcher:
 
                     keep_until_complete(self._out[0], owners)
                 driver.record(self._out[0] if own_event else None, stream)
-        if exit_hook is not None and getattr(exit_hook, "calls", True):
+        if exit_hook is not None and not (type(exit_hook) is _HookChain
+                                          and not exit_hook.calls):
             exit_hook(launch_metadata)
 
     def _scratch_memory(self, addresses: list, stream, instances: int, fresh: bool) -> list:
@@ -407,8 +413,8 @@ def install_argument_check(patches) -> None:
     ``kernel[grid](...)``, for as long as ur_cffi.triton is active, turns both into a
     ``TypeError`` that says what to pass instead, still before anything is compiled or
     launched.  Only failures pay: the launcher ``kernel[grid]`` returns replaces Triton's own,
-    and nothing wraps each argument.  (``kernel.run(...)`` called directly gets Triton's
-    errors.)
+    and nothing wraps each argument.  (``kernel.run(...)`` and ``kernel.warmup(...)`` called
+    directly get Triton's errors.)
     """
     import triton._utils
     import triton.runtime.jit as jit
@@ -434,10 +440,14 @@ def _explain_bad_arguments(patches, kernel_interface) -> None:
             try:
                 return self.run(grid=grid, warmup=False, *args, **kwargs)
             except (AttributeError, TypeError):  # 3.3: no data_ptr(); 3.4+: failed to specialize
-                _explain_host_arrays(_jit_function(self), args, kwargs)
+                function = _jit_function(self)
+                if function is not None:
+                    _explain_host_arrays(function, args, kwargs)
                 raise
             except CompilationError as error:
-                _explain_integer_pointers(_jit_function(self), args, kwargs, error)
+                function = _jit_function(self)
+                if function is not None:
+                    _explain_integer_pointers(function, args, kwargs, error)
                 raise
 
         return launch
@@ -446,10 +456,11 @@ def _explain_bad_arguments(patches, kernel_interface) -> None:
 
 
 def _jit_function(kernel):
-    """The JITFunction inside ``kernel`` (an Autotuner or Heuristics wraps one in ``fn``)."""
+    """The JITFunction inside ``kernel`` (an Autotuner or Heuristics wraps one in ``fn``), or
+    None (another kind of KernelInterface: its own errors stand)."""
     while not hasattr(kernel, "params") and hasattr(kernel, "fn"):
         kernel = kernel.fn
-    return kernel
+    return kernel if hasattr(kernel, "params") else None
 
 
 def _named_arguments(function, args, kwargs):
