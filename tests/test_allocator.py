@@ -304,43 +304,39 @@ for kind in ("device", "host", "shared"):
     result[kind] = (kept, ur_cffi.memory_stats(context)["frees"] - frees)
 
 # Another thread holds the allocator's lock and waits for the enqueue lock, which this thread
-# holds while a collection frees an array.
+# holds while a collection frees an array, and then a context.
+def collect_while_another_thread_waits():
+    holding = threading.Event()
+
+    def other():
+        with allocator._lock:
+            holding.set()
+            with queue_module.enqueue_lock:
+                pass
+
+    with queue_module.raw_enqueue_lock:
+        thread = threading.Thread(target=other)
+        thread.start()
+        holding.wait()
+        gc.collect()
+        kept = len(allocator._returned)
+    thread.join()
+    return kept
+
 array = ur_cffi.empty(1000, np.float32, queue=queue)
 cycle = [array]
 cycle.append(cycle)
 del array, cycle
-holding = threading.Event()
-
-def other():
-    with allocator._lock:
-        holding.set()
-        with queue_module.enqueue_lock:
-            pass
-
 frees = ur_cffi.memory_stats(context)["frees"]
-with queue_module.raw_enqueue_lock:
-    thread = threading.Thread(target=other)
-    thread.start()
-    holding.wait()
-    gc.collect()
-    kept = len(allocator._returned)
-thread.join()
+kept = collect_while_another_thread_waits()
 result["other thread"] = (kept, ur_cffi.memory_stats(context)["frees"] - frees)
 
-# The same while a context is collected: its pools are released by the next call.
-other_context = device.create_context()
+other_context = device.create_context()  # its pools are released by the next call
 ur_cffi.empty(1000, np.float32, queue=ur_cffi.Queue(other_context, device)).close()
 cycle = [other_context]
 cycle.append(cycle)
 del other_context, cycle
-holding.clear()
-with queue_module.raw_enqueue_lock:
-    thread = threading.Thread(target=other)
-    thread.start()
-    holding.wait()
-    gc.collect()
-    kept = len(allocator._returned)
-thread.join()
+kept = collect_while_another_thread_waits()
 ur_cffi.memory_stats()
 result["pools"] = (kept, len(allocator._pools))
 print(json.dumps(result))
