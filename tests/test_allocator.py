@@ -388,6 +388,33 @@ def test_record_queue_orders_reuse_after_the_other_queues_work(context, device, 
                 taken.record_queue(foreign)
 
 
+def test_a_free_waits_for_the_close_of_a_recorded_queue(context, device, spin):
+    """An array of queue A used on queue B (``record_queue``), freed while another thread
+    closes B: its free would enqueue a barrier on B, which the CUDA adapter holds until the
+    close's finish returns; it is kept instead, and done by an allocation after the close."""
+    with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b:
+        gc.collect()
+        out = ur_cffi.empty(34_567, np.int32, queue=a)  # a size of its own
+        out.record_queue(b)
+        spinning = Spinning(spin, b, out)
+        spinning.out = None
+        closer = threading.Thread(target=b.close)
+        closer.start()
+        deadline = time.monotonic() + 30
+        while not b.closing:
+            assert closer.is_alive() and time.monotonic() < deadline, "the close never began"
+            time.sleep(1e-3)
+        frees = ur_cffi.memory_stats()["frees"]
+        del out
+        assert spinning.running, "the free waited for B's kernel"
+        assert ur_cffi.memory_stats()["frees"] == frees  # kept: B is still closing
+        spinning.release()
+        closer.join()
+        assert b.closed and not b.closing
+        ur_cffi.empty(16, np.int32, queue=a).close()
+        assert ur_cffi.memory_stats()["frees"] >= frees + 2  # the kept free, and this one
+
+
 def test_closing_a_context_frees_its_cached_memory(device):
     """The pools of a closed context go with it (with UR pools, each would keep a reference on
     the context): its cached memory is freed at close, not when the object is collected."""

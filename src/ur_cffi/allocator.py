@@ -297,14 +297,16 @@ class _Pool(_handle.Resource):
         """:meth:`give_back` with ``_lock`` held; False, having done nothing, where it would
         enqueue a barrier while another thread, or this one (a collection inside a launch
         brought it here), holds the enqueue lock, unless ``blocking`` (ordinary code, which
-        may wait for it).  The barriers are enqueued under the lock taken here: a free never
-        waits for it."""
+        may wait for it), or on another queue (``record_queue``) that a thread is closing.
+        The barriers are enqueued under the lock taken here: a free never waits for it."""
         open_queue = queue._handle is not None  # a closed queue was finished: nothing uses it
         others = []
         if block.used_on is not None:  # record_queue: each other queue's work so far
             others = list({id(q): q for q in (ref() for ref in block.used_on)
                            if q is not None and q._handle is not None and q is not queue}
                           .values())
+            if any(q.closing for q in others):  # kept until that close has finished it
+                return False
         # Host and shared memory: an event of the work so far, which the next owner's host
         # access waits for; none on a queue another thread is closing (its barrier would wait
         # for the close in the CUDA adapter): such a block waits for the close (_cached).

@@ -285,7 +285,7 @@ class Queue(_handle.Resource):
     """
 
     __slots__ = ("context", "device", "flags", "_last_event", "_window", "_window_start",
-                 "_pools", "closing", "_in_order_untimed")
+                 "_pools", "_closers", "_in_order_untimed")
     _release_function = "urQueueRelease"
 
     def __init__(self, context, device=None, *, out_of_order: bool = False,
@@ -317,7 +317,7 @@ class Queue(_handle.Resource):
         # The work enqueued since the last completed wait, and when the first of it was.
         self._window, self._window_start = {}, 0.0
         self._pools: dict = {}  # kind of USM -> its pool (allocator.pool_for keeps it)
-        self.closing = False
+        self._closers = 0  # threads inside close()
         _interrupts.install()  # launches hold Ctrl-C back without a section
         self._own(out[0], parents=(context, device),
                   release_args=(out[0], device.queue_handles_lock),
@@ -333,7 +333,8 @@ class Queue(_handle.Resource):
         if self._handle is None or _handle._forked:
             super().close()
             return
-        self.closing = True
+        with self.device.queues_lock:
+            self._closers += 1
         try:
             try:
                 self.finish()
@@ -341,7 +342,14 @@ class Queue(_handle.Resource):
                 pass  # closed by another thread meanwhile, or the release's finish reports it
             super().close()
         finally:
-            self.closing = False
+            with self.device.queues_lock:
+                self._closers -= 1
+
+    @property
+    def closing(self) -> bool:
+        """Whether a thread is inside :meth:`close` (finishing the queue before releasing
+        it)."""
+        return self._closers > 0
 
     @property
     def out_of_order(self) -> bool:
