@@ -122,12 +122,7 @@ def test_blocks_of_a_closing_queue_wait_for_its_close(context, device, spin):
         pinned = ur_cffi.empty(777, np.int32, queue=a, kind="host")  # a size of its own
         pinned_address = pinned.data_ptr()
         crossed = ur_cffi.memory_stats()["cross_queue_reuses"]
-        closer = threading.Thread(target=a.close)
-        closer.start()
-        deadline = time.monotonic() + 30
-        while not a.closing:
-            assert closer.is_alive() and time.monotonic() < deadline, "the close never began"
-            time.sleep(1e-3)
+        closer = _close_in_another_thread(a)
         taken = ur_cffi.empty(12_345, np.int32, queue=b)
         assert taken.data_ptr() != address
         taken.fill(-5, blocking=False)
@@ -145,6 +140,17 @@ def test_blocks_of_a_closing_queue_wait_for_its_close(context, device, spin):
         assert again.data_ptr() == address
         assert ur_cffi.empty(777, np.int32, queue=b, kind="host").data_ptr() == pinned_address
         assert ur_cffi.memory_stats()["cross_queue_reuses"] == crossed
+
+
+def _close_in_another_thread(queue) -> threading.Thread:
+    """A thread closing ``queue``, returned once it is inside the close (finishing)."""
+    closer = threading.Thread(target=queue.close)
+    closer.start()
+    deadline = time.monotonic() + 30
+    while not queue.closing:
+        assert closer.is_alive() and time.monotonic() < deadline, "the close never began"
+        time.sleep(1e-3)
+    return closer
 
 
 def _spin_on_freed_block(spin, queue) -> tuple:
@@ -398,12 +404,7 @@ def test_a_free_waits_for_the_close_of_a_recorded_queue(context, device, spin):
         out.record_queue(b)
         spinning = Spinning(spin, b, out)
         spinning.out = None
-        closer = threading.Thread(target=b.close)
-        closer.start()
-        deadline = time.monotonic() + 30
-        while not b.closing:
-            assert closer.is_alive() and time.monotonic() < deadline, "the close never began"
-            time.sleep(1e-3)
+        closer = _close_in_another_thread(b)
         frees = ur_cffi.memory_stats()["frees"]
         del out
         assert spinning.running, "the free waited for B's kernel"
