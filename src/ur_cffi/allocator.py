@@ -37,7 +37,7 @@ from . import _checks, _handle, _interrupts, _release
 from ._ur import ffi, lib
 from .enums import ur_queue_flag_t, ur_result_t
 from .errors import URError, by_result, check
-from .queue import _complete, enqueue_lock, raw_enqueue_lock, retained
+from .queue import _complete, raw_barrier, raw_enqueue_lock, retained
 
 _NULL = ffi.NULL
 _SMALL = 1 << 20
@@ -74,30 +74,6 @@ class Block:
     def __init__(self, pointer, size: int):
         self.pointer, self.address, self.size = pointer, int(ffi.cast("uintptr_t", pointer)), size
         self.queue_ref = self.event = self.used_on = self.waits = None
-
-
-def _barrier(queue, wait_count: int = 0, waits=_NULL, keep_event: bool = False,
-             locked: bool = False):
-    """Enqueue a barrier on ``queue`` (raw: no Event object, not recorded by a Graph); its
-    event handle if ``keep_event``.  Nothing (None) if another thread closed the queue: a
-    closed queue was finished, so there is nothing to wait for.  ``locked``: the caller holds
-    the enqueue lock."""
-    handle = retained(queue)
-    if handle is None:
-        return None
-    out = ffi.new("ur_event_handle_t *") if keep_event else _NULL
-    try:
-        if locked:
-            result = lib.urEnqueueEventsWaitWithBarrier(handle, wait_count, waits, out)
-        else:
-            with enqueue_lock:
-                result = lib.urEnqueueEventsWaitWithBarrier(handle, wait_count, waits, out)
-        if wait_count and not result:
-            queue._note_work(None, 1)  # it waits for other queues' work (_durations)
-    finally:
-        lib.urQueueRelease(handle)
-    check(result, "urEnqueueEventsWaitWithBarrier")
-    return out[0] if keep_event else None
 
 
 def _queue_of(block: Block):
@@ -186,7 +162,7 @@ class _Pool(_handle.Resource):
                     # the close was interrupted, once a barrier enqueued now completes).
                     if last.closing:
                         continue
-                    candidate.event = _barrier(last, keep_event=True)
+                    candidate.event = raw_barrier(last, keep_event=True)
                 events = [candidate.event] if candidate.event is not None else []
                 if all(map(_complete, events + (candidate.waits or []))):
                     block = blocks.pop(i)
@@ -214,7 +190,7 @@ class _Pool(_handle.Resource):
         if block.waits is not None:  # used on other queues too: wait for their work as well
             waits, block.waits = block.waits, None
             try:
-                _barrier(queue, len(waits), ffi.new("ur_event_handle_t[]", waits))
+                raw_barrier(queue, len(waits), ffi.new("ur_event_handle_t[]", waits))
             finally:
                 _release_events(waits)
             queue._last_event = None
@@ -228,12 +204,12 @@ class _Pool(_handle.Resource):
             return
         self.stats["cross_queue_reuses"] += 1
         if last is queue:  # out of order: a barrier orders what follows after what came before
-            _barrier(queue)
+            raw_barrier(queue)
         else:
-            event = _barrier(last, keep_event=True)
+            event = raw_barrier(last, keep_event=True)
             if event is not None:
                 try:
-                    _barrier(queue, 1, ffi.new("ur_event_handle_t[1]", [event]))
+                    raw_barrier(queue, 1, ffi.new("ur_event_handle_t[1]", [event]))
                 finally:
                     lib.urEventRelease(event)
         queue._last_event = None  # Queue.finish's probe: the latest command has no Event
@@ -319,10 +295,10 @@ class _Pool(_handle.Resource):
             elif not raw_enqueue_lock.acquire(blocking=False):
                 return False
             try:
-                waits = [e for e in (_barrier(q, keep_event=True, locked=True) for q in others)
+                waits = [e for e in (raw_barrier(q, keep_event=True, locked=True) for q in others)
                          if e is not None] or None
                 if own:
-                    event = _barrier(queue, keep_event=True, locked=True)
+                    event = raw_barrier(queue, keep_event=True, locked=True)
             finally:
                 raw_enqueue_lock.release()
         self.stats["frees"] += 1

@@ -278,6 +278,30 @@ def retained(queue: Queue):
     return handle
 
 
+def raw_barrier(queue: Queue, wait_count: int = 0, waits=ffi.NULL, keep_event: bool = False,
+                locked: bool = False):
+    """Enqueue a barrier on ``queue`` (raw: no Event object, not recorded by a Graph); its
+    event handle if ``keep_event``.  Nothing (None) if another thread closed the queue: a
+    closed queue was finished, so there is nothing to wait for.  ``locked``: the caller holds
+    the enqueue lock."""
+    handle = retained(queue)
+    if handle is None:
+        return None
+    out = ffi.new("ur_event_handle_t *") if keep_event else ffi.NULL
+    try:
+        if locked:
+            result = lib.urEnqueueEventsWaitWithBarrier(handle, wait_count, waits, out)
+        else:
+            with enqueue_lock:
+                result = lib.urEnqueueEventsWaitWithBarrier(handle, wait_count, waits, out)
+        if wait_count and not result:
+            queue._note_work(None, 1)  # it waits for other queues' work (_durations)
+    finally:
+        lib.urQueueRelease(handle)
+    check(result, "urEnqueueEventsWaitWithBarrier")
+    return out[0] if keep_event else None
+
+
 class Queue(_handle.Resource):
     """A UR queue on one device of a context: in order unless asked otherwise.
 

@@ -35,7 +35,7 @@ from ..device import default_device
 from ..errors import URError, check
 from ..info import query
 from ..program import Kernel
-from ..queue import (Event, Queue, adopt, enqueue_lock, raw_enqueue_lock, retained,
+from ..queue import (Event, Queue, adopt, enqueue_lock, raw_barrier, raw_enqueue_lock,
                      wait_list)
 from . import abi, backend, bench
 from .launcher import Launcher
@@ -176,21 +176,6 @@ def _release_slot(slot: list) -> int:
     return 0 if handle is None else lib.urEventRelease(handle)
 
 
-def _marker(queue: Queue):
-    """The event of a marker enqueued on ``queue`` now, or None if another thread closed it
-    (a closed queue was finished)."""
-    handle = retained(queue)  # its own reference: another thread may close the queue
-    if handle is None:
-        return None
-    out = ffi.new("ur_event_handle_t *")
-    try:
-        result = lib.urEnqueueEventsWait(handle, 0, ffi.NULL, out)
-    finally:
-        lib.urQueueRelease(handle)
-    check(result, "urEnqueueEventsWait")
-    return out[0]
-
-
 class URDriver(DriverBase):
     """Triton's active driver while ur_cffi.triton is active (``ur_cffi.triton.activate``)."""
 
@@ -322,7 +307,8 @@ class URDriver(DriverBase):
 
         A launch on an in-order queue without profiling takes no event of its own (each
         costs the runtime's event, microseconds on CUDA): the first call after it enqueues a
-        marker on that queue, which completes when the launch has.  Had other commands been
+        marker on that queue (a barrier waiting for nothing else), which completes when the
+        launch has.  Had other commands been
         enqueued there after the launch, the marker completes with them too; had the queue
         been closed (so finished), there is no event: None."""
         with self.launch_lock:
@@ -331,9 +317,9 @@ class URDriver(DriverBase):
                 slot = self._latest.handle_slot
                 with section:  # one owner at a time, even if interrupted
                     handle = slot[0]
-                    if handle is None:
-                        handle = _marker(queue)
-                        if handle is None:
+                    if handle is None:  # launch_lock is the enqueue lock
+                        handle = raw_barrier(queue, keep_event=True, locked=True)
+                        if handle is None:  # another thread closed the queue
                             return None
                     slot[0] = None
                     try:
