@@ -6,8 +6,8 @@ is handled, also between a lock's acquire and the ``try`` that releases it, or b
 call that made an event and the object that owns it.  Inside :func:`section` the SIGINT
 handler only notes the signal; the interrupt is raised as the outermost section ends, when the
 lock is free and every handle has its owner.  In the functions marked :func:`hold_back_in`
-(callbacks, and the launch path, where a section's bookkeeping would cost every launch) it is
-sent again a few milliseconds later instead, found from the interrupted frame's callers only
+(callbacks, and the hot paths: a launch, a USM array's allocation and release, where a
+section's bookkeeping would cost every call) it is sent again a few milliseconds later instead, found from the interrupted frame's callers only
 when a signal comes.  Waits are in neither, so Ctrl-C still interrupts them at once.
 
 The handler is installed on first use from the main thread, over Python's own

@@ -120,10 +120,10 @@ class _Pool(_handle.Resource):
 
     # -- taking and giving back ------------------------------------------------------------
 
-    def take(self, queue, nbytes: int, what=None) -> Block:
+    def take(self, queue, nbytes: int, array=None) -> Block:
         """A block of at least ``nbytes`` usable by commands on ``queue`` submitted from now on
-        (call inside an ``_interrupts.section``); ``what`` (shape and dtype) is named in
-        errors."""
+        (call where Ctrl-C is held back: ``_interrupts``); the shape and dtype of ``array``
+        (the USMArray it is for) are named in errors."""
         size = max((nbytes + 511) & ~511, 512) if nbytes < _SMALL else rounded(nbytes)
         with _lock:
             if _returned:  # no finalizer allocates, and no launch under the enqueue lock
@@ -141,7 +141,7 @@ class _Pool(_handle.Resource):
             stats = self.stats
             stats["allocations"] += 1
             if block is None:
-                block = self._allocate(queue, size, what)
+                block = self._allocate(queue, size, array)
             else:
                 stats["cache_hits"] += 1
                 stats["cached_bytes"] -= size
@@ -214,8 +214,8 @@ class _Pool(_handle.Resource):
                     lib.urEventRelease(event)
         queue._last_event = None  # Queue.finish's probe: the latest command has no Event
 
-    def _allocate(self, queue, size: int, what) -> Block:
-        detail = f"shape {what[0]} of {what[1]}: " if what else ""
+    def _allocate(self, queue, size: int, array) -> Block:
+        detail = f"shape {array.shape} of {array.dtype}: " if array is not None else ""
         limit = _totals["limit"]
         if limit is not None and _totals["reserved"] + size > limit:
             empty_cache()

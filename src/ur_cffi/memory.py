@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from . import _checks, _handle, _strided, _waiting, allocator, dtypes
-from ._interrupts import section
+from ._interrupts import hold_back_in, section
 from ._ur import ffi, lib
 from .enums import ur_mem_flag_t, ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
@@ -171,6 +171,7 @@ class USMArray(_handle.Resource):
                  "_base")
     _release_function = "urUSMFree"
 
+    @hold_back_in  # Ctrl-C waits until this array owns the memory (_interrupts)
     def __init__(self, queue: Queue, shape, dtype=np.float32, kind: str = "device"):
         if type(queue) is not Queue:
             _check_queue(queue)
@@ -180,28 +181,30 @@ class USMArray(_handle.Resource):
             queue.handle, queue.context.handle  # noqa: B018 - raise ClosedError (cached
             # memory would otherwise hand out memory of a closed context)
         self.queue, self.kind = queue, kind
-        self.shape = shape = (shape,) if type(shape) is int and shape >= 0 else _shape(shape)
+        if type(shape) is int and shape >= 0:
+            self.shape, self.size = (shape,), shape
+            size = shape
+        else:
+            self.shape = shape = _shape(shape)
+            self.size = size = math.prod(shape)
         self.dtype = dtype = dtype if isinstance(dtype, np.dtype) else _dtype(dtype)
         if dtype.hasobject:
             _no_objects(dtype, "USMArray")
-        self.size = size = math.prod(shape)
         self.nbytes = nbytes = size * dtype.itemsize
         if nbytes > SIZE_MAX:
-            raise ValueError(f"shape {shape} of {dtype} is {nbytes} bytes, more than size_t "
-                             f"holds ({SIZE_MAX})")
-        self._strides = (dtype.itemsize,) if len(shape) == 1 else \
-            _strided.contiguous_strides(shape, dtype.itemsize)
+            raise ValueError(f"shape {self.shape} of {dtype} is {nbytes} bytes, more than "
+                             f"size_t holds ({SIZE_MAX})")
+        self._strides = (dtype.itemsize,) if len(self.shape) == 1 else \
+            _strided.contiguous_strides(self.shape, dtype.itemsize)
         self._base = None
-        with section:  # Ctrl-C waits until this array owns the memory (_interrupts)
-            pool = allocator.pool_for(queue, kind)
-            block = pool.take(queue, nbytes or 1, (shape, dtype))  # empty: a block still
-            try:
-                self._own(block, parents=(queue,), release_args=(pool, block, queue),
-                          release=_give_back)
-            except BaseException:  # interrupted (Ctrl-C) before this array owned the memory
-                if not _handle.owns(block):
-                    pool.give_back(block, queue)
-                raise
+        pool = allocator.pool_for(queue, kind)
+        block = pool.take(queue, nbytes or 1, self)  # empty: a block still
+        try:
+            self._own(block, (queue,), (pool, block, queue), _give_back)
+        except BaseException:  # before this array owned the memory (MemoryError)
+            if not _handle.owns(block):
+                pool.give_back(block, queue)
+            raise
         self._address = block.address
 
     @classmethod
@@ -308,15 +311,17 @@ class USMArray(_handle.Resource):
         """True once closed, or for a view once its base is closed."""
         return self._handle is None or (self._base is not None and self._base._handle is None)
 
+    @hold_back_in  # a release is never cut in half by Ctrl-C (_interrupts)
     def close(self) -> None:
         """Give the memory back (to the caching allocator) now.  Closing a view closes only the
         view; closing the base makes its views raise ``ClosedError``."""
-        if self._base is not None:
-            if self._handle is not None:
-                self._handle = None
-                _handle.note_release()  # launches reusing this view's argument block recheck
+        if self._handle is None:
             return
-        _handle.Resource.close(self)
+        self._handle = None
+        if self._base is not None:
+            _handle.note_release()  # launches reusing this view's argument block recheck
+        else:
+            _handle._release_entry(self._serial)  # _give_back or _forget: they cannot fail
 
     def data_ptr(self) -> int:
         """The address of the first element (a view's own) as an integer; raises
