@@ -190,9 +190,10 @@ class Launcher:
         addresses = []
         for word, position, name, element in self.pointers:
             arg = args[position]
-            if type(arg) is USMArray and arg.queue.context is context and \
-                    _elements.get(arg.dtype) == element:
-                addresses.append((word, arg.data_ptr()))
+            if type(arg) is USMArray and arg._handle is not None and \
+                    arg.queue.context is context and _elements.get(arg.dtype) == element and \
+                    (arg._base is None or arg._base._handle is not None):  # data_ptr(), inlined
+                addresses.append((word, arg._address))
             else:
                 addresses.append((word, self._address(arg, name, element, stream)))
         values = self._scalars_of(args)
@@ -249,7 +250,12 @@ class Launcher:
                     from .cuda import keep_until_complete
 
                     keep_until_complete(self._out[0], owners)
-                driver.record(self._out[0] if own_event else None, stream)
+                if own_event or driver._latest_queue is not stream or \
+                        driver._last_event is not None or \
+                        driver._latest.handle_slot[0] is not None:
+                    driver.record(self._out[0] if own_event else None, stream)
+                else:  # what driver.record would do, all but this already in place
+                    stream._last_event = None
         if exit_hook is not None and not (type(exit_hook) is _HookChain
                                           and not exit_hook.calls):
             exit_hook(launch_metadata)
