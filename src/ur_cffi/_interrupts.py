@@ -7,8 +7,8 @@ call that made an event and the object that owns it.  Inside :func:`section` the
 handler only notes the signal; the interrupt is raised as the outermost section ends, when the
 lock is free and every handle has its owner.  In the functions marked :func:`hold_back_in`
 (callbacks, and the hot paths: a launch, a USM array's allocation and release, where a
-section's bookkeeping would cost every call) it is sent again a few milliseconds later instead, found from the interrupted frame's callers only
-when a signal comes.  Waits are in neither, so Ctrl-C still interrupts them at once.
+section's bookkeeping would cost every call) it is sent again a few milliseconds later
+instead, found from the interrupted frame's callers only when a signal comes.  Waits are in neither, so Ctrl-C still interrupts them at once.
 
 The handler is installed on first use from the main thread, over Python's own
 (``signal.default_int_handler``) or whatever callable handler was set; a handler set later
@@ -49,8 +49,9 @@ def hold_back_in(function):
     """Hold Ctrl-C back in ``function`` (a decorator): a SIGINT handled while it, or code it
     called (up to 12 frames down), runs is sent again a moment later from a helper thread
     instead of raising there.  For weak references' callbacks, where an exception would be
-    printed and dropped, and for hot paths (a launch) that a :data:`section`'s bookkeeping
-    would slow down: it costs nothing until a signal comes."""
+    printed and dropped, and for hot paths (a launch, a USM array's allocation and release)
+    that a :data:`section`'s bookkeeping would slow down: it costs nothing until a signal
+    comes, but needs the handler in place (:func:`install`)."""
     _holding_back.add(function.__code__)
     return function
 

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from . import _checks, _handle, _strided, _waiting, allocator, dtypes
+from . import _checks, _handle, _interrupts, _strided, _waiting, allocator, dtypes
 from ._interrupts import hold_back_in, section
 from ._ur import ffi, lib
 from .enums import ur_mem_flag_t, ur_usm_alloc_info_t, ur_usm_type_t
@@ -171,7 +171,6 @@ class USMArray(_handle.Resource):
                  "_base")
     _release_function = "urUSMFree"
 
-    @hold_back_in  # Ctrl-C waits until this array owns the memory (_interrupts)
     def __init__(self, queue: Queue, shape, dtype=np.float32, kind: str = "device"):
         if type(queue) is not Queue:
             _check_queue(queue)
@@ -197,8 +196,14 @@ class USMArray(_handle.Resource):
         self._strides = (dtype.itemsize,) if len(self.shape) == 1 else \
             _strided.contiguous_strides(self.shape, dtype.itemsize)
         self._base = None
+        self._take_memory(queue, kind, nbytes or 1)  # empty: a block still
+
+    @hold_back_in  # Ctrl-C waits until this array owns the memory (_interrupts)
+    def _take_memory(self, queue: Queue, kind: str, nbytes: int) -> None:
+        if _interrupts._installed is None:  # hold_back_in needs it: the main thread's first use
+            _interrupts.install()
         pool = allocator.pool_for(queue, kind)
-        block = pool.take(queue, nbytes or 1, self)  # empty: a block still
+        block = pool.take(queue, nbytes, self)
         try:
             self._own(block, (queue,), (pool, block, queue), _give_back)
         except BaseException:  # before this array owned the memory (MemoryError)
@@ -317,6 +322,8 @@ class USMArray(_handle.Resource):
         view; closing the base makes its views raise ``ClosedError``."""
         if self._handle is None:
             return
+        if _interrupts._installed is None:
+            _interrupts.install()
         self._handle = None
         if self._base is not None:
             _handle.note_release()  # launches reusing this view's argument block recheck
