@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= cpu,triton,test
 
-.PHONY: setup test test-suite matrix example examples regen bench clean
+.PHONY: setup test test-suite matrix example examples regen bench instructions clean
 
 setup: $(VENV)/.installed
 
@@ -42,6 +42,10 @@ $(VENV)/.bench-installed: $(VENV)/.installed
 
 bench: $(VENV)/.bench-installed
 	$(PY) -m benchmarks
+
+# Instructions per call of the hot paths, counted by callgrind (needs valgrind; minutes).
+instructions: setup
+	$(PY) -m benchmarks.instructions
 
 clean:
 	rm -rf build $(VENV) .venv-releases src/ur_cffi/_ur.c src/ur_cffi/_ur*.so src/*.egg-info

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import report
+from benchmarks import instructions, report
 
 pytestmark = pytest.mark.cpu_device("make bench measures the CPU device against C and dpctl; "
                                     "benchmarks/gpu.py measures a GPU (scripts/gpu_check.sh)")
@@ -90,3 +90,13 @@ def test_startup_and_targets_are_reported(quick_run):
     for entry in targets:
         assert set(entry) >= TARGET_KEYS
         assert entry["verdict"] in ("PASS", "MISS", "n/a")
+
+
+@pytest.mark.parametrize("operation", instructions.OPERATIONS)
+def test_each_counted_operation_does_its_work(operation):
+    # What ``python -m benchmarks.instructions`` runs under callgrind, here without it: the
+    # child checks the kernel's output (poisoned first) or that the cache served every
+    # allocation, and fails otherwise.
+    done = subprocess.run([sys.executable, "-m", "benchmarks.instructions", "--child", operation,
+                           "3"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

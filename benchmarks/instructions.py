@@ -1,0 +1,149 @@
+"""``python -m benchmarks.instructions``: instructions per call of ur_cffi's hot paths, counted
+by callgrind in the calling thread, which do not drift with the machine's speed as times do.
+
+Each operation runs in a child process under ``valgrind --tool=callgrind --separate-threads=yes``
+twice, ``FEW`` and ``MANY`` times after a warm-up; the difference of the two counts of the main
+thread, divided by the difference of the call counts, is what one call costs (start-up and the
+runtime's worker threads, which run the kernels, drop out).  Slow: about a minute per run.
+
+Operations (the kernel and arguments of ``make bench``):
+
+- ``launch``: ``Kernel.launch(queue, 32, 32, x, n, event=False)``
+- ``prepared``: a ``Kernel.prepare(...)`` launch, ``event=False``
+- ``triton_launcher``: ur_cffi.triton's launcher called with the arguments Triton passes it
+- ``triton_prepared``: ``ur_cffi.triton.prepare(...)(event=False)``
+- ``kernel_grid``: Triton's ``kernel[grid](...)``, dispatch and launcher
+- ``empty_close``: ``ur_cffi.empty(4096, np.uint8, queue=queue).close()``
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FEW, MANY, WARM_UP = 200, 1200, 50
+OPERATIONS = ("launch", "prepared", "triton_launcher", "triton_prepared", "kernel_grid",
+              "empty_close")
+
+
+def _operation(name: str):
+    """``(call, finish, setup)`` for operation ``name``, set up on the default device."""
+    import numpy as np
+
+    import ur_cffi
+    import ur_cffi.triton as ur_triton
+    from ur_cffi.triton.launcher import Launcher
+
+    from . import kernel
+    from .methods import Setup
+
+    setup = Setup(1 << 12, 1 << 12)
+    queue, x, args = setup.queue, setup.x, setup.kernel_args()
+    ur_triton.activate(queue)
+    jit = kernel.tiny[(1,)]
+    options = {"BLOCK": kernel.BLOCK, "num_warps": kernel.NUM_WARPS}
+    if name == "launch":
+        launch = setup.kernel.launch
+        return (lambda: launch(queue, kernel.BLOCK, kernel.BLOCK, *args, event=False)), \
+            queue.finish, setup
+    if name == "prepared":
+        prepared = setup.kernel.prepare(queue, kernel.BLOCK, kernel.BLOCK, *args)
+        return (lambda: prepared(event=False)), queue.finish, setup
+    if name == "triton_launcher":
+        calls = []
+        original = Launcher.__call__
+
+        def capture(launcher, *launch_args):
+            calls.append((launcher, launch_args))
+            return original(launcher, *launch_args)
+
+        Launcher.__call__ = capture
+        try:
+            jit(x, kernel.N, **options)
+        finally:
+            Launcher.__call__ = original
+        launcher, launch_args = calls[0]
+        return (lambda: launcher(*launch_args)), queue.finish, setup
+    if name == "triton_prepared":
+        prepared = ur_triton.prepare(kernel.tiny, (1,), x, kernel.N, **options)
+        return (lambda: prepared(event=False)), queue.finish, setup
+    if name == "kernel_grid":
+        return (lambda: jit(x, kernel.N, **options)), queue.finish, setup
+    if name == "empty_close":
+        return (lambda: ur_cffi.empty(4096, np.uint8, queue=queue).close()), queue.finish, setup
+    raise ValueError(f"operation must be one of {OPERATIONS}, not {name!r}")
+
+
+def _child(name: str, count: int) -> None:
+    """Run operation ``name`` ``count`` times after the warm-up; raise if it did not do its
+    work (the kernel's output, or every allocation served from the cache)."""
+    import ur_cffi
+
+    from . import kernel
+
+    call, finish, setup = _operation(name)
+    setup.poison()
+    for _ in range(WARM_UP):
+        call()
+    finish()
+    hits = ur_cffi.memory_stats(setup.context)["cache_hits"]
+    for _ in range(count):
+        call()
+    finish()
+    if name == "empty_close":
+        served = ur_cffi.memory_stats(setup.context)["cache_hits"] - hits
+        if served != count:
+            raise RuntimeError(f"{served} of {count} allocations came from the cache")
+    elif setup.x.to_numpy().tolist()[:kernel.N] != kernel.expected():
+        raise RuntimeError(f"{name}: the kernel's output is wrong")
+
+
+def _main_thread_instructions(name: str, count: int, directory: Path) -> int:
+    out = directory / f"{name}-{count}"
+    command = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+               f"--callgrind-out-file={out}", sys.executable, "-m", "benchmarks.instructions",
+               "--child", name, str(count)]
+    run = subprocess.run(command, capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    if run.returncode:
+        raise RuntimeError(f"{name} x{count} failed under callgrind:\n{run.stderr[-2000:]}")
+    main_thread = out.with_name(out.name + "-01")  # callgrind numbers threads from 1
+    for line in main_thread.read_text().splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"no instruction total in {main_thread}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("operations", nargs="*", default=list(OPERATIONS),
+                        help=f"any of {', '.join(OPERATIONS)} (default: all)")
+    parser.add_argument("--child", nargs=2, metavar=("OPERATION", "COUNT"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        _child(args.child[0], int(args.child[1]))
+        return 0
+    unknown = [name for name in args.operations if name not in OPERATIONS]
+    if unknown:
+        parser.error(f"unknown operations {unknown}; choose from {OPERATIONS}")
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed: callgrind counts the instructions", file=sys.stderr)
+        return 2
+    print("| operation | instructions per call, main thread |\n| --- | --- |")
+    with tempfile.TemporaryDirectory() as directory:
+        for name in args.operations:
+            few, many = (_main_thread_instructions(name, count, Path(directory))
+                         for count in (FEW, MANY))
+            print(f"| {name} | {(many - few) / (MANY - FEW):,.0f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
