@@ -204,3 +204,33 @@ def test_objects_close_cleanly_right_after_an_interrupt_and_leak_nothing(tmp_pat
     assert report["interrupted"] and report["kernel_still_running"]
     assert report["closed"] and report["result_exact"]
     assert report["helpers_left"] == 0
+
+
+FIRST_USE_SCRIPT = textwrap.dedent("""
+    import signal, threading
+    import numpy as np
+    import ur_cffi, device_under_test
+    from ur_cffi import _interrupts
+
+    made = {}
+
+    def make():  # off the main thread: nothing there puts the handler in place
+        device = device_under_test.get()
+        made["queue"] = ur_cffi.Queue(device.create_context(), device)
+
+    worker = threading.Thread(target=make)
+    worker.start()
+    worker.join()
+    installed = [signal.getsignal(signal.SIGINT) is _interrupts._handler]
+    array = ur_cffi.empty(16, np.float32, queue=made["queue"])
+    installed.append(signal.getsignal(signal.SIGINT) is _interrupts._handler)
+    print(installed)
+""")
+
+
+def test_the_main_threads_first_allocation_puts_the_handler_in_place():
+    # An allocation holds Ctrl-C back (hold_back_in), which needs ur_cffi's SIGINT handler; a
+    # queue made on another thread cannot install it (signal.signal works on the main thread
+    # only), so the allocation does.
+    done = crash_probe.run_child(code=FIRST_USE_SCRIPT, timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "[False, True]"
