@@ -8,7 +8,8 @@ handler only notes the signal; the interrupt is raised as the outermost section 
 lock is free and every handle has its owner.  In the functions marked :func:`hold_back_in`
 (callbacks, and the hot paths: a launch, a USM array's allocation and release, where a
 section's bookkeeping would cost every call) it is sent again a few milliseconds later
-instead, found from the interrupted frame's callers only when a signal comes.  Waits are in neither, so Ctrl-C still interrupts them at once.
+instead, found from the interrupted frame's callers only when a signal comes.  Waits are in
+neither, so Ctrl-C still interrupts them at once.
 
 The handler is installed on first use from the main thread, over Python's own
 (``signal.default_int_handler``) or whatever callable handler was set; a handler set later

@@ -181,20 +181,20 @@ class USMArray(_handle.Resource):
             # memory would otherwise hand out memory of a closed context)
         self.queue, self.kind = queue, kind
         if type(shape) is int and shape >= 0:
-            self.shape, self.size = (shape,), shape
-            size = shape
+            shape, size = (shape,), shape
         else:
-            self.shape = shape = _shape(shape)
-            self.size = size = math.prod(shape)
+            shape = _shape(shape)
+            size = math.prod(shape)
+        self.shape, self.size = shape, size
         self.dtype = dtype = dtype if isinstance(dtype, np.dtype) else _dtype(dtype)
         if dtype.hasobject:
             _no_objects(dtype, "USMArray")
         self.nbytes = nbytes = size * dtype.itemsize
         if nbytes > SIZE_MAX:
-            raise ValueError(f"shape {self.shape} of {dtype} is {nbytes} bytes, more than "
-                             f"size_t holds ({SIZE_MAX})")
-        self._strides = (dtype.itemsize,) if len(self.shape) == 1 else \
-            _strided.contiguous_strides(self.shape, dtype.itemsize)
+            raise ValueError(f"shape {shape} of {dtype} is {nbytes} bytes, more than size_t "
+                             f"holds ({SIZE_MAX})")
+        self._strides = (dtype.itemsize,) if len(shape) == 1 else \
+            _strided.contiguous_strides(shape, dtype.itemsize)
         self._base = None
         self._take_memory(queue, kind, nbytes or 1)  # empty: a block still
 
