@@ -27,6 +27,7 @@ _STATUS_SIZE = ffi.sizeof("ur_event_status_t")
 _event_release = lib.urEventRelease
 _flush = lib.urQueueFlush
 _finish = lib.urQueueFinish
+_DIRECT_SECONDS = _durations.DIRECT_SECONDS
 
 
 enqueue_lock = Lock()
@@ -390,17 +391,20 @@ class Queue(_handle.Resource):
         handle, window = self._handle, self._window
         if handle is None:
             self.handle  # noqa: B018 - raises ClosedError
-        if len(window) == 1 and None not in window:
+        if len(window) == 1:
             # The usual case, _wait_for_window's work inlined: one kernel, measured short.
-            [(timing, items)] = window.items()
-            if timing.per_item * items < _durations.DIRECT_SECONDS:
-                self._window, start = {}, self._window_start
+            # Emptied in place: every line here delays the wait, which on the CPU device
+            # runs the kernel itself if it comes before a worker thread has taken it.
+            timing, items = window.popitem()
+            if timing is not None and timing.per_item * items < _DIRECT_SECONDS:
+                start = self._window_start
                 result = _finish(handle)
                 if result:
-                    self._window[None] = 1
+                    window[None] = 1
                     check(result, "urQueueFinish")
                 timing.per_item = (perf_counter() - start) / items
                 return
+            window[timing] = window.get(timing, 0) + items
         self._wait_for_window(_finish, "urQueueFinish", (handle,), self._probe)
 
     def _wait_for_window(self, blocking_call, name: str, args: tuple, probe) -> None:
