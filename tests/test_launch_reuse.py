@@ -162,6 +162,39 @@ def test_closed_objects_raise_on_the_reused_path(add, queue, context, device, rn
         own_kernel.launch(queue, *launch_args[:4], fresh, np.int32(n))
 
 
+def test_closed_objects_raise_on_the_paths_without_an_event(add, queue, context, device, rng):
+    # Kernel.launch reusing its block and a prepared launch, both with event=False, enqueue
+    # without _launch: a closed queue or kernel must still raise ClosedError, not TypeError.
+    kernel, compiled = add
+    n = BLOCK
+    x, y, dx, dy = random_inputs(rng, n, queue)
+    out = poisoned(n, queue)
+    own_queue = ur_cffi.Queue(context, device)
+    launch_args = (blocks(n, compiled), compiled.local_size, dx, dy, out, np.int32(n))
+    prepared = kernel.prepare(own_queue, *launch_args)
+    for _ in range(2):
+        kernel.launch(own_queue, *launch_args, event=False)
+        prepared(event=False)
+    own_queue.finish()
+    assert np.array_equal(out.to_numpy(), add_reference(x, y))
+    own_queue.close()
+    with pytest.raises(ur_cffi.ClosedError, match="Queue is closed"):
+        kernel.launch(own_queue, *launch_args, event=False)
+    with pytest.raises(ur_cffi.ClosedError, match="Queue is closed"):
+        prepared(event=False)
+
+    own_kernel = kernel.program.kernel(compiled.name, **compiled.options)
+    prepared = own_kernel.prepare(queue, *launch_args)
+    prepared(event=False)
+    queue.finish()
+    own_kernel.close()
+    out.fill(np.nan)
+    with pytest.raises(ur_cffi.ClosedError, match="Kernel is closed"):
+        prepared(event=False)
+    queue.finish()
+    assert np.isnan(out.to_numpy()).all()
+
+
 def test_prepared_launch_repeats_exactly_and_honours_wait_lists(add, queue, context, device,
                                                                rng):
     kernel, compiled = add

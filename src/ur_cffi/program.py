@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from time import perf_counter
 
@@ -279,7 +280,9 @@ class Kernel(_handle.Resource):
         self.work_group_memory, self._properties = work_group_memory, properties
         self.timing = _durations.Timing()  # how long its launches take, measured by waits
         _interrupts.install()  # its launches hold Ctrl-C back without a section
-        self._reusable: tuple = ((),)  # (key, launch arguments, held values, held buffers)
+        # (key, its identities function, launch arguments, the same for a launch without
+        # an Event or a wait list, held values, held buffers)
+        self._reusable: tuple = ((), None)
 
     def launch(self, queue: Queue, global_size, local_size, *args, wait_for=(),
                global_offset=None, event: bool = True) -> Event | None:
@@ -295,11 +298,14 @@ class Kernel(_handle.Resource):
         reused = self._reusable
         try:
             reuse = global_offset is None and reused[0] == (
-                id(queue), global_size, local_size, _handle.released, *map(id, args))
-        except (TypeError, ValueError):  # nothing to reuse yet; sizes that do not compare
-            reuse = False
+                id(queue), global_size, local_size, _handle.released, reused[1](args))
+        except (TypeError, ValueError):  # nothing to reuse yet; sizes that do not compare;
+            reuse = False               # another number of arguments
         if reuse:
-            head, items = reused[1]
+            if wait_for is _NO_EVENTS and not event and not recording:
+                launch_args, items = reused[3]  # (a call with * would not be inlined)
+                return _launch_without_event(self, queue, launch_args, items)
+            head, items = reused[2]
         else:
             call_args, held = self._check_and_pack(queue, global_size, local_size, args,
                                                    global_offset)
@@ -309,8 +315,9 @@ class Kernel(_handle.Resource):
                 # Ids of released memory or queues are caught by the release count; the
                 # other arguments are held so that their ids stay theirs: values, and views
                 # (a view dropped uncounted could give its id to a view elsewhere).
-                key = (id(queue), global_size, local_size, held[0], *map(id, args))
-                self._reusable = (key, call_args, tuple(
+                identities = _identities(len(args))
+                key = (id(queue), global_size, local_size, held[0], identities(args))
+                self._reusable = (key, identities, call_args, _without_event(call_args), tuple(
                     arg for arg in args if not isinstance(arg, _handle.Resource)
                     or (type(arg) is USMArray and arg._base is not None)), held[1])
             head, items = call_args
@@ -424,7 +431,8 @@ class PreparedLaunch:
     """One kernel launch on one queue, checked once (:meth:`Kernel.prepare`); each call
     enqueues it.  It holds its kernel, queue and arguments."""
 
-    __slots__ = ("kernel", "queue", "args", "_call_args", "_buffers", "_released")
+    __slots__ = ("kernel", "queue", "args", "_call_args", "_buffers", "_released",
+                 "_launch_args")
 
     def __init__(self, kernel: Kernel, queue: Queue, args: tuple, call_args: tuple,
                  held: tuple):
@@ -432,6 +440,7 @@ class PreparedLaunch:
         its work-items)``."""
         self.kernel, self.queue, self.args = kernel, queue, args
         self._call_args = call_args
+        self._launch_args = _without_event(call_args)
         self._released, self._buffers = held
 
     def __call__(self, *, wait_for=(), event: bool = True) -> Event | None:
@@ -442,6 +451,9 @@ class PreparedLaunch:
                 if isinstance(arg, _handle.Resource):
                     arg.handle  # noqa: B018 - raises if closed
             self._released = _handle.released
+        if wait_for is _NO_EVENTS and not event and not recording:
+            launch_args, items = self._launch_args  # (a call with * would not be inlined)
+            return _launch_without_event(self.kernel, self.queue, launch_args, items)
         head, items = self._call_args
         return _launch(self.kernel, self.queue, head, items, wait_for, event, self.args)
 
@@ -476,14 +488,7 @@ def _launch(kernel: Kernel, queue: Queue, call_args: tuple, items: int, wait_for
                 if event:
                     handle = _event_out[0]
         if result:
-            detail = f"kernel {kernel.name!r}"
-            if result in _SHAPE_REFUSED:
-                detail += _launch_shape(call_args)
-            elif result == _ARGUMENT_SIZE_MISMATCH:
-                detail += (": an argument's size differs from its parameter's; pass numpy "
-                           "scalars of the parameter types (np.float32(x)) or declare a "
-                           "signature")
-            check(result, _release.LAUNCH, detail)
+            _refused(kernel, result, call_args)
         if not event:
             queue._last_event = None  # Queue.finish has no event of the latest command
             return None
@@ -500,9 +505,54 @@ def _launch(kernel: Kernel, queue: Queue, call_args: tuple, items: int, wait_for
     except BaseException as error:
         if handle is not None:  # interrupted (Ctrl-C) before the Event owned the launch's event
             adopt(handle)
-        if isinstance(error, TypeError) and (queue._handle is None or kernel._handle is None):
-            queue.handle, kernel.handle  # noqa: B018 - closed, or inherited across fork()
+        if isinstance(error, TypeError):
+            _raise_if_closed(kernel, queue)
         raise
+
+
+@hold_back_in  # Ctrl-C waits until the queue's window has the launch (_interrupts)
+def _launch_without_event(kernel: Kernel, queue: Queue, launch_args: tuple, items: int):
+    """:func:`_launch` with no wait list and no Event, not recorded: the fast paths' own.
+    ``launch_args``: :func:`_without_event` of the launch's arguments."""
+    try:
+        with raw_enqueue_lock:
+            result = _release.enqueue_launch(queue._handle, kernel._handle, *launch_args)
+            if not result:
+                window = queue._window  # queue._note_work, inlined: a hot path
+                if not window:
+                    queue._window_start = perf_counter()
+                timing = kernel.timing
+                window[timing] = window.get(timing, 0) + items
+    except TypeError:
+        _raise_if_closed(kernel, queue)
+        raise
+    if result:
+        _refused(kernel, result, launch_args)
+    queue._last_event = None  # Queue.finish has no event of the latest command
+
+
+def _without_event(call_args: tuple) -> tuple:
+    """``(call_args, items)`` of a launch -> ``(the arguments of _launch_without_event)``."""
+    head, items = call_args
+    return (*head, 0, _NULL, _NULL), items
+
+
+def _refused(kernel: Kernel, result: int, call_args: tuple) -> None:
+    """Raise for the launch ``call_args`` (its arguments after the kernel) UR refused."""
+    detail = f"kernel {kernel.name!r}"
+    if result in _SHAPE_REFUSED:
+        detail += _launch_shape(call_args)
+    elif result == _ARGUMENT_SIZE_MISMATCH:
+        detail += (": an argument's size differs from its parameter's; pass numpy scalars of "
+                   "the parameter types (np.float32(x)) or declare a signature")
+    check(result, _release.LAUNCH, detail)
+
+
+def _raise_if_closed(kernel: Kernel, queue: Queue) -> None:
+    """Raise ``ClosedError`` if the queue or the kernel has no handle (closed, or inherited
+    across fork()): why an enqueue was given None."""
+    if queue._handle is None or kernel._handle is None:
+        queue.handle, kernel.handle  # noqa: B018
 
 
 _new_event = object.__new__
@@ -512,6 +562,19 @@ _ARGUMENT_SIZE_MISMATCH = int(ur_result_t.UR_RESULT_ERROR_INVALID_KERNEL_ARGUMEN
 _SHAPE_REFUSED = {int(ur_result_t.UR_RESULT_ERROR_INVALID_VALUE),
                   int(ur_result_t.UR_RESULT_ERROR_INVALID_WORK_GROUP_SIZE),
                   int(ur_result_t.UR_RESULT_ERROR_INVALID_WORK_ITEM_SIZE)}
+
+
+@functools.cache
+def _identities(count: int):
+    """``args -> (id(args[0]), ..., id(args[count - 1]))``, raising ``ValueError`` for
+    another number of arguments: written out, as it costs half of ``(*map(id, args),)`` on
+    the path of every launch that reuses its argument block."""
+    names = [f"a{index}" for index in range(count)]
+    source = (f"def identities(args):\n    ({''.join(n + ', ' for n in names)}) = args\n"
+              f"    return ({''.join(f'id({n}), ' for n in names)})\n")
+    namespace: dict = {}
+    exec(source, namespace)  # noqa: S102 - source made above from integers only
+    return namespace["identities"]
 
 
 def _launch_shape(call_args) -> str:
