@@ -32,13 +32,15 @@ from operator import itemgetter
 from threading import get_ident
 from time import perf_counter
 
-from .. import _release
+import numpy as np
+
+from .. import _handle, _release
 from .._interrupts import hold_back_in
 from .._release import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, VALUE_OFFSET, write_argument
 from .._ur import ffi
 from ..errors import check
 from ..memory import USMArray, is_usm
-from ..program import Kernel, PreparedLaunch
+from ..program import Kernel, PreparedLaunch, _identities
 from ..queue import Queue, recording
 from . import abi
 
@@ -51,6 +53,7 @@ except ImportError:
     _HookChain = None
 _NULL = ffi.NULL
 
+_KEPT_VALUES = (int, float, bool)  # with numpy scalars: values that stay what they are
 _elements: dict = {}  # dtype -> Triton element type ("fp32"), as Triton's JIT names it
 
 
@@ -132,6 +135,11 @@ class Launcher:
                 self.scalars.append(position)
                 value_index += 1
         self._scalars_of = _getter(self.scalars)
+        # What the shared block was last filled from, where a launch with the very same
+        # objects (and grid, context, release count) may skip filling it again.
+        used = [position for _, position, _, _ in self.pointers] + self.scalars
+        self._used_of, self._identities = _getter(used), _identities(len(used))
+        self._block_key, self._block_args = None, ()
         # Bytes of each argument as passed (None: local memory), checked against the binary.
         self.argument_sizes = [struct.calcsize("<" + rules.scalar_format(ty)) if kind == "value"
                                else None if kind == "local" else _POINTER_SIZE
@@ -187,20 +195,16 @@ class Launcher:
         context = stream.context
         if function is not self._checked_function or context is not self._checked_context:
             self._check_function(function, context)
-        addresses = []
-        for word, position, name, element in self.pointers:
-            arg = args[position]
-            if type(arg) is USMArray and arg._handle is not None and \
-                    arg.queue.context is context and _elements.get(arg.dtype) == element and \
-                    (arg._base is None or arg._base._handle is not None):  # data_ptr(), inlined
-                addresses.append((word, arg._address))
-            else:
-                addresses.append((word, self._address(arg, name, element, stream)))
-        values = self._scalars_of(args)
-        if self.bfloat16:
-            values = self._bfloat16(values)
+        used = self._used_of(args)
+        key = (grid_x, grid_y, grid_z, context, _handle.released, self._identities(used))
+        if key == self._block_key:  # the shared block holds these arguments already
+            addresses = values = None
+        else:
+            addresses, values, stable = self._arguments(args, stream, context)
         driver = self.driver
         preparing = driver.preparing and get_ident() in driver.preparing
+        if addresses is None and (preparing or (recording and stream in recording)):
+            addresses, values, stable = self._arguments(args, stream, context)
         owners = None
         if self._scratch and grid_x and grid_y and grid_z:
             owners = self._scratch_memory(addresses, stream, grid_x * grid_y * grid_z,
@@ -220,14 +224,22 @@ class Launcher:
         else:
             words = self._words
             with driver.raw_launch_lock:
-                for word, address in addresses:  # self._fill, inlined: a hot path
-                    words[word] = address
-                try:
-                    self._packer.pack_into(self._buffer, self._values_start, *values,
-                                           grid_x * self.local_size, grid_y, grid_z)
-                except (struct.error, OverflowError, TypeError):
-                    self._explain([args[position] for position in self.scalars],
-                                  (grid_x, grid_y, grid_z))
+                if addresses is None and key != self._block_key:  # another thread's since
+                    addresses, values, stable = self._arguments(args, stream, context)
+                if addresses is not None:
+                    self._block_key = None
+                    for word, address in addresses:  # self._fill, inlined: a hot path
+                        words[word] = address
+                    try:
+                        self._packer.pack_into(self._buffer, self._values_start, *values,
+                                               grid_x * self.local_size, grid_y, grid_z)
+                    except (struct.error, OverflowError, TypeError):
+                        self._explain([args[position] for position in self.scalars],
+                                      (grid_x, grid_y, grid_z))
+                    if stable and not owners:
+                        # The ids stay these objects' while the key holds them, and the
+                        # release count moves if one is closed.
+                        self._block_key, self._block_args = key, used
                 own_event = owners or not stream._in_order_untimed  # see driver.last_event
                 try:
                     result = _enqueue(stream._handle, function._handle, 3, _NULL,
@@ -259,6 +271,27 @@ class Launcher:
         if exit_hook is not None and not (type(exit_hook) is _HookChain
                                           and not exit_hook.calls):
             exit_hook(launch_metadata)
+
+    def _arguments(self, args, stream, context) -> tuple:
+        """``(the (word, address) of each pointer, the scalar values as packed, whether all
+        are of types whose value an object keeps: USMArrays taken as they are, numbers)``."""
+        addresses, stable = [], not self._scratch  # scratch addresses change
+        for word, position, name, element in self.pointers:
+            arg = args[position]
+            if type(arg) is USMArray and arg._handle is not None and \
+                    arg.queue.context is context and _elements.get(arg.dtype) == element and \
+                    (arg._base is None or arg._base._handle is not None):  # data_ptr(), inlined
+                addresses.append((word, arg._address))
+            else:
+                addresses.append((word, self._address(arg, name, element, stream)))
+                stable = False
+        values = self._scalars_of(args)
+        if stable:
+            stable = all(type(value) in _KEPT_VALUES or isinstance(value, np.generic)
+                         for value in values)
+        if self.bfloat16:
+            values = self._bfloat16(values)
+        return addresses, values, stable
 
     def _scratch_memory(self, addresses: list, stream, instances: int, fresh: bool) -> list:
         """Add the addresses of this launch's scratch memory to ``addresses``; returns the

@@ -1,0 +1,136 @@
+"""ur_cffi.triton's launcher skipping the refill of its argument block when a launch passes the
+very objects (and grid, context) the block was last filled from.  Every skip must see a change
+of object, value, grid or memory, and a closed array must raise, never launch."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import ur_cffi
+
+triton = pytest.importorskip("triton")
+ur_triton = pytest.importorskip("ur_cffi.triton")
+
+from kernels import scale  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("torch_blocked")  # conftest.py
+BLOCK = 256
+
+
+@pytest.fixture(scope="module")
+def rq(context, device):
+    """An in-order queue without profiling: the launcher's leanest path."""
+    with ur_cffi.Queue(context, device) as queue:
+        ur_triton.activate(queue)
+        yield queue
+        ur_triton.deactivate()
+
+
+def poisoned(n, queue):
+    out = ur_cffi.empty(n, np.float32, queue=queue)
+    out.fill(np.nan)
+    return out
+
+
+def launch_and_read(queue, x, y, a, n, grid=None):
+    y.fill(np.nan)
+    scale[grid or (triton.cdiv(n, BLOCK),)](x, y, a, n, BLOCK=BLOCK)
+    queue.finish()
+    return y.to_numpy()
+
+
+def expected(host, a):
+    return np.float32(a) * host.astype(np.float64)
+
+
+def test_repeated_launches_with_the_same_objects_stay_exact(rq, rng):
+    n = int(rng.integers(2000, 5000))
+    host = rng.standard_normal(n).astype(np.float32)
+    x, y, a = ur_cffi.asarray(host, queue=rq), poisoned(n, rq), float(rng.uniform(-4, 4))
+    for _ in range(4):
+        np.testing.assert_allclose(launch_and_read(rq, x, y, a, n), expected(host, a),
+                                   rtol=1e-6)
+
+
+def test_equal_scalars_that_are_other_objects_are_packed_again(rq, rng):
+    # 0.0 == -0.0 (and 2 == 2.0): a launch that compared values instead of objects would
+    # keep the previous launch's bits.
+    n = int(rng.integers(2000, 5000))
+    host = np.abs(rng.standard_normal(n)).astype(np.float32) + 1
+    x, y = ur_cffi.asarray(host, queue=rq), poisoned(n, rq)
+    for a in (0.0, -0.0, 0.0, float(rng.uniform(1, 2)), -0.0):
+        out = launch_and_read(rq, x, y, a, n)
+        np.testing.assert_allclose(out, expected(host, a), rtol=1e-6)
+        assert (np.signbit(out) == np.signbit(a)).all()
+
+
+def test_a_changed_grid_with_the_same_objects_is_packed_again(rq, rng):
+    n = 4 * BLOCK + int(rng.integers(1, BLOCK))
+    host = rng.standard_normal(n).astype(np.float32)
+    x, y, a = ur_cffi.asarray(host, queue=rq), poisoned(n, rq), float(rng.uniform(-4, 4))
+    for blocks in (1, triton.cdiv(n, BLOCK), 2, triton.cdiv(n, BLOCK)):
+        out = launch_and_read(rq, x, y, a, n, grid=(blocks,))
+        covered = min(n, blocks * BLOCK)
+        np.testing.assert_allclose(out[:covered], expected(host, a)[:covered], rtol=1e-6)
+        assert np.isnan(out[covered:]).all()
+
+
+def test_a_view_dropped_and_another_made_in_its_place_is_packed_again(rq, rng):
+    # CPython gives a new object the id of one just freed: a view of other memory made right
+    # after the previous launch's view was dropped must not launch on the old address.
+    n = 1000
+    host = rng.standard_normal(n + 64).astype(np.float32)
+    base, y, a = ur_cffi.asarray(host, queue=rq), poisoned(n, rq), float(rng.uniform(-4, 4))
+    view, same_id = base[:n], 0
+    for start in range(4, 64, 4):  # 16-byte steps: one alignment specialization
+        previous = id(view)
+        del view
+        view = base[start:start + n]
+        same_id += id(view) == previous
+        np.testing.assert_allclose(launch_and_read(rq, view, y, a, n),
+                                   expected(host[start:start + n], a), rtol=1e-6)
+    assert same_id  # the case above did come up
+
+
+def test_memory_freed_and_reallocated_is_packed_again_and_closed_memory_raises(rq, rng):
+    n = int(rng.integers(2000, 5000))
+    y, a = poisoned(n, rq), float(rng.uniform(-4, 4))
+    for _ in range(4):
+        host = rng.standard_normal(n).astype(np.float32)
+        x = ur_cffi.asarray(host, queue=rq)
+        np.testing.assert_allclose(launch_and_read(rq, x, y, a, n), expected(host, a),
+                                   rtol=1e-6)
+        x.close()  # its memory goes back to the cache, for the next x
+    y.fill(np.nan)
+    with pytest.raises(ur_cffi.ClosedError, match="closed"):
+        scale[(triton.cdiv(n, BLOCK),)](x, y, a, n, BLOCK=BLOCK)
+    rq.finish()
+    assert np.isnan(y.to_numpy()).all()
+
+
+def test_threads_alternating_arguments_on_one_kernel_stay_exact(context, device, rq, rng):
+    # One launcher, one shared block: each thread's launches must carry its own arguments
+    # even when the other thread refilled the block in between.
+    n = int(rng.integers(2000, 5000))
+    hosts = [rng.standard_normal(n).astype(np.float32) for _ in range(2)]
+    errors = []
+
+    def work(index):
+        try:
+            with ur_cffi.Queue(context, device) as queue, ur_triton.using(queue):
+                x, y = ur_cffi.asarray(hosts[index], queue=queue), poisoned(n, queue)
+                a = float(index + 2)
+                for _ in range(40):
+                    np.testing.assert_allclose(launch_and_read(queue, x, y, a, n),
+                                               expected(hosts[index], a), rtol=1e-6)
+        except BaseException as error:  # reported by the main thread
+            errors.append(error)
+
+    launch_and_read(rq, ur_cffi.zeros(n, queue=rq), poisoned(n, rq), 1.0, n)  # compile
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
