@@ -14,6 +14,13 @@ Operations (the kernel and arguments of ``make bench``):
 - ``triton_prepared``: ``ur_cffi.triton.prepare(...)(event=False)``
 - ``kernel_grid``: Triton's ``kernel[grid](...)``, dispatch and launcher
 - ``empty_close``: ``ur_cffi.empty(4096, np.uint8, queue=queue).close()``
+
+With ``--stub-ur`` the counts are ur_cffi's own Python alone, and the same from run to run
+(within about 50 instructions): after the warm-up (which runs for real), the UR calls of the
+launch and wait paths (``urEnqueueKernelLaunchWithArgsExp``, ``urQueueFinish``,
+``urEventRelease``) are replaced by a Python function that returns 0, and the garbage
+collector is off.  Without it, the runtime's spin-waits and the collector move the counts by
+0.5k to 1k between identical runs.
 """
 
 from __future__ import annotations
@@ -78,9 +85,36 @@ def _operation(name: str):
     raise ValueError(f"operation must be one of {OPERATIONS}, not {name!r}")
 
 
-def _child(name: str, count: int) -> None:
+_stubbed_launches = [0]
+
+
+def _no_ur_call(*args) -> int:
+    return 0
+
+
+def _no_ur_launch(*args) -> int:
+    _stubbed_launches[0] += 1
+    return 0
+
+
+def _stub_ur() -> None:
+    """Replace the UR calls of the launch and wait paths, where ur_cffi looks them up."""
+    import ur_cffi._release
+    import ur_cffi.queue
+    import ur_cffi.triton.launcher
+
+    ur_cffi._release.enqueue_launch = _no_ur_launch
+    ur_cffi.triton.launcher._enqueue = _no_ur_launch
+    ur_cffi.queue._finish = _no_ur_call
+    ur_cffi.queue._event_release = _no_ur_call
+
+
+def _child(name: str, count: int, stub_ur: bool = False) -> None:
     """Run operation ``name`` ``count`` times after the warm-up; raise if it did not do its
-    work (the kernel's output, or every allocation served from the cache)."""
+    work (the kernel's output, or every allocation served from the cache).  ``stub_ur``: the
+    counted calls reach no UR launch or wait (see the module's docstring)."""
+    import gc
+
     import ur_cffi
 
     from . import kernel
@@ -91,6 +125,9 @@ def _child(name: str, count: int) -> None:
         call()
     finish()
     hits = ur_cffi.memory_stats(setup.context)["cache_hits"]
+    if stub_ur:
+        _stub_ur()
+        gc.disable()
     for _ in range(count):
         call()
     finish()
@@ -98,15 +135,18 @@ def _child(name: str, count: int) -> None:
         served = ur_cffi.memory_stats(setup.context)["cache_hits"] - hits
         if served != count:
             raise RuntimeError(f"{served} of {count} allocations came from the cache")
+    elif stub_ur and _stubbed_launches[0] != count:
+        raise RuntimeError(f"{_stubbed_launches[0]} of {count} launches reached the stub: "
+                           "ur_cffi calls UR's launch from elsewhere now (see _stub_ur)")
     elif setup.x.to_numpy().tolist()[:kernel.N] != kernel.expected():
         raise RuntimeError(f"{name}: the kernel's output is wrong")
 
 
-def _main_thread_instructions(name: str, count: int, directory: Path) -> int:
+def _main_thread_instructions(name: str, count: int, directory: Path, stub_ur: bool) -> int:
     out = directory / f"{name}-{count}"
     command = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
                f"--callgrind-out-file={out}", sys.executable, "-m", "benchmarks.instructions",
-               "--child", name, str(count)]
+               "--child", name, str(count)] + (["--stub-ur"] if stub_ur else [])
     run = subprocess.run(command, capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent)
     if run.returncode:
@@ -124,11 +164,14 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("operations", nargs="*", default=list(OPERATIONS),
                         help=f"any of {', '.join(OPERATIONS)} (default: all)")
+    parser.add_argument("--stub-ur", action="store_true",
+                        help="count ur_cffi's Python alone: UR's launch and wait calls "
+                             "replaced after the warm-up, the garbage collector off")
     parser.add_argument("--child", nargs=2, metavar=("OPERATION", "COUNT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        _child(args.child[0], int(args.child[1]))
+        _child(args.child[0], int(args.child[1]), args.stub_ur)
         return 0
     unknown = [name for name in args.operations if name not in OPERATIONS]
     if unknown:
@@ -139,7 +182,7 @@ def main(argv=None) -> int:
     print("| operation | instructions per call, main thread |\n| --- | --- |")
     with tempfile.TemporaryDirectory() as directory:
         for name in args.operations:
-            few, many = (_main_thread_instructions(name, count, Path(directory))
+            few, many = (_main_thread_instructions(name, count, Path(directory), args.stub_ur)
                          for count in (FEW, MANY))
             print(f"| {name} | {(many - few) / (MANY - FEW):,.0f} |", flush=True)
     return 0

@@ -92,11 +92,14 @@ def test_startup_and_targets_are_reported(quick_run):
         assert entry["verdict"] in ("PASS", "MISS", "n/a")
 
 
+@pytest.mark.parametrize("stub_ur", [False, True], ids=["real", "stub-ur"])
 @pytest.mark.parametrize("operation", instructions.OPERATIONS)
-def test_each_counted_operation_does_its_work(operation):
+def test_each_counted_operation_does_its_work(operation, stub_ur):
     # What ``python -m benchmarks.instructions`` runs under callgrind, here without it: the
     # child checks the kernel's output (poisoned first) or that the cache served every
-    # allocation, and fails otherwise.
+    # allocation, and fails otherwise; with --stub-ur, also unless every counted launch
+    # reached the stub.
     done = subprocess.run([sys.executable, "-m", "benchmarks.instructions", "--child", operation,
-                           "3"], cwd=REPO, capture_output=True, text=True, timeout=300)
+                           "3"] + (["--stub-ur"] if stub_ur else []), cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
