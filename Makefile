@@ -44,8 +44,10 @@ bench: $(VENV)/.bench-installed
 	$(PY) -m benchmarks
 
 # Instructions per call of the hot paths, counted by callgrind (needs valgrind; minutes).
+# INSTRUCTIONS_ARGS=--stub-ur: ur_cffi's own Python alone, the same from run to run.
+INSTRUCTIONS_ARGS ?=
 instructions: setup
-	$(PY) -m benchmarks.instructions
+	$(PY) -m benchmarks.instructions $(INSTRUCTIONS_ARGS)
 
 clean:
 	rm -rf build $(VENV) .venv-releases src/ur_cffi/_ur.c src/ur_cffi/_ur*.so src/*.egg-info
