@@ -16,16 +16,18 @@ Operations (the kernel and arguments of ``make bench``):
 - ``empty_close``: ``ur_cffi.empty(4096, np.uint8, queue=queue).close()``
 
 With ``--stub-ur`` the counts are ur_cffi's own Python alone, and the same from run to run
-(within about 50 instructions): after the warm-up (which runs for real), the UR calls of the
-launch and wait paths (``urEnqueueKernelLaunchWithArgsExp``, ``urQueueFinish``,
-``urEventRelease``) are replaced by a Python function that returns 0, and the garbage
-collector is off.  Without it, the runtime's spin-waits and the collector move the counts by
+(within about 50 instructions): after one real call, the UR calls of the launch and wait
+paths (``urEnqueueKernelLaunchWithArgsExp``, ``urQueueFinish``, ``urEventRelease``) are
+replaced by a Python function that returns 0 (before the warm-up, so that the specializing
+interpreter settles on it), the garbage collector is off and string hashes are fixed
+(``PYTHONHASHSEED=0``).  Without it, the runtime's spin-waits and the collector move the counts by
 0.5k to 1k between identical runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -121,13 +123,15 @@ def _child(name: str, count: int, stub_ur: bool = False) -> None:
 
     call, finish, setup = _operation(name)
     setup.poison()
+    if stub_ur:  # one real call, whose work is checked below; the warm-up then runs stubbed
+        call()   # so that Python's specializing interpreter has settled on the stubs
+        finish()
+        _stub_ur()
+        gc.disable()
     for _ in range(WARM_UP):
         call()
     finish()
     hits = ur_cffi.memory_stats(setup.context)["cache_hits"]
-    if stub_ur:
-        _stub_ur()
-        gc.disable()
     for _ in range(count):
         call()
     finish()
@@ -135,9 +139,9 @@ def _child(name: str, count: int, stub_ur: bool = False) -> None:
         served = ur_cffi.memory_stats(setup.context)["cache_hits"] - hits
         if served != count:
             raise RuntimeError(f"{served} of {count} allocations came from the cache")
-    elif stub_ur and _stubbed_launches[0] != count:
-        raise RuntimeError(f"{_stubbed_launches[0]} of {count} launches reached the stub: "
-                           "ur_cffi calls UR's launch from elsewhere now (see _stub_ur)")
+    elif stub_ur and _stubbed_launches[0] != WARM_UP + count:
+        raise RuntimeError(f"{_stubbed_launches[0]} of {WARM_UP + count} launches reached "
+                           "the stub: ur_cffi calls UR's launch from elsewhere now (_stub_ur)")
     elif setup.x.to_numpy().tolist()[:kernel.N] != kernel.expected():
         raise RuntimeError(f"{name}: the kernel's output is wrong")
 
@@ -147,7 +151,10 @@ def _main_thread_instructions(name: str, count: int, directory: Path, stub_ur: b
     command = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
                f"--callgrind-out-file={out}", sys.executable, "-m", "benchmarks.instructions",
                "--child", name, str(count)] + (["--stub-ur"] if stub_ur else [])
-    run = subprocess.run(command, capture_output=True, text=True,
+    # Fixed string hashes: each seed lays out the interpreter's dicts differently, which
+    # moves the counts by about 1k (the stubbed runs are otherwise the same every time).
+    env = {**os.environ, "PYTHONHASHSEED": "0"} if stub_ur else None
+    run = subprocess.run(command, capture_output=True, text=True, env=env,
                          cwd=Path(__file__).resolve().parent.parent)
     if run.returncode:
         raise RuntimeError(f"{name} x{count} failed under callgrind:\n{run.stderr[-2000:]}")
