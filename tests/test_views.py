@@ -254,6 +254,22 @@ def test_fill_of_a_non_contiguous_view(q):
         array[:, ::2].fill(1, offset=1)
 
 
+def test_an_empty_or_single_last_axis_changes_item_size_as_numpy_does(q):
+    # Found by hypothesis on the GPU run: a zero-length slice with a step keeps a stride other
+    # than the item size, which numpy ignores on an axis of length 0 or 1.
+    bytes_ = np.arange(8, dtype=np.uint8).reshape(2, 4)
+    words = np.arange(8, dtype=np.uint16).reshape(2, 4) * 257
+    for host, key, dtype in [(bytes_, (0, slice(None, 0, 2)), np.int16),
+                             (bytes_, (slice(None), slice(0, 0)), np.int32),
+                             (words, (slice(None), slice(1, 4, 4)), np.uint8)]:
+        array = ur_cffi.asarray(host, queue=q)
+        expected, view = host[key].view(dtype), array[key].view(dtype)
+        assert view.shape == expected.shape and view.dtype == expected.dtype
+        assert same(view.to_numpy(), np.array(expected, order="C"))
+    with pytest.raises(ValueError, match="last axis must be contiguous"):
+        ur_cffi.asarray(bytes_, queue=q)[:, ::2].view(np.int16)
+
+
 def test_shape_and_stride_accessors(q):
     array = ur_cffi.empty((3, 4, 5), np.float64, queue=q)
     assert (array.ndim, array.size, array.numel(), array.itemsize, array.element_size(),

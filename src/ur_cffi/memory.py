@@ -390,7 +390,8 @@ class USMArray(_handle.Resource):
         if not self.shape:
             raise ValueError(f"view as {dtype}: a 0-d array of {self.dtype} cannot change its "
                              "item size")
-        if self.shape[-1] != 1 and self._strides[-1] != old:
+        # As numpy: a last axis of 0 or 1 elements is contiguous whatever its stride.
+        if self.shape[-1] > 1 and self._strides[-1] != old:
             raise ValueError(f"view as {dtype}: the last axis must be contiguous to change the "
                              f"item size from {old} to {new}")
         last = self.shape[-1] * old
