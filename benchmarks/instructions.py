@@ -15,13 +15,13 @@ Operations (the kernel and arguments of ``make bench``):
 - ``kernel_grid``: Triton's ``kernel[grid](...)``, dispatch and launcher
 - ``empty_close``: ``ur_cffi.empty(4096, np.uint8, queue=queue).close()``
 
-With ``--stub-ur`` the counts are ur_cffi's own Python alone, and the same from run to run
-(within about 50 instructions): after one real call, the UR calls of the launch and wait
-paths (``urEnqueueKernelLaunchWithArgsExp``, ``urQueueFinish``, ``urEventRelease``) are
-replaced by a Python function that returns 0 (before the warm-up, so that the specializing
-interpreter settles on it), the garbage collector is off and string hashes are fixed
-(``PYTHONHASHSEED=0``).  Without it, the runtime's spin-waits and the collector move the counts by
-0.5k to 1k between identical runs.
+With ``--stub-ur`` the counts are ur_cffi's own Python alone: after one real call, the UR
+calls of the launch and wait paths (``urEnqueueKernelLaunchWithArgsExp``, ``urQueueFinish``,
+``urEventRelease``) are replaced by a Python function that returns 0 (before the warm-up, so
+that the specializing interpreter settles on it), the garbage collector is off and string
+hashes are fixed (``PYTHONHASHSEED=0``).  That takes the runtime's spin-waits out of the
+counts, but they still move by up to about 0.5k between runs of the same code (a prepared
+launch: 9,091 to 9,604 in four runs); without it they move by 0.5k to 1k.
 """
 
 from __future__ import annotations
@@ -151,8 +151,7 @@ def _main_thread_instructions(name: str, count: int, directory: Path, stub_ur: b
     command = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
                f"--callgrind-out-file={out}", sys.executable, "-m", "benchmarks.instructions",
                "--child", name, str(count)] + (["--stub-ur"] if stub_ur else [])
-    # Fixed string hashes: each seed lays out the interpreter's dicts differently, which
-    # moves the counts by about 1k (the stubbed runs are otherwise the same every time).
+    # Fixed string hashes: each seed lays out the interpreter's dicts differently.
     env = {**os.environ, "PYTHONHASHSEED": "0"} if stub_ur else None
     run = subprocess.run(command, capture_output=True, text=True, env=env,
                          cwd=Path(__file__).resolve().parent.parent)
