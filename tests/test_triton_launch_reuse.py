@@ -134,3 +134,42 @@ def test_threads_alternating_arguments_on_one_kernel_stay_exact(context, device,
     for thread in threads:
         thread.join()
     assert not errors, errors
+
+
+def test_a_refill_by_another_launch_just_before_the_lock_is_seen(rq, rng):
+    # The race the launcher checks for under its lock, made to happen: between a launch's
+    # finding the block already filled with its arguments and its taking the lock, another
+    # launch refills the block with its own.
+    driver = ur_triton.active_driver()
+    n = int(rng.integers(2000, 5000))
+    grid = (triton.cdiv(n, BLOCK),)
+    hosts = [rng.standard_normal(n).astype(np.float32) for _ in range(2)]
+    (xa, xb), (ya, yb) = ([ur_cffi.asarray(h, queue=rq) for h in hosts],
+                          [poisoned(n, rq) for _ in range(2)])
+    a, b = float(rng.uniform(1, 2)), float(rng.uniform(-2, -1))
+    for _ in range(2):  # (the first may take the slow path that learns the dtype's name)
+        scale[grid](xa, ya, a, n, BLOCK=BLOCK)  # the block now holds a's arguments
+    lock = driver.raw_launch_lock
+
+    class Interloper:
+        armed = True
+
+        def __enter__(self):
+            if self.armed:
+                self.armed = False
+                scale[grid](xb, yb, b, n, BLOCK=BLOCK)
+            return lock.__enter__()
+
+        def __exit__(self, *exc_info):
+            return lock.__exit__(*exc_info)
+
+    ya.fill(np.nan)
+    driver.raw_launch_lock = interloper = Interloper()
+    try:
+        scale[grid](xa, ya, a, n, BLOCK=BLOCK)
+    finally:
+        driver.raw_launch_lock = lock
+    rq.finish()
+    assert not interloper.armed  # the other launch did come in between
+    np.testing.assert_allclose(ya.to_numpy(), expected(hosts[0], a), rtol=1e-6)
+    np.testing.assert_allclose(yb.to_numpy(), expected(hosts[1], b), rtol=1e-6)
