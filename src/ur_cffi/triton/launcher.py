@@ -286,9 +286,11 @@ class Launcher:
                 addresses.append((word, self._address(arg, name, element, stream)))
                 stable = False
         values = self._scalars_of(args)
-        if stable:
-            stable = all(type(value) in _KEPT_VALUES or isinstance(value, np.generic)
-                         for value in values)
+        if stable:  # a plain loop: every launch that does not reuse the block passes here
+            for value in values:
+                if type(value) not in _KEPT_VALUES and not isinstance(value, np.generic):
+                    stable = False
+                    break
         if self.bfloat16:
             values = self._bfloat16(values)
         return addresses, values, stable
