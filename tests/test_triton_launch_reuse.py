@@ -173,3 +173,24 @@ def test_a_refill_by_another_launch_just_before_the_lock_is_seen(rq, rng):
     assert not interloper.armed  # the other launch did come in between
     np.testing.assert_allclose(ya.to_numpy(), expected(hosts[0], a), rtol=1e-6)
     np.testing.assert_allclose(yb.to_numpy(), expected(hosts[1], b), rtol=1e-6)
+
+
+def test_a_scalar_that_can_change_in_place_is_packed_again(rq, rng):
+    # Called compiled, without Triton's dispatch, a launch may take any object struct can
+    # pack: a 0-d numpy array changed in place between launches must not reuse the block.
+    from triton.compiler import ASTSource
+
+    signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp32", "n": "i32",
+                 "BLOCK": "constexpr"}
+    compiled = triton.compile(ASTSource(scale, signature, {"BLOCK": BLOCK}, {}),
+                              target=ur_triton.active_driver().get_current_target())
+    n = int(rng.integers(2000, 5000))
+    host = rng.standard_normal(n).astype(np.float32)
+    x, y = ur_cffi.asarray(host, queue=rq), poisoned(n, rq)
+    a = np.array(rng.uniform(1, 2), np.float32)  # 0-d: mutable, unlike a numpy scalar
+    for _ in range(3):
+        y.fill(np.nan)
+        compiled[(triton.cdiv(n, BLOCK), 1, 1)](x, y, a, n, BLOCK)
+        rq.finish()
+        np.testing.assert_allclose(y.to_numpy(), expected(host, float(a)), rtol=1e-6)
+        a[()] += 1
