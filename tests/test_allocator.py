@@ -66,7 +66,10 @@ def test_freed_memory_is_reused_on_the_same_queue(queue):
     assert again.data_ptr() == address
     assert stats["cache_hits"] == before["cache_hits"] + 1
     assert stats["ur_allocations"] == before["ur_allocations"]
-    assert stats["reserved_bytes"] == stats["allocated_bytes"] + stats["cached_bytes"]
+    assert stats["allocations"] == before["allocations"] + 1
+    assert stats["frees"] == before["frees"] + 1
+    assert stats["reserved_bytes"] == before["reserved_bytes"]  # no new memory from UR
+    assert stats["cached_bytes"] == before["cached_bytes"]
 
 
 def test_free_and_reuse_never_finish_the_queue(queue, spin, axpy, rng):
@@ -196,9 +199,11 @@ def test_empty_cache_and_the_memory_limit(queue):
         kept = ur_cffi.empty(48 << 10, np.uint8, queue=queue)  # over the limit with the
         stats = ur_cffi.memory_stats()                           # cached block: emptied first
         assert stats["ur_frees"] == frees + 1 and stats["cached_bytes"] == 0
+        served = stats["allocations"]
         with pytest.raises(MemoryError, match=r"shape \(32768,\) of uint8: 32768 bytes more "
                                               "would pass the memory limit"):
             ur_cffi.empty(32 << 10, np.uint8, queue=queue)
+        assert ur_cffi.memory_stats()["allocations"] == served  # a refused one is not counted
         with pytest.raises(ur_cffi.errors.OutOfDeviceMemoryError):
             ur_cffi.zeros((8, 4096), np.float32, queue=queue)
         kept.close()

@@ -53,6 +53,9 @@ _lock = threading.RLock()  # every pool's lists and the counters below
 _pools: dict = {}  # (id(context), id(device) or 0, kind) -> _Pool
 _totals = {"reserved": 0, "limit": None}
 _returned: list = []  # (pool, block, queue) given back, (pool, None, None) released, later
+# Each pool's counters: the fewest kept per allocation and free; memory_stats adds the others.
+_POOL_STATS = ("allocated_bytes", "reserved_bytes", "peak_allocated_bytes", "cache_hits",
+               "frees", "ur_allocations", "ur_frees", "oom_retries", "cross_queue_reuses")
 
 
 def rounded(nbytes: int) -> int:
@@ -87,15 +90,14 @@ class _Pool(_handle.Resource):
     when its context object is collected, at :func:`empty_cache`, or at teardown."""
 
     __slots__ = ("context_ref", "context_handle", "device", "kind", "key", "_free", "_ur_pool",
-                 "stats")
+                 "_device_memory", "stats")
     _release_function = "urUSMFree"
 
     def __init__(self, context, device, kind: str, key):
         self.device, self.kind, self.key = device, kind, key
+        self._device_memory = kind == "device"
         self._free: dict[int, list[Block]] = {}
-        self.stats = dict.fromkeys(("allocated_bytes", "cached_bytes", "peak_allocated_bytes",
-                                    "allocations", "cache_hits", "frees", "ur_allocations",
-                                    "ur_frees", "oom_retries", "cross_queue_reuses"), 0)
+        self.stats = dict.fromkeys(_POOL_STATS, 0)
         self._ur_pool = _release.usm_pool(context.handle, device.handle) \
             if kind != "host" else None
         self.context_handle = context.handle  # each block holds a reference on it
@@ -124,8 +126,10 @@ class _Pool(_handle.Resource):
         """A block of at least ``nbytes`` usable by commands on ``queue`` submitted from now on
         (call where Ctrl-C is held back: ``_interrupts``); the shape and dtype of ``array``
         (the USMArray it is for) are named in errors."""
-        size = max((nbytes + 511) & ~511, 512) if nbytes < _SMALL else rounded(nbytes)
-        with _lock:
+        size = 512 if nbytes <= 512 else (nbytes + 511) & ~511 if nbytes < _SMALL \
+            else rounded(nbytes)
+        _lock.acquire()  # not ``with``: a hot path, and Ctrl-C is held back here
+        try:
             if _returned:  # no finalizer allocates, and no launch under the enqueue lock
                 _give_back_returned(blocking=True)
             # The common case first: the newest block was freed on this in-order queue.  (Popped,
@@ -133,21 +137,21 @@ class _Pool(_handle.Resource):
             blocks = self._free.get(size)
             block = blocks.pop() if blocks else None
             ref = block.queue_ref if block is not None else None
-            if ref is None or ref() is not queue or self.kind != "device" or \
-                    _int_and(queue.flags, _OUT_OF_ORDER) or block.waits is not None:
+            if ref is None or ref() is not queue or not self._device_memory or \
+                    block.waits is not None or _int_and(queue.flags, _OUT_OF_ORDER):
                 if block is not None:
                     blocks.append(block)
                 block = self._cached(queue, size)
             stats = self.stats
-            stats["allocations"] += 1
             if block is None:
                 block = self._allocate(queue, size, array)
             else:
                 stats["cache_hits"] += 1
-                stats["cached_bytes"] -= size
-            stats["allocated_bytes"] += size
-            if stats["allocated_bytes"] > stats["peak_allocated_bytes"]:
-                stats["peak_allocated_bytes"] = stats["allocated_bytes"]
+            allocated = stats["allocated_bytes"] = stats["allocated_bytes"] + size
+            if allocated > stats["peak_allocated_bytes"]:
+                stats["peak_allocated_bytes"] = allocated
+        finally:
+            _lock.release()
         return block
 
     def _cached(self, queue, size: int) -> Block | None:
@@ -242,6 +246,7 @@ class _Pool(_handle.Resource):
             lib.urUSMFree(context, out[0])
             check(result, "urContextRetain")
         self.stats["ur_allocations"] += 1
+        self.stats["reserved_bytes"] += size
         _totals["reserved"] += size
         block = Block(out[0], size)
         block.queue_ref = None
@@ -258,7 +263,7 @@ class _Pool(_handle.Resource):
     def give_back(self, block: Block, queue) -> None:
         """Cache ``block``, last used on ``queue`` (no wait; see the module's text).  Kept in
         ``_returned`` for the allocator's next call where that would wait for a lock."""
-        if not _lock.acquire(blocking=False):
+        if not _lock.acquire(False):
             _returned.append((self, block, queue))
             return
         try:
@@ -276,24 +281,50 @@ class _Pool(_handle.Resource):
         may wait for it), or on another queue (``record_queue``) that a thread is closing.
         The barriers are enqueued under the lock taken here: a free never waits for it."""
         open_queue = queue._handle is not None  # a closed queue was finished: nothing uses it
+        if block.used_on is None and self._device_memory:  # the usual case: nothing to record
+            waits = event = None
+        else:
+            events = self._events_at_free(block, queue, open_queue, blocking)
+            if events is None:
+                return False
+            waits, event = events
+        stats = self.stats
+        stats["frees"] += 1
+        stats["allocated_bytes"] -= block.size
+        block.queue_ref = weakref.ref(queue) if open_queue else None
+        block.used_on, block.waits, block.event = None, waits, event
+        if self._handle is None:  # this pool was released: free at once
+            _free_blocks(self, [block])
+            self._release_ur_pool()
+            return True
+        blocks = self._free.get(block.size)
+        if blocks is None:
+            blocks = self._free[block.size] = []
+        blocks.append(block)
+        return True
+
+    def _events_at_free(self, block: Block, queue, open_queue: bool, blocking: bool):
+        """``(waits, event)`` for :meth:`_give_back`: the events of the other queues'
+        (``record_queue``) work so far, and for host and shared memory an event of the work so
+        far on ``queue``; None where that would wait for a lock or a close (see there)."""
         others = []
         if block.used_on is not None:  # record_queue: each other queue's work so far
             others = list({id(q): q for q in (ref() for ref in block.used_on)
                            if q is not None and q._handle is not None and q is not queue}
                           .values())
             if any(q.closing for q in others):  # kept until that close has finished it
-                return False
+                return None
         # Host and shared memory: an event of the work so far, which the next owner's host
         # access waits for; none on a queue another thread is closing (its barrier would wait
         # for the close in the CUDA adapter): such a block waits for the close (_cached).
-        own = (self.kind != "device" and open_queue and self._handle is not None
+        own = (not self._device_memory and open_queue and self._handle is not None
                and not queue.closing)
         waits = event = None
         if others or own:
             if blocking:
                 raw_enqueue_lock.acquire()
             elif not raw_enqueue_lock.acquire(blocking=False):
-                return False
+                return None
             try:
                 waits = [e for e in (raw_barrier(q, keep_event=True, locked=True) for q in others)
                          if e is not None] or None
@@ -301,20 +332,7 @@ class _Pool(_handle.Resource):
                     event = raw_barrier(queue, keep_event=True, locked=True)
             finally:
                 raw_enqueue_lock.release()
-        self.stats["frees"] += 1
-        self.stats["allocated_bytes"] -= block.size
-        block.queue_ref = weakref.ref(queue) if open_queue else None
-        block.used_on, block.waits, block.event = None, waits, event
-        if self._handle is None:  # this pool was released: free at once
-            _free_blocks(self, [block])
-            self._release_ur_pool()
-            return True
-        self.stats["cached_bytes"] += block.size
-        blocks = self._free.get(block.size)
-        if blocks is None:
-            blocks = self._free[block.size] = []
-        blocks.append(block)
-        return True
+        return waits, event
 
     # -- emptying ---------------------------------------------------------------------------
 
@@ -326,7 +344,6 @@ class _Pool(_handle.Resource):
                 _give_back_returned()
             blocks = [block for blocks in self._free.values() for block in blocks]
             self._free.clear()
-            self.stats["cached_bytes"] = 0
             return _free_blocks(self, blocks)
 
     def _release_all(self) -> int:
@@ -424,6 +441,7 @@ def _free_blocks(pool: _Pool, blocks: list[Block]) -> int:
         result = lib.urUSMFree(pool.context_handle, block.pointer) or result
         lib.urContextRelease(pool.context_handle)
         _totals["reserved"] -= block.size
+        pool.stats["reserved_bytes"] -= block.size
         pool.stats["ur_frees"] += 1
     return result
 
@@ -496,7 +514,8 @@ def _release_pools(pools) -> None:
 def memory_stats(context=None) -> dict:
     """Counters of the caching allocator, summed over the pools of ``context`` (default: all):
     ``allocated_bytes`` (in use), ``cached_bytes`` (freed, kept for reuse),
-    ``reserved_bytes`` (both), ``peak_allocated_bytes``, ``allocations``, ``cache_hits``,
+    ``reserved_bytes`` (both), ``peak_allocated_bytes``, ``allocations`` (those served:
+    ``cache_hits`` + ``ur_allocations``), ``cache_hits``,
     ``frees``, ``ur_allocations``, ``ur_frees``, ``oom_retries``, ``cross_queue_reuses``,
     and ``limit_bytes`` (None: no limit).  Frees kept for later are done first, so that the
     counters include them."""
@@ -504,18 +523,15 @@ def memory_stats(context=None) -> dict:
         _give_back_returned(blocking=True)
         pools = [pool for pool in _pools.values()
                  if context is None or pool.context_ref() is context]
-        totals = dict.fromkeys(_Pool_STATS, 0)
+        totals = dict.fromkeys(_POOL_STATS, 0)
         for pool in pools:
             for name, value in pool.stats.items():
                 totals[name] += value
-    totals["reserved_bytes"] = totals["allocated_bytes"] + totals["cached_bytes"]
+    totals["cached_bytes"] = totals["reserved_bytes"] - totals["allocated_bytes"]
+    totals["allocations"] = totals["cache_hits"] + totals["ur_allocations"]
     totals["limit_bytes"] = _totals["limit"]
     return totals
 
-
-_Pool_STATS = ("allocated_bytes", "cached_bytes", "peak_allocated_bytes", "allocations",
-               "cache_hits", "frees", "ur_allocations", "ur_frees", "oom_retries",
-               "cross_queue_reuses")
 
 
 def set_memory_limit(nbytes: int | None) -> None:
