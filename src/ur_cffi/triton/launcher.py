@@ -40,7 +40,7 @@ from .._release import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, VALUE_OFFSET, write
 from .._ur import ffi
 from ..errors import check
 from ..memory import USMArray, is_usm
-from ..program import Kernel, PreparedLaunch, _identities
+from ..program import Kernel, PreparedLaunch
 from ..queue import Queue, recording
 from . import abi
 
@@ -137,8 +137,8 @@ class Launcher:
         self._scalars_of = _getter(self.scalars)
         # What the shared block was last filled from, where a launch with the very same
         # objects (and grid, context, release count) may skip filling it again.
-        used = [position for _, position, _, _ in self.pointers] + self.scalars
-        self._used_of, self._identities = _getter(used), _identities(len(used))
+        self._key_of = _key_function([position for _, position, _, _ in self.pointers]
+                                     + self.scalars)
         self._block_key, self._block_args = None, ()
         # Bytes of each argument as passed (None: local memory), checked against the binary.
         self.argument_sizes = [struct.calcsize("<" + rules.scalar_format(ty)) if kind == "value"
@@ -195,9 +195,9 @@ class Launcher:
         context = stream.context
         if function is not self._checked_function or context is not self._checked_context:
             self._check_function(function, context)
-        used = self._used_of(args)
-        key = (grid_x, grid_y, grid_z, context, _handle.released, self._identities(used))
-        if key == self._block_key:  # the shared block holds these arguments already
+        key = self._key_of(args, grid_x, grid_y, grid_z, context, _handle.released)
+        block_key = self._block_key
+        if key == block_key:  # the shared block holds these arguments already
             addresses = values = None
         else:
             addresses, values, stable = self._arguments(args, stream, context)
@@ -223,8 +223,10 @@ class Launcher:
             driver.mark_empty_launch(stream, scope)
         else:
             words = self._words
-            with driver.raw_launch_lock:
-                if addresses is None and key != self._block_key:  # another thread's since
+            lock = driver.raw_launch_lock
+            lock.acquire()  # not ``with``: a hot path, and Ctrl-C is held back here
+            try:
+                if addresses is None and self._block_key is not block_key:  # another thread's
                     addresses, values, stable = self._arguments(args, stream, context)
                 if addresses is not None:
                     self._block_key = None
@@ -239,7 +241,7 @@ class Launcher:
                     if stable and not owners:
                         # The ids stay these objects' while the key holds them, and the
                         # release count moves if one is closed.
-                        self._block_key, self._block_args = key, used
+                        self._block_key, self._block_args = key, args
                 own_event = owners or not stream._in_order_untimed  # see driver.last_event
                 try:
                     result = _enqueue(stream._handle, function._handle, 3, _NULL,
@@ -268,6 +270,8 @@ class Launcher:
                     driver.record(self._out[0] if own_event else None, stream)
                 else:  # what driver.record would do, all but this already in place
                     stream._last_event = None
+            finally:
+                lock.release()
         if exit_hook is not None and not (type(exit_hook) is _HookChain
                                           and not exit_hook.calls):
             exit_hook(launch_metadata)
@@ -414,6 +418,18 @@ class Launcher:
                                 f"{ty}") from None
         raise ValueError(f"kernel {self.name!r}: grid {grid} must be non-negative integers and "
                          f"grid[0] * {self.local_size} must fit in size_t")
+
+
+def _key_function(positions: list[int]):
+    """``(args, grid_x, grid_y, grid_z, context, released) -> (grid_x, grid_y, grid_z, context,
+    released, id(args[position]) for each of positions)``: what a launch's shared block was
+    filled from, written out, as one call costs half of building it with ``itemgetter``."""
+    ids = "".join(f"id(args[{int(position)}]), " for position in positions)
+    source = ("def key(args, grid_x, grid_y, grid_z, context, released):\n"
+              f"    return (grid_x, grid_y, grid_z, context, released, {ids})\n")
+    namespace: dict = {}
+    exec(source, namespace)  # noqa: S102 - source made above from integers only
+    return namespace["key"]
 
 
 def _getter(positions: list[int]):
