@@ -74,6 +74,18 @@ def test_constructor_defaults_and_checks(queue):
         ur_cffi.ones(3, "bfloat16"[:-1] + "7", queue=queue)
 
 
+def test_a_dtype_is_kept_as_given(queue):
+    # Read dtypes are cached; a dtype equal to a cached one (the metadata does not take part
+    # in equality) is still the one given, not the cached one.
+    plain = np.dtype(np.float32)
+    tagged = np.dtype(np.float32, metadata={"unit": "m"})
+    assert ur_cffi.empty(2, plain, queue=queue).dtype is plain
+    assert ur_cffi.empty(2, tagged, queue=queue).dtype.metadata == {"unit": "m"}
+    swapped = np.dtype(">f4")
+    assert ur_cffi.dtypes.dtype(swapped) is swapped
+    assert ur_cffi.dtypes.dtype(np.float32) is plain and ur_cffi.dtypes.dtype("<f4") == plain
+
+
 def test_bfloat16_rounds_as_ml_dtypes_does(queue):
     host = np.array([1.0, 1.00390625, 3.14159, -2.5e-3, 65504.0], np.float32)
     array = ur_cffi.asarray(host.astype(ml_dtypes.bfloat16), queue=queue)

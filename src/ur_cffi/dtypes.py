@@ -29,17 +29,26 @@ def __getattr__(name: str):
 _READ: dict = {}
 """Types and names read before (``np.float32``, ``"bfloat16"``) and their dtypes: reading one
 again is a dictionary lookup (every array constructor reads its dtype)."""
+_DTYPE_CLASSES: set = set()
+"""The classes of numpy dtypes given before (``numpy.dtypes.Float32DType``...): a dtype of one
+is read as itself without ``isinstance(value, np.dtype)``, which costs twice as much."""
 
 
 def dtype(value) -> np.dtype:
     """``value`` (a dtype, type or name such as ``"bfloat16"``) as a numpy dtype; raises
     ``TypeError`` for None and for anything numpy cannot read."""
+    if type(value) in _DTYPE_CLASSES:
+        return value
     try:
         return _READ[value]
     except (KeyError, TypeError):  # not read yet, or unhashable (a structured dtype's list)
         pass
     if value is None:  # numpy would read it as float64
         raise TypeError("dtype None: name the element type")
+    if isinstance(value, np.dtype):
+        if len(_DTYPE_CLASSES) < 256:
+            _DTYPE_CLASSES.add(type(value))
+        return value
     if isinstance(value, str) and value in _NAME_SET:
         read = np.dtype(__getattr__(value))
     else:

@@ -186,7 +186,7 @@ class USMArray(_handle.Resource):
             shape = _shape(shape)
             size = math.prod(shape)
         self.shape, self.size = shape, size
-        self.dtype = dtype = dtype if isinstance(dtype, np.dtype) else _dtype(dtype)
+        self.dtype = dtype = _dtype(dtype)
         if dtype.hasobject:
             _no_objects(dtype, "USMArray")
         self.nbytes = nbytes = size * dtype.itemsize
