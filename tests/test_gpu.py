@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
@@ -33,6 +32,7 @@ triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 ur_triton = pytest.importorskip("ur_cffi.triton")
 
+from concurrency import run_in_threads  # noqa: E402
 from kernels import add, lcg_reference, lcg_steps, scale  # noqa: E402
 from ur_cffi.info import query  # noqa: E402
 from ur_cffi.triton import abi, backend, cuda  # noqa: E402
@@ -318,11 +318,7 @@ def test_several_threads(gctx, gpu, gq, rng):
         except BaseException as error:  # noqa: BLE001 - reported below
             failures.append(error)
 
-    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(work, 8)
     assert not failures, failures
 
 

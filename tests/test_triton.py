@@ -29,6 +29,7 @@ tl = pytest.importorskip("triton.language")
 ur_triton = pytest.importorskip("ur_cffi.triton")
 
 from ur_cffi.triton import programs  # noqa: E402
+from concurrency import run_in_threads  # noqa: E402
 from kernels import (  # noqa: E402
     add,
     add_2d,
@@ -807,8 +808,6 @@ def test_one_program_per_context_and_binary(tq, rng):
 
 def test_threads_launch_on_their_own_queues(context, device, tq, rng):
     """using() is per thread: two threads launch concurrently, each on its own queue."""
-    import threading
-
     n = int(rng.integers(2000, 5000))
     hosts = [random32(rng, n) for _ in range(2)]
     results, errors = {}, []
@@ -826,11 +825,7 @@ def test_threads_launch_on_their_own_queues(context, device, tq, rng):
             errors.append(error)
 
     scale[(1,)](ur_cffi.zeros(1, queue=tq), poisoned(1, tq), 1.0, 1, BLOCK=512)  # compile
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(work, 2)
     assert not errors, errors
     assert ur_triton.current_queue() is tq
     for index, host in enumerate(hosts):

@@ -2,7 +2,6 @@
 very objects (and grid, context) the block was last filled from.  Every skip must see a change
 of object, value, grid or memory, and a closed array must raise, never launch."""
 
-import threading
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ import ur_cffi
 triton = pytest.importorskip("triton")
 ur_triton = pytest.importorskip("ur_cffi.triton")
 
+from concurrency import run_in_threads  # noqa: E402
 from kernels import scale  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_blocked")  # conftest.py
@@ -128,11 +128,7 @@ def test_threads_alternating_arguments_on_one_kernel_stay_exact(context, device,
             errors.append(error)
 
     launch_and_read(rq, ur_cffi.zeros(n, queue=rq), poisoned(n, rq), 1.0, n)  # compile
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(work, 2)
     assert not errors, errors
 
 

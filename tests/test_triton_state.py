@@ -17,6 +17,7 @@ import ur_cffi
 
 triton = pytest.importorskip("triton")
 import ur_cffi.triton as ur_triton  # noqa: E402
+from concurrency import run_in_threads  # noqa: E402
 from kernels import scale  # noqa: E402
 
 TESTS = Path(__file__).parent
@@ -180,11 +181,7 @@ def test_using_from_many_threads_without_activate(context, device, inactive):
             for event in entered:
                 event.set()
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(threads_count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(work, threads_count)
     assert not errors, errors
     assert len(launches) == sum(3 + 3 * i for i in range(threads_count))
 
