@@ -127,7 +127,7 @@ class _Pool(_handle.Resource):
         (call where Ctrl-C is held back: ``_interrupts``); the shape and dtype of ``array``
         (the USMArray it is for) are named in errors."""
         size = 512 if nbytes <= 512 else (nbytes + 511) & ~511 if nbytes < _SMALL \
-            else rounded(nbytes)
+            else rounded(nbytes)  # rounded(), its small sizes inlined: a hot path
         _lock.acquire()  # not ``with``: a hot path, and Ctrl-C is held back here
         try:
             if _returned:  # no finalizer allocates, and no launch under the enqueue lock
