@@ -261,3 +261,88 @@ def test_to_dpctl_refuses_what_it_cannot_make(queue, shim_cache, monkeypatch, tm
     monkeypatch.setenv("CXX", "no-such-compiler")
     with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler: 'no-such-compiler'"):
         interop.to_dpctl(queue)
+
+
+@pytest.mark.parametrize("strides", [(-4,), (-(1 << 40),), (4,)])
+def test_from_pointer_refuses_elements_outside_the_allocation(queue, strides):
+    array = ur_cffi.zeros(4, np.float32, queue=queue)
+    shape = (4,) if strides[0] < 0 else (1000,)  # before the start, or past the block's end
+    with pytest.raises(ValueError, match="run past the USM allocation"):
+        ur_cffi.from_pointer(array.data_ptr(), shape, np.float32, queue=queue, strides=strides)
+    backwards = ur_cffi.from_pointer(array[3:].data_ptr(), (4,), np.float32, queue=queue,
+                                     strides=(-4,))
+    backwards.copy_from(np.arange(4, dtype=np.float32))
+    assert np.array_equal(array.to_numpy(), np.arange(4, dtype=np.float32)[::-1])
+
+
+def test_from_pointer_refuses_a_range_over_two_allocations(queue):
+    first, second = (ur_cffi.zeros(8, np.float32, queue=queue) for _ in range(2))
+    low, high = sorted((first.data_ptr(), second.data_ptr()))
+    with pytest.raises(ValueError, match="run past the USM allocation"):
+        ur_cffi.from_pointer(low, ((high - low) // 4 + 8,), np.float32, queue=queue)
+    assert not first.to_numpy().any() and not second.to_numpy().any()
+
+
+def test_from_dlpack_copies_when_asked_and_keeps_0d_shapes(queue, rng):
+    host = rng.standard_normal(4).astype(np.float32)
+    array = ur_cffi.asarray(host, queue=queue)
+    copied = ur_cffi.from_dlpack(array, queue=queue, copy=True)
+    assert copied.data_ptr() != array.data_ptr()
+    copied.fill(np.nan)
+    assert np.array_equal(array.to_numpy(), host)
+    scalar = ur_cffi.from_dlpack(np.array(3.5), queue=queue)
+    assert scalar.shape == () and scalar.item() == 3.5
+
+
+def test_a_dlpack_import_of_a_ur_cffi_array_closes_with_it(queue, rng):
+    source = ur_cffi.asarray(rng.standard_normal(4), queue=queue)
+    imported = ur_cffi.from_dlpack(source, queue=queue)
+    capsule = source.__dlpack__()
+    assert imported.data_ptr() == source.data_ptr() and imported.base is source
+    source.close()
+    assert imported.closed
+    with pytest.raises(ur_cffi.ClosedError):
+        imported.to_numpy()
+    with pytest.raises(ur_cffi.ClosedError):
+        ur_cffi.from_dlpack(capsule, queue=queue)
+
+
+def test_numpy_refusing_device_memory_keeps_its_error_and_leaks_nothing(queue):
+    array = ur_cffi.zeros(4, np.float32, queue=queue)
+    before = len(interop._exported)
+    with pytest.raises(RuntimeError, match="Unsupported device"):  # numpy's own error
+        np.from_dlpack(array)
+    alive = weakref.ref(array)
+    del array
+    ur_cffi.zeros(1, np.float32, queue=queue, kind="host").__dlpack__()  # forgets unused ones
+    gc.collect()
+    assert alive() is None and len(interop._exported) <= before + 1  # (the new capsule's)
+
+
+@pytest.mark.parametrize("kind", ["host", "shared"])
+def test_every_extension_dtype_is_a_numpy_view(queue, rng, kind):
+    for dtype in (ml_dtypes.bfloat16, ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn):
+        host = rng.standard_normal(6).astype(dtype)
+        array = ur_cffi.asarray(host, queue=queue, kind=kind)
+        view = np.asarray(array)
+        assert view.dtype == dtype and view.__array_interface__["data"][0] == array.data_ptr()
+        assert view.tobytes() == host.tobytes()
+
+
+class _Interface:
+    def __init__(self, **interface):
+        self.__sycl_usm_array_interface__ = interface
+
+
+def test_a_malformed_sycl_usm_array_interface_is_named(queue):
+    array = ur_cffi.zeros(4, np.float32, queue=queue)
+    good = {"data": (array.data_ptr(), False), "shape": (4,), "typestr": "<f4", "version": 1}
+    for change, message in (({"typestr": None}, "no 'typestr'"),
+                            ({"data": None}, "data must be"),
+                            ({"offset": None}, "offset must be an integer"),
+                            ({"strides": (1.5,)}, "stride must be an integer, not float 1.5")):
+        interface = {**good, **change}
+        if change.get("typestr", 0) is None:
+            del interface["typestr"]
+        with pytest.raises((TypeError, ValueError), match=message):
+            interop.from_sycl_usm_array_interface(_Interface(**interface), queue=queue)

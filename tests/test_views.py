@@ -424,3 +424,79 @@ def test_triton_explains_an_integer_given_for_a_pointer(triton_queue):
     with pytest.raises(TypeError, match=r"'x_ptr', 'y_ptr' got an int.*data_ptr\(\).*"
                                         r"tl.pointer_type"):
         scale[(2,)](x.data_ptr(), x.data_ptr(), 3.0, 300, BLOCK=128)
+
+
+def test_assignment_broadcasts_and_casts_as_numpy_does(q, rng):
+    expected = np.zeros((2, 3), np.float32)
+    array = ur_cffi.zeros((2, 3), np.float32, queue=q)
+    row = rng.standard_normal(3).astype(np.float32)
+    array[...] = ur_cffi.asarray(row, queue=q)  # a USMArray value is broadcast too
+    expected[...] = row
+    assert np.array_equal(array.to_numpy(), expected)
+    array[:, 1] = ur_cffi.asarray(np.float64(2.5), queue=q)  # and cast
+    expected[:, 1] = 2.5
+    assert np.array_equal(array.to_numpy(), expected)
+    with pytest.raises(ValueError, match="broadcast"):
+        array[...] = ur_cffi.asarray(np.zeros((3, 2), np.float32), queue=q)
+    small = ur_cffi.zeros(4, np.uint8, queue=q)
+    for value, error in (([300], OverflowError), ([-1], OverflowError)):
+        with pytest.raises(error, match="out of bounds"):
+            small[0:1] = value
+    with pytest.raises(ValueError, match="NaN"):
+        ur_cffi.zeros(2, np.int32, queue=q)[0:1] = [float("nan")]
+    with pytest.raises(TypeError, match="complex"):
+        ur_cffi.zeros(2, np.float32, queue=q)[0:1] = [1 + 2j]
+    assert np.array_equal(small.to_numpy(), np.zeros(4, np.uint8))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_assignment_between_overlapping_views_reads_the_value_first(q, rng, kind):
+    host = rng.standard_normal(12)
+    array = ur_cffi.asarray(host, queue=q, kind=kind)
+    array[1:9] = array[0:8]
+    host[1:9] = host[0:8].copy()
+    array[::-1] = array[:]
+    host[::-1] = host.copy()
+    assert np.array_equal(array.to_numpy(), host)
+
+
+@pytest.mark.parametrize("kind", ["host", "shared"])
+def test_copies_with_a_numpy_view_of_the_same_memory_are_exact(q, rng, kind):
+    host = rng.standard_normal(8)
+    array = ur_cffi.asarray(host, queue=q, kind=kind)
+    array[::-1].copy_from(np.asarray(array))
+    host = host[::-1].copy()
+    assert np.array_equal(array.to_numpy(), host)
+    array[1:].copy_from(np.asarray(array)[:-1])
+    host[1:] = host[:-1].copy()
+    assert np.array_equal(array.to_numpy(), host)
+    array[:4].copy_to(np.asarray(array)[2:6])
+    host[2:6] = host[:4].copy()
+    assert np.array_equal(array.to_numpy(), host)
+    array.copy_to(np.asarray(array)[4:], offset=2)
+    host[4:] = host[2:6].copy()
+    assert np.array_equal(array.to_numpy(), host)
+
+
+def test_overlapping_copies_between_views_are_refused_by_name(q):
+    array = ur_cffi.asarray(np.arange(8, dtype=np.float32), queue=q)
+    with pytest.raises(ValueError, match="copy_to: the part from offset 2 overlaps"):
+        array.copy_to(array[1:4], offset=2)
+    with pytest.raises(ValueError, match="copy_to: the part from offset 0 overlaps"):
+        array[2:6].copy_to(array[3:5])
+    with pytest.raises(ValueError, match="copy_to: the source overlaps"):
+        array.copy_to(array)
+    assert np.array_equal(array.to_numpy(), np.arange(8, dtype=np.float32))
+
+
+def test_element_strides_that_are_not_whole_elements_are_refused(q):
+    base = ur_cffi.asarray(np.arange(16, dtype=np.int16), queue=q, kind="host")
+    odd = ur_cffi.from_pointer(base.data_ptr(), (4,), np.int32, queue=q, strides=(6,))
+    assert np.array_equal(odd.to_numpy(), np.lib.stride_tricks.as_strided(
+        np.arange(16, dtype=np.int16).view(np.int32), (4,), (6,)))
+    with pytest.raises(ValueError, match="6 bytes is not a whole number of 4-byte"):
+        odd.stride()
+    with pytest.raises(ValueError, match="6 bytes"):
+        odd.stride(0)
+    with pytest.raises(BufferError, match="6 bytes"):
+        np.from_dlpack(odd)

@@ -19,6 +19,7 @@ USM pointers from elsewhere, and contexts and queues shared with dpctl.
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 import weakref
 
@@ -26,9 +27,10 @@ import numpy as np
 
 from . import _checks, _strided
 from ._ur import ffi, lib
-from .enums import ur_usm_type_t
+from .enums import ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
-from .memory import USMArray, _check_queue, _dtype, _no_objects, _shape, _usm_type, asarray
+from .memory import (USMArray, _check_queue, _dtype, _element_stride, _no_objects, _shape,
+                     _usm_type, asarray)
 
 KDL_CPU, KDL_ONEAPI = 1, 14
 _NULL = ffi.NULL
@@ -43,11 +45,29 @@ def usm_kind(context, address: int) -> str | None:
     return _KINDS.get(int(_usm_type(context.handle, address)))
 
 
+def allocation_bounds(context, address: int) -> tuple[int, int] | None:
+    """``(base address, size)`` of the USM allocation of ``context`` that holds ``address``;
+    None where UR does not say (an adapter without ``UR_USM_ALLOC_INFO_BASE_PTR``/``SIZE``)."""
+    base, size = ffi.new("void **"), ffi.new("size_t *")
+    pointer = ffi.cast("void *", address)
+    if lib.urUSMGetMemAllocInfo(context.handle, pointer, _BASE_PTR, ffi.sizeof("void *"), base,
+                                _NULL) or \
+            lib.urUSMGetMemAllocInfo(context.handle, pointer, _SIZE, ffi.sizeof("size_t"), size,
+                                     _NULL) or base[0] == _NULL or not size[0]:
+        return None
+    return int(ffi.cast("uintptr_t", base[0])), size[0]
+
+
+_BASE_PTR = int(ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_BASE_PTR)
+_SIZE = int(ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_SIZE)
+
+
 def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> USMArray:
     """A USMArray over USM memory at ``address`` (an int) that something else allocated:
     ``shape`` and ``dtype``, ``strides`` in bytes (default C-contiguous).  ``owner`` is kept
     alive as long as the array or a view of it; nothing is freed.  Raises ``ValueError`` if
-    UR does not know the address as USM of ``queue``'s context."""
+    UR does not know the address as USM of ``queue``'s context, or the elements reach outside
+    the allocation that holds it (either end, negative strides included)."""
     _check_queue(queue)
     address = _checks.integer("from_pointer: address", address, minimum=1)
     shape, dtype = _shape(shape), _dtype(dtype)
@@ -61,11 +81,22 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
     if kind is None:
         raise ValueError(f"from_pointer: address 0x{address:x} is not USM memory of "
                          f"{queue.context!r}")
-    low, high = _strided.span(shape, strides or _strided.contiguous_strides(
-        shape, dtype.itemsize), dtype.itemsize)
-    if high > low and usm_kind(queue.context, address + high - 1) is None:
-        raise ValueError(f"from_pointer: {high} bytes from 0x{address:x} run past the USM "
-                         "allocation")
+    strides = strides or _strided.contiguous_strides(shape, dtype.itemsize)
+    low, high = _strided.span(shape, strides, dtype.itemsize)
+    if high > low:
+        bounds = allocation_bounds(queue.context, address)
+        if bounds is not None:
+            base, size = bounds
+            inside = base <= address + low and address + high <= base + size
+        else:  # both ends at least USM of the context
+            inside = address + low > 0 and all(
+                usm_kind(queue.context, end) is not None
+                for end in (address + low, address + high - 1))
+        if not inside:
+            raise ValueError(
+                f"from_pointer: shape {shape} with strides {strides} reaches bytes {low} to "
+                f"{high} from 0x{address:x}, which run past the USM allocation" + (
+                    f" (0x{base:x}, {size} bytes)" if bounds is not None else ""))
     return USMArray._over(queue, address, shape, dtype, kind, strides, owner)
 
 
@@ -78,10 +109,14 @@ class _HostView:
 
     def __init__(self, array: USMArray):
         self.array = array
+        dtype = array.dtype
+        # numpy cannot name extension dtypes (ml_dtypes' float8_e5m2 is "<f1"): raw bytes,
+        # which to_host_view views as the dtype
+        typestr = dtype.str if dtype.isbuiltin != 2 else f"|V{dtype.itemsize}"
         self.__array_interface__ = {
             "data": (array.data_ptr(), False), "shape": array.shape,
-            "strides": array.strides, "typestr": array.dtype.str,
-            "descr": array.dtype.descr, "version": 3}
+            "strides": array.strides, "typestr": typestr,
+            "descr": dtype.descr if dtype.isbuiltin != 2 else [("", typestr)], "version": 3}
 
 
 def to_host_view(array: USMArray, dtype=None, copy=None) -> np.ndarray:
@@ -140,7 +175,12 @@ _DLManagedTensorVersioned._fields_ = [
     ("version", _DLPackVersion), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER),
     ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
 
-_exported: dict[int, tuple] = {}  # address of a managed tensor -> what it keeps alive
+# Address of a managed tensor -> (what it keeps alive, ..., its capsule).  The capsules have no
+# destructor: a consumer that fails (numpy, given device memory) drops the capsule with its
+# exception pending, and Python code cannot run then without losing it.  Unconsumed capsules
+# that nobody holds are forgotten at the next export or import instead (DLPack's rule that an
+# unconsumed capsule deletes its tensor).
+_exported: dict[int, tuple] = {}
 _CODES = {"b": 6, "i": 0, "u": 1, "f": 2, "c": 5}  # kDLBool, kDLInt, kDLUInt, kDLFloat, kDLComplex
 _BFLOAT = 4  # kDLBfloat
 _FLOAT8 = {"float8_e4m3fn": 10, "float8_e4m3fnuz": 11, "float8_e5m2": 12,
@@ -167,19 +207,15 @@ _capsule_rename.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _USED = {b"dltensor": b"used_dltensor", b"dltensor_versioned": b"used_dltensor_versioned"}
 
 
-# The destructor gets the dying capsule as a raw pointer: no Python reference may be taken.
-_raw_name = ctypes.pythonapi["PyCapsule_GetName"]
-_raw_name.restype, _raw_name.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
-_raw_pointer = ctypes.pythonapi["PyCapsule_GetPointer"]
-_raw_pointer.restype, _raw_pointer.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_destructor(capsule):
-    # An unconsumed capsule still owns its tensor: delete it (DLPack's rule).
-    name = _raw_name(capsule)
-    if name in (b"dltensor", b"dltensor_versioned"):
-        _exported.pop(_raw_pointer(capsule, name), None)
+def _forget_unused_capsules() -> None:
+    """Delete the tensors of unconsumed capsules that only ``_exported`` still holds."""
+    for address, entry in list(_exported.items()):
+        capsule = entry[-1]
+        # References: the entry, ``capsule`` and getrefcount's argument.
+        if sys.getrefcount(capsule) <= 3 and _capsule_name(capsule) in _USED:
+            _exported.pop(address, None)
 
 
 def _dl_dtype(dtype: np.dtype) -> _DLDataType:
@@ -210,9 +246,11 @@ def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
     """``USMArray.__dlpack__``: a capsule of DLPack 1.x (``max_version`` >= (1, 0)) or of the
     unversioned ABI.  ``stream`` is accepted for the protocol and ignored: finish the queue
     first.  ``dl_device=(kDLCPU, 0)`` of device USM copies to the host (``copy`` not False)."""
+    max_version = _pair("max_version", max_version)
+    dl_device = _pair("dl_device", dl_device)
     source = array
-    if dl_device is not None and tuple(dl_device) != dlpack_device(array):
-        if tuple(dl_device) != (KDL_CPU, 0):
+    if dl_device is not None and dl_device != dlpack_device(array):
+        if dl_device != (KDL_CPU, 0):
             raise BufferError(f"__dlpack__ cannot export to device {tuple(dl_device)}")
         if array.kind == "device":
             if copy is False:
@@ -227,15 +265,33 @@ def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
                     max_version)
 
 
+def _pair(name: str, value) -> tuple[int, int] | None:
+    """``__dlpack__``'s ``max_version`` or ``dl_device``: None or two integers."""
+    if value is None:
+        return None
+    try:
+        first, second = value
+        return _checks.integer(f"__dlpack__: {name}", first), \
+            _checks.integer(f"__dlpack__: {name}", second)
+    except (TypeError, ValueError):
+        raise TypeError(f"__dlpack__: {name} must be a pair of integers or None, not "
+                        f"{value!r}") from None
+
+
 def _capsule(data: int, shape, strides, dtype, device, keep, max_version):
     """A DLPack capsule of the elements at ``data``; ``keep`` lives until the consumer calls
-    the deleter (or the capsule dies unused)."""
+    the deleter (or the capsule is dropped unused: ``_forget_unused_capsules``)."""
+    _forget_unused_capsules()
     itemsize = dtype.itemsize
     ndim = len(shape)
+    try:  # DLPack counts strides in elements
+        element_strides = [_element_stride(s, itemsize, "__dlpack__") for s in strides]
+    except ValueError as error:
+        raise BufferError(str(error)) from None
     shape = (ctypes.c_int64 * max(ndim, 1))(*shape)
-    strides = (ctypes.c_int64 * max(ndim, 1))(*(s // itemsize for s in strides))
+    strides = (ctypes.c_int64 * max(ndim, 1))(*element_strides)
     tensor = _DLTensor(data, _DLDevice(*device), ndim, _dl_dtype(dtype), shape, strides, 0)
-    versioned = max_version is not None and tuple(max_version)[0] >= 1
+    versioned = max_version is not None and max_version[0] >= 1
     if versioned:
         managed = _DLManagedTensorVersioned(_DLPackVersion(1, 1), None, _delete, 0, tensor)
         name = b"dltensor_versioned"
@@ -243,8 +299,9 @@ def _capsule(data: int, shape, strides, dtype, device, keep, max_version):
         managed = _DLManagedTensor(tensor, None, _delete)
         name = b"dltensor"
     address = ctypes.addressof(managed)
-    _exported[address] = (managed, shape, strides, keep)
-    return _capsule_new(address, name, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+    capsule = _capsule_new(address, name, None)
+    _exported[address] = (managed, shape, strides, keep, capsule)
+    return capsule
 
 
 _NUMPY_TYPES = {(0, 8): "i1", (0, 16): "i2", (0, 32): "i4", (0, 64): "i8", (1, 8): "u1",
@@ -269,9 +326,11 @@ class _Consumed:
 def from_dlpack(x, *, queue, copy=None) -> USMArray:
     """A USMArray from any object with ``__dlpack__`` (or a DLPack capsule).  USM of
     ``queue``'s context is wrapped without a copy (the producer's memory stays alive with the
-    array); CPU memory that is not USM is copied into device USM on ``queue``, unless
-    ``copy=False`` (``BufferError``)."""
+    array; a ur_cffi array comes back as a view of it, closed with it); CPU memory that is not
+    USM is copied into device USM on ``queue``, unless ``copy=False`` (``BufferError``).
+    ``copy=True`` always copies."""
     _check_queue(queue)
+    _forget_unused_capsules()
     if hasattr(x, "__dlpack__"):
         try:
             capsule = x.__dlpack__(max_version=(1, 1))
@@ -301,10 +360,19 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
         if tensor.strides else None
     data = (tensor.data or 0) + tensor.byte_offset
     _capsule_rename(capsule, _USED[name])
+    ours = _exported.get(address)
+    if ours is not None and isinstance(ours[3], USMArray) and \
+            ours[3].context is queue.context:  # our own export: a view, closed with its array
+        del _exported[address]
+        source = ours[3]
+        result = source._view(shape, strides or _strided.contiguous_strides(
+            shape, dtype.itemsize), data - source.data_ptr())
+        return result.copy(queue=queue) if copy else result
     owner = _Consumed(managed.deleter, address)
     if data and usm_kind(queue.context, data) is not None:
-        return from_pointer(data, shape, dtype, queue=queue, strides=strides,
-                            owner=(owner, x))
+        result = from_pointer(data, shape, dtype, queue=queue, strides=strides,
+                              owner=(owner, x))
+        return result.copy(queue=queue) if copy else result
     if tensor.device.device_type != KDL_CPU:
         raise BufferError(f"DLPack device {tensor.device.device_type} memory at 0x{data:x} is "
                           f"not USM of {queue.context!r}")
@@ -317,7 +385,7 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     # np.ndarray over the bytes: as_strided cannot make arrays of ml_dtypes' types
     host = np.ndarray(shape, dtype, buffer=raw, offset=-low, strides=strides) if data and \
         high > low else np.empty(shape, dtype)
-    result = asarray(np.ascontiguousarray(host), queue=queue)
+    result = asarray(host, queue=queue)  # (np.ascontiguousarray would make a 0-d array 1-d)
     del owner  # the producer's memory is no longer needed
     return result
 
@@ -486,11 +554,20 @@ def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:
             raise TypeError("from_sycl_usm_array_interface: give queue= (the interface names "
                             f"{type(syclobj).__name__}, not a dpctl SyclQueue)")
         queue = queue_from_dpctl(syclobj)
+    what = "from_sycl_usm_array_interface"
+    missing = [key for key in ("data", "shape", "typestr") if key not in interface]
+    if missing:
+        raise ValueError(f"{what}: the interface has no {', '.join(map(repr, missing))}")
     dtype = _dtype(interface["typestr"])
     shape = _shape(interface["shape"])
     strides = interface.get("strides")
-    if strides is not None:
-        strides = tuple(s * dtype.itemsize for s in strides)
-    offset = interface.get("offset", 0) * dtype.itemsize
-    return from_pointer(interface["data"][0] + offset, shape, dtype, queue=queue,
-                        strides=strides, owner=obj)
+    if strides is not None:  # in elements
+        strides = tuple(_checks.integer(f"{what}: stride", s) * dtype.itemsize
+                        for s in strides)
+    offset = _checks.integer(f"{what}: offset", interface.get("offset", 0)) * dtype.itemsize
+    data = interface["data"]
+    if not isinstance(data, (tuple, list)) or not data:
+        raise ValueError(f"{what}: data must be (address, read-only flag), not {data!r}")
+    address = _checks.integer(f"{what}: data address", data[0], minimum=1)
+    return from_pointer(address + offset, shape, dtype, queue=queue, strides=strides,
+                        owner=obj)

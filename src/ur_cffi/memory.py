@@ -146,6 +146,26 @@ def _forget(*_held) -> int:
     return 0
 
 
+def _element_stride(stride: int, itemsize: int, what: str) -> int:
+    """A byte stride in elements; ValueError where it is not a whole number of them (a view
+    numpy allows, e.g. ``from_pointer`` or ``view(dtype)`` of a strided view)."""
+    if stride % itemsize:
+        raise ValueError(f"{what}: a stride of {stride} bytes is not a whole number of "
+                         f"{itemsize}-byte elements")
+    return stride // itemsize
+
+
+def _overlap(address: int, shape, strides, itemsize: int, other_address: int, other_shape,
+             other_strides, other_itemsize: int) -> bool:
+    """Whether two strided layouts touch a common byte range (their spans intersect)."""
+    if 0 in shape or 0 in other_shape:
+        return False
+    low, high = _strided.span(shape, strides, itemsize)
+    other_low, other_high = _strided.span(other_shape, other_strides, other_itemsize)
+    return address + low < other_address + other_high and \
+        other_address + other_low < address + high
+
+
 def _root(array) -> USMArray:
     """The array that owns ``array``'s memory (``array`` itself unless it is a view)."""
     return array if array._base is None else array._base
@@ -274,8 +294,9 @@ class USMArray(_handle.Resource):
         """Elements to step in dimension ``dim``, or a tuple for all (PyTorch's ``stride``)."""
         itemsize = self.dtype.itemsize
         if dim is None:
-            return tuple(s // itemsize for s in self._strides)
-        return self._strides[_strided.axis_index(self.ndim, dim, "stride")] // itemsize
+            return tuple(_element_stride(s, itemsize, "stride") for s in self._strides)
+        return _element_stride(self._strides[_strided.axis_index(self.ndim, dim, "stride")],
+                               itemsize, "stride")
 
     @property
     def ndim(self) -> int:
@@ -346,18 +367,26 @@ class USMArray(_handle.Resource):
         return self._view(shape, strides, offset)
 
     def __setitem__(self, key, value) -> None:
-        """Write ``value`` (a number, a numpy array broadcast to the view, or a USMArray of the
-        view's shape) into ``self[key]``; blocking, like numpy's assignment."""
+        """Write ``value`` (a number, or a numpy array, sequence or USMArray broadcast to the
+        view and cast as numpy does) into ``self[key]``; blocking, like numpy's assignment."""
         target = self[key]
         if isinstance(value, USMArray):
-            target.copy_from(value)
-        elif isinstance(value, np.ndarray) or not np.ndim(value) == 0:
-            host = np.asarray(value)
-            if host.dtype != self.dtype:
-                host = host.astype(self.dtype)  # numpy's assignment casts as well
-            target.copy_from(np.ascontiguousarray(np.broadcast_to(host, target.shape)))
+            if value.context is not self.context:
+                raise ValueError("a[key] = value: the value array belongs to another context")
+            if value.shape == target.shape and value.dtype == target.dtype:
+                if target._overlaps(value):
+                    value = value.copy()  # numpy reads the whole value before writing
+                target.copy_from(value)
+                return
+            value = value.to_numpy()  # broadcast and cast on the host, as below
+        if isinstance(value, np.ndarray):
+            host = value if value.dtype == self.dtype else value.astype(self.dtype)
+        elif np.ndim(value) != 0:
+            host = np.asarray(value, dtype=self.dtype)  # numpy's checks of Python numbers
         else:
             target.fill(value)
+            return
+        target.copy_from(np.ascontiguousarray(np.broadcast_to(host, target.shape)))
 
     def reshape(self, *shape) -> USMArray:
         """This array in ``shape`` (one extent may be -1): a view where strides can express it
@@ -385,6 +414,8 @@ class USMArray(_handle.Resource):
     def _view_as(self, dtype: np.dtype) -> USMArray:
         _no_objects(dtype, "view")
         old, new = self.itemsize, dtype.itemsize
+        if not new:
+            raise ValueError(f"view as {dtype}: a dtype of 0 bytes holds no elements")
         if old == new:
             return self._view(self.shape, self._strides, dtype=dtype)
         if not self.shape:
@@ -407,7 +438,7 @@ class USMArray(_handle.Resource):
     def transpose(self, *axes) -> USMArray:
         """A view with the axes reversed, or ordered as ``axes`` (numpy's ``transpose``; to
         swap two axes as PyTorch's ``transpose(a, b)`` does, use :meth:`swapaxes`)."""
-        order = _strided.axes(self.ndim, axes, "transpose") if axes else \
+        order = _strided.axes(self.ndim, axes, "transpose") if axes and axes != (None,) else \
             tuple(reversed(range(self.ndim)))
         return self._view([self.shape[a] for a in order], [self._strides[a] for a in order])
 
@@ -498,15 +529,20 @@ class USMArray(_handle.Resource):
         return enqueue_command(queue, lib.urEnqueueEventsWaitWithBarrier, (), (), keep_alive,
                                blocking)
 
+    def _overlaps(self, other: USMArray) -> bool:
+        return _overlap(self._address, self.shape, self._strides, self.itemsize,
+                        other._address, other.shape, other._strides, other.itemsize)
+
+    def _overlaps_host(self, host: np.ndarray) -> bool:
+        """Whether ``host`` (e.g. ``np.asarray`` of host USM) shares bytes with this array."""
+        return self.kind != "device" and _overlap(
+            self._address, self.shape, self._strides, self.itemsize, host.ctypes.data,
+            host.shape, host.strides, host.itemsize)
+
     def _check_overlap(self, other: USMArray, what: str) -> None:
-        if _root(self) is not _root(other) or not self.size:
-            return
-        low, high = _strided.span(self.shape, self._strides, self.itemsize)
-        other_low, other_high = _strided.span(other.shape, other._strides, other.itemsize)
-        if self._address + low < other._address + other_high and \
-                other._address + other_low < self._address + high:
-            raise ValueError(f"{what}: the arrays overlap in memory (UR copies between "
-                             "distinct ranges only)")
+        if self._overlaps(other):
+            raise ValueError(f"{what}: the source overlaps the destination in memory (UR copies "
+                             "between distinct ranges only)")
 
     def copy_from(self, source, *, offset: int = 0, queue: Queue | None = None,
                   blocking: bool = True, wait_for=()) -> Event:
@@ -523,8 +559,7 @@ class USMArray(_handle.Resource):
             if self.is_contiguous() and source.is_contiguous():
                 offset, _ = _span("copy_from", offset, source.size, self.size)
                 start = self._address + offset * self.itemsize
-                if _root(source) is _root(self) and source.size and \
-                        start < source._address + source.nbytes and \
+                if source.size and start < source._address + source.nbytes and \
                         source._address < start + source.nbytes:
                     raise ValueError(f"copy_from: the source at offset {offset} overlaps "
                                      "(UR copies between distinct ranges only)")
@@ -536,6 +571,8 @@ class USMArray(_handle.Resource):
             return self._strided_copy(queue, self.data_ptr(), self._strides, source.data_ptr(),
                                       source._strides, blocking, wait_for, (source, self))
         host = _host_view(source, self.dtype, "copy_from")
+        if self._overlaps_host(host):  # np.asarray of this host USM: read it first (numpy)
+            host = host.copy()
         if self.is_contiguous():
             host = np.ascontiguousarray(host)
             offset, _ = _span("copy_from", offset, host.size, self.size)
@@ -571,7 +608,10 @@ class USMArray(_handle.Resource):
         if queue.out_of_order and wait_list(wait_for)[0] == 0:
             wait_for = (queue.barrier(),)
         if isinstance(destination, USMArray):
+            if destination.context is not self.context:
+                raise ValueError("copy_to: the destination array belongs to another context")
             if offset == 0 and destination.shape == self.shape:
+                self._check_overlap(destination, "copy_to")
                 return destination.copy_from(self, queue=queue, blocking=blocking,
                                              wait_for=wait_for)
             if not self.is_contiguous():
@@ -581,6 +621,15 @@ class USMArray(_handle.Resource):
         if not host.flags.writeable:
             raise ValueError("copy_to needs a writeable C-contiguous (or strided) numpy "
                              "array; this one is read-only")
+        if self._overlaps_host(host):  # np.asarray of this host USM: through a copy (numpy)
+            whole = self.to_numpy(queue=queue, wait_for=wait_for)
+            if self.is_contiguous() and host.flags.c_contiguous:
+                offset, _ = _span("copy_to", offset, host.size, self.size)
+                host.reshape(-1)[:] = whole.reshape(-1)[offset:offset + host.size]
+            else:
+                self._same_shape("copy_to", host.shape, offset)
+                host[...] = whole
+            return _enqueue_nothing(queue, blocking, ())
         if self.is_contiguous() and host.flags.c_contiguous:
             offset, _ = _span("copy_to", offset, host.size, self.size)
             _wait_before_pageable_copy(queue, host, wait_for)
@@ -602,9 +651,11 @@ class USMArray(_handle.Resource):
         offset, _ = _span("copy_to", offset, destination.size, self.size)
         if not destination.is_contiguous():
             raise ValueError("copy_to: a part of this array goes into a contiguous array only")
-        if destination is self and offset < self.size:
-            raise ValueError(f"copy_to: the array onto itself from offset {offset} overlaps "
-                             "(UR copies between distinct ranges only)")
+        start = self._address + offset * self.itemsize
+        if destination.size and start < destination._address + destination.nbytes and \
+                destination._address < start + destination.nbytes:
+            raise ValueError(f"copy_to: the part from offset {offset} overlaps the destination "
+                             "in memory (UR copies between distinct ranges only)")
         return _enqueue_memcpy(queue, destination.data_ptr(),
                                self.data_ptr() + offset * self.itemsize,
                                destination.nbytes, blocking, wait_for, (self, destination))
