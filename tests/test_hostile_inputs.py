@@ -337,3 +337,9 @@ def test_hostile_values_in_every_argument_never_crash(kernels, tmp_path):
 
 if __name__ == "__main__":
     print(json.dumps(run_property(int(sys.argv[1]), Path(sys.argv[2]))))
+
+
+@pytest.mark.parametrize("step", [0, 0.0, np.int64(0), np.float32(-0.0)])
+def test_arange_names_a_zero_step(queue, step):
+    with pytest.raises(ValueError, match="arange: step must not be zero"):
+        ur_cffi.arange(0, 5, step, queue=queue)

@@ -39,6 +39,8 @@ def arange(start, stop=None, step=1, dtype=None, *, queue, kind: str = "device")
                                   or np.ndim(value) != 0):
             raise TypeError(f"arange: {name} must be a number, not {type(value).__name__} "
                             f"{value!r}")
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
     host = np.arange(start, stop, step, dtype=None if dtype is None else _dtype(dtype))
     return asarray(host, queue=queue, kind=kind)
 
