@@ -396,3 +396,16 @@ def test_buffer_native_handle_is_the_opencl_mem_object(context):
     assert opencl.clGetMemObjectInfo(ctypes.c_void_p(handle), CL_MEM_SIZE,
                                      ctypes.sizeof(size), ctypes.byref(size), None) == 0
     assert size.value == 4096 + 12
+
+
+def test_zeros_of_any_dtype_are_zero_bytes_as_in_numpy(queue):
+    for dtype in ("S4", "U2", "V3", [("a", np.float32), ("b", np.int16)], np.complex64, "?"):
+        array = ur_cffi.zeros(3, dtype, queue=queue)
+        assert array.to_numpy().tobytes() == np.zeros(3, dtype).tobytes()
+    assert ur_cffi.zeros((), np.float64, queue=queue).item() == 0.0
+
+
+@pytest.mark.parametrize("dtype", ["(2,3)f4", np.dtype("(2,3)f4"), np.dtype("(2,)i8")])
+def test_a_subarray_dtype_is_refused_with_its_shape(queue, dtype):
+    with pytest.raises(TypeError, match=r"subarray dtype: add its shape \((2, 3|2,)\)"):
+        ur_cffi.empty(2, dtype, queue=queue)

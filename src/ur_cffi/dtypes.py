@@ -46,6 +46,8 @@ def dtype(value) -> np.dtype:
     if value is None:  # numpy would read it as float64
         raise TypeError("dtype None: name the element type")
     if isinstance(value, np.dtype):
+        if value.kind == "V":  # records and subarrays: checked every time
+            return _not_subarray(value, value)
         if len(_DTYPE_CLASSES) < 256:
             _DTYPE_CLASSES.add(type(value))
         return value
@@ -56,8 +58,16 @@ def dtype(value) -> np.dtype:
             read = np.dtype(value)
         except (TypeError, ValueError) as error:
             raise TypeError(f"dtype {value!r} is not a numpy dtype ({error})") from None
+        _not_subarray(value, read)
     if (isinstance(value, str) or isinstance(value, type)) and len(_READ) < 256:
         _READ[value] = read
+    return read
+
+
+def _not_subarray(value, read: np.dtype) -> np.dtype:
+    if read.subdtype is not None:  # numpy turns its shape into the array's last axes
+        raise TypeError(f"dtype {value!r} is a subarray dtype: add its shape {read.shape} to the "
+                        f"array's shape and use dtype {read.base}")
     return read
 
 
