@@ -409,3 +409,14 @@ def test_zeros_of_any_dtype_are_zero_bytes_as_in_numpy(queue):
 def test_a_subarray_dtype_is_refused_with_its_shape(queue, dtype):
     with pytest.raises(TypeError, match=r"subarray dtype: add its shape \((2, 3|2,)\)"):
         ur_cffi.empty(2, dtype, queue=queue)
+
+
+def test_small_cases_numpy_users_expect(queue):
+    array = ur_cffi.full(3, np.array(3.5), queue=queue)  # a 0-d array is a number to numpy
+    array.fill(np.array(-2.0))
+    assert np.array_equal(array.to_numpy(), np.full(3, -2.0, np.float32))
+    for kind in (0, ""):
+        with pytest.raises(ValueError, match="kind must be one of"):
+            array.copy(kind=kind)
+    with pytest.raises(TypeError, match="asarray: int 1180591620717411303424 makes numpy objects"):
+        ur_cffi.asarray(2**70, queue=queue)

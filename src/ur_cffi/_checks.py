@@ -41,6 +41,8 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
     number that overflows a float dtype, a complex number for a real one."""
     if isinstance(value, ctypes._SimpleCData):
         value = value.value
+    elif isinstance(value, np.ndarray) and value.ndim == 0:  # numpy takes them as scalars
+        value = value[()]
     text = isinstance(value, (str, bytes, np.str_, np.bytes_))
     if value is None or np.ndim(value) != 0 or (text and dtype.kind not in "SU"):
         raise TypeError(f"{name} must be one number, not {type(value).__name__} {value!r}")

@@ -464,7 +464,8 @@ class USMArray(_handle.Resource):
     def copy(self, *, queue: Queue | None = None, kind: str | None = None) -> USMArray:
         """A new contiguous array with this array's elements (same queue and kind unless
         given), copied on the device."""
-        out = USMArray(self._queue_for(queue), self.shape, self.dtype, kind or self.kind)
+        out = USMArray(self._queue_for(queue), self.shape, self.dtype,
+                       self.kind if kind is None else kind)
         out.copy_from(self, queue=queue)
         return out
 
@@ -753,6 +754,9 @@ def zeros(shape, dtype=np.float32, *, queue: Queue, kind: str = "device") -> USM
 def asarray(array, *, queue: Queue, kind: str = "device") -> USMArray:
     """A USMArray holding a copy of ``array`` (anything ``numpy.asarray`` accepts)."""
     host = np.asarray(array, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
+    if host.dtype.hasobject and not (isinstance(array, np.ndarray) and array.dtype.hasobject):
+        raise TypeError(f"asarray: {type(array).__name__} {array!r:.60} makes numpy objects "
+                        "(a number beyond 64 bits, or mixed types); device memory holds numbers")
     result = USMArray(queue, host.shape, host.dtype, kind)
     if result.size:
         result.copy_from(host)
