@@ -30,7 +30,7 @@ RELEASES = ["2025.0.4", "2025.1.0", "2025.2.0", "2025.3.1", "2026.0.0", "2026.1.
 """The releases checked here; the newest (2026.2.0) runs the whole suite in ``make test``."""
 INSTALL_BESIDE_EXISTING_RUNTIME = (
     'V=$(python -m pip show intel-cmplr-lib-ur | sed -n "s/^Version: //p") && '
-    'python -m pip install "setuptools>=77" cffi pycparser "intel-sycl-rt==$V" "intel-opencl-rt==$V" && '
+    'python -m pip install "setuptools>=77" "cffi>=1.17" "pycparser>=3" "intel-sycl-rt==$V" "intel-opencl-rt==$V" && '
     'python -m pip install --no-build-isolation ".[triton]"')
 """The README's command for an environment that has a UR runtime already (PyTorch XPU brings
 intel-cmplr-lib-ur): the header and CPU runtime of that very release, then ur_cffi built

@@ -8,8 +8,9 @@ Thread safety as tested here (the README's text is in the reliability report):
 - Distinct objects may be used from distinct threads at once (a queue per thread is the model);
   a Program, a Kernel (its launches take a lock), a queue finished by one thread while another
   enqueues, and arrays read by several threads may be shared.
-- Known gap, a strict xfail below until fixed: ``device.synchronize()`` while other threads
-  create and close queues.
+- ``device.synchronize()`` may run while other threads create and close queues (it holds its
+  own references to the queues it finishes):
+  ``test_threads_creating_and_closing_queues_while_the_device_synchronizes``, in a child process.
 - Never safe: closing an object (or dropping its last reference) while another thread uses it.
 - The race reproductions run in child processes (they crash the process as often as not) and
   repeat until the race shows, for up to 15 s.

@@ -2,12 +2,12 @@
 
 A C call blocked in ``urQueueFinish`` or ``urEventWait`` holds the main thread until it returns,
 and Python runs signal handlers only between bytecodes, so a ``KeyboardInterrupt`` would wait
-for the device.  In the main thread a wait first polls a cheap completion probe for a few tens
-of microseconds (short waits, the common case, stay on this thread), then hands the blocking
-call to a helper thread and waits for that interruptibly.  A Ctrl-C then raises at once; the
-helper goes on waiting, holding its own UR reference to the queue or events, so closing them
-meanwhile cannot free them under the wait.  :func:`drain` waits for such helpers (the loader's
-teardown calls it).
+for the device.  In the main thread a wait first polls a cheap completion probe for up to a
+millisecond (``SPIN_SECONDS``; short waits, the common case, stay on this thread), then hands
+the blocking call to a helper thread and waits for that interruptibly.  A Ctrl-C then raises at
+once; the helper goes on waiting, holding its own UR reference to the queue or events, so
+closing them meanwhile cannot free them under the wait.  :func:`drain` waits for such helpers
+(the loader's teardown calls it).
 
 The GIL is released during every call into UR (cffi does so for each call), so other Python
 threads run during a wait in any thread.
