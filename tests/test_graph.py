@@ -22,6 +22,7 @@ from ur_cffi.graph import command_buffer_support
 
 triton = pytest.importorskip("triton")
 ur_triton = pytest.importorskip("ur_cffi.triton")
+tl = triton.language
 
 import kernels  # noqa: E402
 from test_validation_mode import logged_problems, validation_env  # noqa: E402
@@ -749,3 +750,69 @@ def test_graphs_run_clean_under_urs_validation_and_leak_checking(tmp_path,
     assert problems == []
     if device_under_test.TYPE == "cpu":  # the OpenCL adapter's known false reports: proof
         assert spurious > 0                 # that the layer was on
+
+
+def test_updates_and_copies_that_a_replay_cannot_honour_are_refused(updatable, tq, rng):
+    n = 4 * BLOCK
+    x, y = (ur_cffi.asarray(random32(rng, n), queue=tq) for _ in range(2))
+    out = ur_cffi.empty(n, np.float32, queue=tq)
+    graph = ur_cffi.Graph(tq.context, native=updatable)
+    with graph.recording(tq):
+        kernels.add[(4,)](x, y, out, n, BLOCK=BLOCK)
+    graph.finalize()
+    launch = graph.commands[0]
+    for null in (None, 0):  # a null pointer, which the kernel would write through
+        with pytest.raises(TypeError, match=f"argument 'x_ptr' .*{null} is no memory"):
+            launch.update(x_ptr=null)
+    for grid in ((2**60,), (2**32, 2**32)):
+        with pytest.raises(ValueError, match=r"grid .* work-items in one launch"):
+            launch.update(grid=grid)
+    out.fill(np.nan)
+    graph.replay(tq).wait()  # the refused updates changed nothing
+    assert np.array_equal(out.to_numpy(), f32(x.to_numpy().astype(np.float64) + y.to_numpy()))
+    graph.close()
+
+    host = np.zeros((n, 2), np.float32)
+    graph = ur_cffi.Graph(tq.context, native=updatable)
+    with graph.recording(tq):
+        with pytest.raises(ValueError, match="must be C-contiguous"):
+            out.copy_from(host[:, 0], blocking=False)  # a snapshot would be replayed
+        with pytest.raises(ValueError, match="non-negative strides"):
+            out[::2].copy_from(host[::-2, 1], blocking=False)
+    assert graph.commands == ()
+    graph.close()
+
+
+def test_finish_inside_a_recording_waits_for_the_queues_own_work(native, tq, rng):
+    n = 64 * BLOCK
+    host = random32(rng, n)
+    array = ur_cffi.empty(n, np.float32, queue=tq)
+    graph = ur_cffi.Graph(tq.context, native=native)
+    array.copy_from(host, blocking=False)  # work of the queue itself, still unmeasured
+    with graph.recording(tq):
+        tq.finish()
+        kernels.add[(1,)](array, array, array, BLOCK, BLOCK=BLOCK)
+    assert np.array_equal(array.to_numpy(), host)  # the recorded launch has not run
+    assert [command.kind for command in graph.commands] == ["launch"]  # no stray barrier
+    graph.replay(tq).wait()
+    assert np.array_equal(array.to_numpy()[:BLOCK], host[:BLOCK] * 2)
+    graph.close()
+
+
+def test_memory_under_a_wrapper_is_checked_as_the_array_would_be(native, tq, rng):
+    n = 2 * BLOCK
+    x, y = (ur_cffi.asarray(random32(rng, n), queue=tq) for _ in range(2))
+    out = ur_cffi.zeros(n, np.float32, queue=tq)
+    wrapped = triton.reinterpret(out, tl.float32)
+    prepared = ur_triton.prepare(kernels.add, (2,), x, y, wrapped, n, BLOCK=BLOCK)
+    graph = ur_cffi.Graph(tq.context, native=native)
+    with graph.recording(tq):
+        kernels.add[(2,)](x, y, wrapped, n, BLOCK=BLOCK)
+    out.close()  # its memory goes back to the allocator, and to the next array
+    victim = ur_cffi.full(n, 7.0, np.float32, queue=tq)
+    with pytest.raises(ClosedError):
+        prepared()
+    with pytest.raises(ClosedError):
+        graph.replay(tq)
+    assert np.array_equal(victim.to_numpy(), np.full(n, 7.0, np.float32))
+    graph.close()

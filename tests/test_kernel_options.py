@@ -129,6 +129,9 @@ def test_counts_and_mistakes_name_the_hidden_args(compiled, context, queue):
         for wrong, error in ((-1, ValueError), (1.5, TypeError), (True, TypeError)):
             with pytest.raises(error, match="work_group_memory"):
                 program.kernel(name, work_group_memory=wrong)
+        with pytest.raises(ValueError, match=r"work_group_memory \d+ of .* is more than the "
+                                             r"context's devices have"):
+            program.kernel(name, work_group_memory=2**40)
 
 
 @pytest.mark.cpu_device("the OpenCL adapter's answer")
@@ -141,7 +144,8 @@ def test_work_group_memory_where_the_adapter_takes_none_is_refused_by_ur(compile
     out = ur_cffi.full(BLOCK, np.nan, np.float32, queue=queue)
     with program_of(context, kernel) as program, \
             program.kernel(kernel.metadata.name, work_group_memory=16) as add:
-        with pytest.raises(ur_cffi.URError, match=f"{kernel.metadata.name}"):
+        with pytest.raises(ur_cffi.URError, match=f"{kernel.metadata.name}.*with "
+                                                  "work_group_memory=16 bytes"):
             add.launch(queue, local_size(kernel), local_size(kernel), x, x, out,
                        np.int32(BLOCK))
         assert np.isnan(out.to_numpy()).all()  # nothing ran

@@ -366,3 +366,11 @@ def test_sizes_are_checked(add, queue, device):
         kernel.launch(queue, (128, 1), None, *args, global_offset=0)
     with pytest.raises(ValueError, match=r"global_offset -1 is out of range \[0, "):
         kernel.launch(queue, 128, None, *args, global_offset=-1)
+    with pytest.raises(ValueError, match="work-items in one launch"):  # past size_t: anywhere
+        kernel.launch(queue, (2**40, 2**40), (64, 1), *args)
+    items, groups = device.launch_limits
+    if items < 2**64 - 1:  # the CPU runtime: more would end the process (SIGSEGV)
+        with pytest.raises(ValueError, match=f"runs at most {items}"):
+            kernel.launch(queue, (items // 64 + 1) * 64, 64, *args)
+        with pytest.raises(ValueError, match="no local_size, so possibly groups of one"):
+            kernel.launch(queue, groups[0] + 1, None, *args)

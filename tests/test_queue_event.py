@@ -39,6 +39,11 @@ def test_queue_kinds(context, device):
     assert queue.closed and "closed" in repr(queue)
     with pytest.raises(ValueError, match="is not a device of"):
         ur_cffi.Queue(context, object())
+    with pytest.raises(ValueError, match="0 is not a device of"):  # not the default device
+        ur_cffi.Queue(context, 0)
+    for flags in ({"out_of_order": "no"}, {"profiling": 1}, {"out_of_order": None}):
+        with pytest.raises(TypeError, match="must be True or False"):
+            ur_cffi.Queue(context, **flags)
 
 
 def test_finish_and_flush(queue, rng):

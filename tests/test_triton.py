@@ -384,6 +384,24 @@ def test_empty_grid_launches_nothing(tq, rng):
     assert np.isnan(y.to_numpy()).all()
 
 
+def test_a_grid_of_anything_but_integers_or_too_large_is_refused(tq, rng):
+    n = 256
+    x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
+    for grid in ((None,), (0.0,), ("",), (2, None), lambda meta: (None,)):
+        with pytest.raises(TypeError, match=r"grid .* must be an integer"):
+            add[grid](x, x, y, n, BLOCK=128)  # (falsy: it used to launch nothing, silently)
+    items, groups = tq.device.launch_limits
+    too_many = [(2**40, 2**40)]  # more work-items than size_t counts: refused everywhere
+    if items < 2**64 - 1:  # the CPU runtime's limit (it would crash the process)
+        too_many.append((items // 128 + 1,))
+    for grid in too_many:
+        with pytest.raises(ValueError, match=r"grid .* work-items in one launch"):
+            add[grid](x, x, y, n, BLOCK=128)
+    with pytest.raises(ValueError, match=r"grid .* work-items in one launch"):
+        ur_triton.prepare(add, too_many[-1], x, x, y, n, BLOCK=128)
+    assert np.isnan(y.to_numpy()).all()
+
+
 @pytest.mark.cpu_device("threads_per_warp is an option of Triton's Intel backend")
 def test_threads_per_warp_and_num_warps(tq, rng):
     """num_warps and threads_per_warp (a device sub-group size) as Triton options."""
@@ -400,6 +418,10 @@ def test_threads_per_warp_and_num_warps(tq, rng):
         np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
     with pytest.raises(ValueError, match="sub-group size"):
         ur_triton.active_driver().check_work_group(4, 3)
+    with pytest.raises(ValueError, match="threads_per_warp=3 is not a sub-group size"):
+        ur_triton.compile(add, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
+                                "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 128},
+                          device=tq.device, threads_per_warp=3)  # before Triton's compiler
     with pytest.raises(ValueError, match="largest work-group"):
         ur_triton.active_driver().check_work_group(1024, 32)
 

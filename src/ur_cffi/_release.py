@@ -36,8 +36,9 @@ USM pools (``allocator``)      ``UR_DEVICE_INFO_USM_POOL_SUPPORT`` from     :fun
                                ``urUSMPoolCreate`` in every release
 =============================  ===========================================  ==================
 
-Backends differ too, in one thing the rest of the package acts on: whether a copy from or to
-pageable host memory blocks in its enqueue (:func:`pageable_copies_wait`).
+Backends differ too, in two things the rest of the package acts on: whether a copy from or to
+pageable host memory blocks in its enqueue (:func:`pageable_copies_wait`), and how large a
+launch a device runs (:func:`launch_limits`).
 
 Alike in every release: ``urDeviceGetSelected`` (``ur_cffi.devices()`` with
 ``ONEAPI_DEVICE_SELECTOR`` set).  What its releases do with a malformed selector differs
@@ -107,6 +108,20 @@ def pageable_copies_wait(backend) -> bool:
     runtimes copy pageable memory synchronously (on the H200, a non-blocking copy behind a
     1.3 s kernel returned after 1.3 s); Level Zero's and OpenCL's enqueue at once."""
     return backend.name.endswith(("_CUDA", "_HIP"))
+
+
+_SIZE_MAX = (1 << 64) - 1
+
+
+def launch_limits(backend, is_cpu: bool, max_work_groups) -> tuple[int, tuple[int, ...]]:
+    """``(most work-items in one launch, most work-groups in each dimension)`` for a device of
+    ``backend`` that reports ``max_work_groups`` (``UR_DEVICE_INFO_MAX_WORK_GROUPS_3D``).
+    Intel's CPU OpenCL runtime reports no limit, yet ends the process (SIGSEGV, seen with
+    2026.2) from 2**32 work-items or 2**31 work-groups in one launch."""
+    groups = tuple(int(m) for m in max_work_groups) if max_work_groups else (_SIZE_MAX,) * 3
+    if is_cpu and backend.name.endswith("_OPENCL"):
+        return (1 << 32) - 1, tuple(min(m, (1 << 31) - 1) for m in groups)
+    return _SIZE_MAX, groups
 
 
 def platforms(adapter_handle) -> list:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import weakref
@@ -81,6 +82,37 @@ class Device(_handle.Resource):
                                       "USM device-allocation capabilities (flags).")
     usm_shared_support = _device_info("UR_DEVICE_INFO_USM_SINGLE_SHARED_SUPPORT",
                                       "USM shared-allocation capabilities (flags).")
+
+    @property
+    def launch_limits(self) -> tuple[int, tuple[int, ...]]:
+        """``(most work-items in one launch, most work-groups in each dimension)`` this device
+        runs (``_release.launch_limits``)."""
+        limits = self._properties.get("launch_limits")
+        if limits is None:
+            try:
+                groups = self.info(ur_device_info_t.UR_DEVICE_INFO_MAX_WORK_GROUPS_3D)
+            except URError:  # an adapter that does not say
+                groups = None
+            limits = self._properties["launch_limits"] = _release.launch_limits(
+                self.backend, self.type == ur_device_type_t.UR_DEVICE_TYPE_CPU, groups)
+        return limits
+
+    def check_launch_size(self, name: str, global_sizes: tuple, local_sizes) -> None:
+        """Raise ``ValueError`` naming ``name`` for a launch larger than this device runs
+        (:attr:`launch_limits`); without ``local_sizes`` the runtime may pick groups of one."""
+        items, groups = self.launch_limits
+        total = math.prod(global_sizes)
+        if total > items:
+            raise ValueError(f"{name} {tuple(global_sizes)}: {total} work-items in one launch; "
+                             f"{self.name} runs at most {items}")
+        for dim, size in enumerate(global_sizes):
+            count = size // local_sizes[dim] if local_sizes else size
+            if count > groups[dim]:
+                how = f"local_size {tuple(local_sizes)}" if local_sizes else \
+                    "no local_size, so possibly groups of one"
+                raise ValueError(f"{name} {tuple(global_sizes)}: {count} work-groups in "
+                                 f"dimension {dim} ({how}); {self.name} runs at most "
+                                 f"{groups[dim]}")
 
     @property
     def backend(self) -> Backend:

@@ -65,7 +65,7 @@ from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argum
 from ._ur import ffi, lib
 from .enums import ur_result_t, ur_structure_type_t
 from .errors import UNSUPPORTED, URError, check
-from .memory import Buffer, USMArray
+from .memory import Buffer, USMArray, memory_of
 from .program import Kernel, PreparedLaunch, _sizes
 from .queue import Event, Queue, enqueue_lock, recording, wait_list
 
@@ -278,7 +278,9 @@ class Graph(_handle.Resource):
             raise TypeError(f"add takes a PreparedLaunch, not {type(launch).__name__}")
         self._check_queue(launch.queue, "add")
         for arg in launch.args:
-            if isinstance(arg, _handle.Resource):
+            if not isinstance(arg, _handle.Resource):
+                arg = memory_of(arg)
+            if arg is not None:
                 arg.handle  # noqa: B018 - raises ClosedError
         return self._record(_Launch(launch.kernel, launch._call_args[0], launch.args,
                                     keep=launch._buffers), after, True)
@@ -776,6 +778,7 @@ def _checked_sizes(device, dims: int, global_size, local_size, global_offset) ->
         if math.prod(local_sizes) > device.max_work_group_size:
             raise ValueError(f"local_size {local_sizes} exceeds the device's maximum work-group "
                              f"size {device.max_work_group_size}")
+    device.check_launch_size("global_size", global_sizes, local_sizes)
     return dims, offsets, global_sizes, local_sizes
 
 
@@ -806,7 +809,7 @@ class _Launch:
         self.args, self.keep = new.args, new.keep
 
     def memory(self) -> list:
-        return [arg for arg in self.args if isinstance(arg, (USMArray, Buffer))]
+        return [memory for memory in map(memory_of, self.args) if memory is not None]
 
     def enqueue(self, queue, count, events, out) -> int:
         return _release.enqueue_launch(queue, self.handle, self.dims, self.offsets,
@@ -864,6 +867,9 @@ class _Launch:
             if kind == "pointer":
                 address = launcher._address(value, name, launcher.rules.pointer_element(ty),
                                             queue)
+                if not address:  # (None reads as a null pointer where Triton compiled one in)
+                    raise TypeError(f"argument {name!r} of kernel {launcher.name!r}: {value!r} "
+                                    "is no memory; the launch was recorded with an array")
                 if word % 16 == 0 and address % 16:
                     raise ValueError(f"argument {name!r} of kernel {launcher.name!r}: address "
                                      f"0x{address:x} is not 16-byte aligned, as the recorded "
@@ -875,6 +881,7 @@ class _Launch:
         sizes = self.sizes
         if grid is not None:
             cells = _sizes("grid", grid) + (1, 1)
+            launcher._check_grid(cells[:3], queue.device)
             local = launcher.local_size
             sizes = (3, (0, 0, 0), (cells[0] * local, cells[1], cells[2]), (local, 1, 1))
         return _Snapshot(sizes, block, arguments, words, tuple(args), self.keep)

@@ -166,6 +166,24 @@ def _overlap(address: int, shape, strides, itemsize: int, other_address: int, ot
         other_address + other_low < address + high
 
 
+def _not_recorded(queue: Queue, what: str, needed: str) -> None:
+    """Refuse, in a Graph recording, a copy that would go through a host copy made now: a
+    replay reads and writes the user's host memory itself."""
+    if recording and queue in recording:
+        raise ValueError(f"{what} in a Graph recording: each replay copies the numpy array "
+                         f"itself, so it must be {needed} (this one would be copied once, now)")
+
+
+def memory_of(arg):
+    """The ur_cffi memory a kernel argument passes: ``arg`` itself if it is a USMArray or
+    Buffer, the array under a wrapper that passes its address (Triton's ``reinterpret`` keeps it
+    as ``base``), else None.  What a launch checked once must check is still open."""
+    if isinstance(arg, (USMArray, Buffer)):
+        return arg
+    base = getattr(arg, "base", None) if hasattr(arg, "data_ptr") else None
+    return base if isinstance(base, (USMArray, Buffer)) else None
+
+
 def _root(array) -> USMArray:
     """The array that owns ``array``'s memory (``array`` itself unless it is a view)."""
     return array if array._base is None else array._base
@@ -573,9 +591,13 @@ class USMArray(_handle.Resource):
                                       source._strides, blocking, wait_for, (source, self))
         host = _host_view(source, self.dtype, "copy_from")
         if self._overlaps_host(host):  # np.asarray of this host USM: read it first (numpy)
+            _not_recorded(queue, "copy_from", "apart from this array's memory")
             host = host.copy()
+        given = host
         if self.is_contiguous():
             host = np.ascontiguousarray(host)
+            if host is not given:
+                _not_recorded(queue, "copy_from", "C-contiguous")
             offset, _ = _span("copy_from", offset, host.size, self.size)
             _wait_before_pageable_copy(queue, host, wait_for)
             return _enqueue_memcpy(queue, self.data_ptr() + offset * self.itemsize,
@@ -584,6 +606,8 @@ class USMArray(_handle.Resource):
         self._same_shape("copy_from", host.shape, offset)
         if any(s < 0 for s in host.strides):
             host = np.ascontiguousarray(host)
+        if host is not given:
+            _not_recorded(queue, "copy_from", "with non-negative strides")
         _wait_before_pageable_copy(queue, host, wait_for)
         return self._strided_copy(queue, self.data_ptr(), self._strides, host.ctypes.data,
                                   host.strides, blocking, wait_for, (host, self))
@@ -623,6 +647,7 @@ class USMArray(_handle.Resource):
             raise ValueError("copy_to needs a writeable C-contiguous (or strided) numpy "
                              "array; this one is read-only")
         if self._overlaps_host(host):  # np.asarray of this host USM: through a copy (numpy)
+            _not_recorded(queue, "copy_to", "apart from this array's memory")
             whole = self.to_numpy(queue=queue, wait_for=wait_for)
             if self.is_contiguous() and host.flags.c_contiguous:
                 offset, _ = _span("copy_to", offset, host.size, self.size)

@@ -17,7 +17,7 @@ from ._ur import ffi, lib
 from .enums import ur_kernel_info_t, ur_program_build_info_t, ur_program_info_t, ur_result_t
 from .errors import UNSUPPORTED, URError, check
 from .info import query
-from .memory import Buffer, USMArray, is_usm
+from .memory import Buffer, USMArray, is_usm, memory_of
 from .queue import (Event, Queue, _orphans, adopt, raw_enqueue_lock, recording,
                     release_orphans, wait_list)
 
@@ -253,6 +253,11 @@ class Kernel(_handle.Resource):
                 raise TypeError(f"hidden_args[{index}] of {name!r} must be a numpy scalar or a "
                                 f"ur_cffi.Local, not {type(value).__name__} {value!r}")
         work_group_memory = _checks.integer("work_group_memory", work_group_memory, minimum=0)
+        largest = max(device.local_mem_size for device in program.context.devices) \
+            if work_group_memory else 0
+        if work_group_memory > largest:
+            raise ValueError(f"work_group_memory {work_group_memory} of {name!r} is more than "
+                             f"the context's devices have ({largest} bytes of local memory)")
         properties = _release.launch_properties(work_group_memory=work_group_memory)
         # What _pack checks each argument against: the hidden ones are typed by their values.
         declared = signature + (None,) * len(hidden_args) \
@@ -359,6 +364,8 @@ class Kernel(_handle.Resource):
                 raise ValueError(f"local_size {local_sizes} exceeds the device's maximum "
                                  f"work-group size {limit}")
             local_array = ffi.new("size_t[]", local_sizes)
+        queue.device.check_launch_size("global_size", global_sizes,
+                                       None if local_size is None else local_sizes)
         offset_array = ffi.NULL
         if global_offset is not None:
             offsets = _sizes("global_offset", global_offset, smallest=0)
@@ -448,7 +455,9 @@ class PreparedLaunch:
         ``ClosedError`` if an argument was closed since :meth:`Kernel.prepare`."""
         if self._released != _handle.released:
             for arg in self.args:
-                if isinstance(arg, _handle.Resource):
+                if not isinstance(arg, _handle.Resource):
+                    arg = memory_of(arg)  # a wrapper of an array (triton.reinterpret)
+                if arg is not None:
                     arg.handle  # noqa: B018 - raises if closed
             self._released = _handle.released
         if wait_for is _NO_EVENTS and not event and not recording:
@@ -545,6 +554,9 @@ def _refused(kernel: Kernel, result: int, call_args: tuple) -> None:
     elif result == _ARGUMENT_SIZE_MISMATCH:
         detail += (": an argument's size differs from its parameter's; pass numpy scalars of "
                    "the parameter types (np.float32(x)) or declare a signature")
+    if kernel.work_group_memory:
+        detail += (f" (with work_group_memory={kernel.work_group_memory} bytes, which some "
+                   "adapters refuse, as the OpenCL one does: a Local argument works everywhere)")
     check(result, _release.LAUNCH, detail)
 
 

@@ -279,6 +279,10 @@ def retained(queue: Queue):
     return handle
 
 
+def _done() -> bool:
+    return True
+
+
 def raw_barrier(queue: Queue, wait_count: int = 0, waits=ffi.NULL, keep_event: bool = False,
                 locked: bool = False):
     """Enqueue a barrier on ``queue`` (raw: no Event object, not recorded by a Graph); its
@@ -321,7 +325,11 @@ class Queue(_handle.Resource):
         if not isinstance(context, Context):
             raise TypeError(f"context must be a ur_cffi Context, not {type(context).__name__} "
                             f"{context!r}")
-        device = device or context.devices[0]
+        for name, value in (("out_of_order", out_of_order), ("profiling", profiling)):
+            if type(value).__name__ not in ("bool", "bool_"):  # numpy's too
+                raise TypeError(f"Queue: {name} must be True or False, not "
+                                f"{type(value).__name__} {value!r}")
+        device = context.devices[0] if device is None else device
         if device not in context.devices:
             raise ValueError(f"{device!r} is not a device of {context!r}")
         flags = ur_queue_flag_t(0)
@@ -440,8 +448,12 @@ class Queue(_handle.Resource):
         (only waits that may be long poll, so its enqueue costs little).
 
         Not ``UR_QUEUE_INFO_EMPTY``: the OpenCL adapter answers it from state that another
-        thread's enqueue changes under it (invalid events, crashes).
+        thread's enqueue changes under it (invalid events, crashes).  Enqueued on the queue
+        itself even while a Graph records it: the wait is for the queue's own work.
         """
+        if recording and self in recording:
+            handle = raw_barrier(self, keep_event=True)
+            return Event(handle, self)._is_done if handle is not None else _done
         return self.barrier()._is_done
 
     def flush(self) -> None:

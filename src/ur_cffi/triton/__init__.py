@@ -198,6 +198,11 @@ def compile(fn, signature: dict, constants: dict | None = None, *, device=None, 
     from ..device import default_device
 
     device = device or default_device()
+    threads = options.get("threads_per_warp")
+    if threads is not None and backend.triton_backend(device) == "intel" and \
+            threads not in device.sub_group_sizes:  # Triton's compiler fails on it, obscurely
+        raise ValueError(f"threads_per_warp={threads!r} is not a sub-group size of "
+                         f"{device.name!r} (it has {sorted(device.sub_group_sizes)})")
     patches = _no_torch.Patches()
     with _lock:
         if _state["driver"] is None:  # otherwise the replacements are in place already

@@ -34,7 +34,7 @@ from time import perf_counter
 
 import numpy as np
 
-from .. import _handle, _release
+from .. import _checks, _handle, _release
 from .._interrupts import hold_back_in
 from .._release import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, VALUE_OFFSET, write_argument
 from .._ur import ffi
@@ -205,6 +205,8 @@ class Launcher:
         preparing = driver.preparing and get_ident() in driver.preparing
         if addresses is None and (preparing or (recording and stream in recording)):
             addresses, values, stable = self._arguments(args, stream, context)
+        if addresses is not None:  # a grid not seen with these arguments before
+            self._check_grid((grid_x, grid_y, grid_z), stream.device)
         owners = None
         if self._scratch and grid_x and grid_y and grid_z:
             owners = self._scratch_memory(addresses, stream, grid_x * grid_y * grid_z,
@@ -275,6 +277,21 @@ class Launcher:
         if exit_hook is not None and not (type(exit_hook) is _HookChain
                                           and not exit_hook.calls):
             exit_hook(launch_metadata)
+
+    def _check_grid(self, grid: tuple, device) -> None:
+        """Raise naming the grid where a cell is not a non-negative integer (None or 0.0
+        would otherwise launch nothing) or the launch is larger than ``device`` runs."""
+        for cell in grid:
+            if type(cell) is not int or cell < 0:
+                _checks.integer(f"kernel {self.name!r}: grid {grid}: cell", cell, 0)
+        if all(grid):
+            local = self.local_size
+            try:
+                device.check_launch_size("global_size", (grid[0] * local, grid[1], grid[2]),
+                                         (local, 1, 1))
+            except ValueError as error:
+                raise ValueError(f"kernel {self.name!r}: grid {grid} of {local} work-items per "
+                                 f"program: {error}") from None
 
     def _arguments(self, args, stream, context) -> tuple:
         """``(the (word, address) of each pointer, the scalar values as packed, whether all
