@@ -304,6 +304,8 @@ def test_from_dlpack_copies_when_asked_and_keeps_0d_shapes(queue, rng):
 
 def test_a_dlpack_import_of_a_ur_cffi_array_closes_with_it(queue, rng):
     source = ur_cffi.asarray(rng.standard_normal(4), queue=queue)
+    with ur_cffi.Queue(queue.context, queue.device) as other:
+        assert ur_cffi.from_dlpack(source, queue=other).queue is other
     imported = ur_cffi.from_dlpack(source, queue=queue)
     capsule = source.__dlpack__()
     assert imported.data_ptr() == source.data_ptr() and imported.base is source

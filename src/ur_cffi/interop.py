@@ -367,6 +367,7 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
         source = ours[3]
         result = source._view(shape, strides or _strided.contiguous_strides(
             shape, dtype.itemsize), data - source.data_ptr())
+        result.queue = queue  # (of the same context: copies go there, as from_pointer's)
         return result.copy(queue=queue) if copy else result
     owner = _Consumed(managed.deleter, address)
     if data and usm_kind(queue.context, data) is not None:

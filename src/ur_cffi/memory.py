@@ -83,7 +83,7 @@ def _held(queue: Queue, keep_alive: tuple) -> tuple:
     if queue.out_of_order or (recording and queue in recording):  # a Graph keeps them
         return keep_alive
     return tuple(held for held in keep_alive if not (
-        type(held) is USMArray and held.queue is queue
+        type(held) is USMArray and (held if held._base is None else held._base).queue is queue
         and type((held if held._base is None else held._base)._handle) is allocator.Block))
 
 
