@@ -145,6 +145,49 @@ def test_blocks_of_a_closing_queue_wait_for_its_close(context, device, spin):
         assert ur_cffi.memory_stats()["cross_queue_reuses"] == crossed
 
 
+def test_blocks_of_a_collected_queue_wait_for_its_finish(context, device, spin):
+    """As above for a queue dropped without close(): its collection finishes it while other
+    threads run, and until that finish returns, neither the block it last used nor a block
+    used on it through record_queue goes to other work."""
+    with ur_cffi.Queue(context, device) as b:
+        a = ur_cffi.Queue(context, device)
+        flag = ur_cffi.zeros(1, np.int32, queue=b, kind="host")  # nothing of A's holds A
+        out = ur_cffi.empty(12_345, np.int32, queue=a)
+        address = out.data_ptr()
+        spin.launch(a, LOCAL, LOCAL, flag, out, crash_probe.SPIN_LIMIT,
+                    *crash_probe.spin_local(), event=False)
+        recorded = ur_cffi.empty(23_456, np.int32, queue=b)
+        recorded.record_queue(a)
+        recorded_address = recorded.data_ptr()
+        del out  # A's kernel still writes it
+        ref, holder = a.ref, [a]
+        del a
+        gc.collect()
+        crossed = ur_cffi.memory_stats()["cross_queue_reuses"]
+        dropper = threading.Thread(target=holder.clear)  # the last reference: A's collection
+        dropper.start()
+        deadline = time.monotonic() + 30
+        while ref() is not None:
+            assert time.monotonic() < deadline, "queue A was never collected"
+            time.sleep(1e-3)
+        assert ref.finishing() and dropper.is_alive()  # its release waits for the kernel
+        taken = ur_cffi.empty(12_345, np.int32, queue=b)
+        assert taken.data_ptr() != address
+        taken.fill(-5, blocking=False)
+        del recorded  # used on A, which is still finishing: kept until it has
+        assert ur_cffi.empty(23_456, np.int32, queue=b).data_ptr() != recorded_address
+        b.finish()
+        assert (taken.to_numpy() == -5).all()
+        assert dropper.is_alive(), "taking or freeing memory waited for A's kernel"
+        ctypes.c_int32.from_address(flag.data_ptr()).value = 1
+        dropper.join()
+        assert ref.finished and not ref.finishing()
+        assert ur_cffi.empty(12_345, np.int32, queue=b).data_ptr() == address  # free now
+        assert ur_cffi.empty(23_456, np.int32, queue=b).data_ptr() == recorded_address
+        assert ur_cffi.memory_stats()["cross_queue_reuses"] == crossed
+        assert (taken.to_numpy() == -5).all()
+
+
 def _close_in_another_thread(queue) -> threading.Thread:
     """A thread closing ``queue``, returned once it is inside the close (finishing)."""
     closer = threading.Thread(target=queue.close)

@@ -68,7 +68,7 @@ def rounded(nbytes: int) -> int:
 
 class Block:
     """One USM allocation: its address, rounded size, and, while cached, the queue that last
-    used it (a weak reference) and for host and shared memory the event of its free; in use,
+    used it (its ``Queue.ref``) and for host and shared memory the event of its free; in use,
     other queues its array was used on (``USMArray.record_queue``), and once cached, their
     events at the free (``waits``)."""
 
@@ -80,9 +80,16 @@ class Block:
 
 
 def _queue_of(block: Block):
-    """The still-open queue that last used ``block``, or None (closed queues were finished)."""
+    """The still-open queue that last used ``block``, or None (closed queues were finished;
+    see :func:`_finishing` for one that is closing or being collected)."""
     queue = block.queue_ref() if block.queue_ref is not None else None
     return queue if queue is not None and queue._handle is not None else None
+
+
+def _finishing(block: Block) -> bool:
+    """Whether the queue that last used ``block`` is being closed or collected, its work not
+    yet finished: no barrier can order other work after it, so the block waits."""
+    return block.queue_ref is not None and block.queue_ref.finishing()
 
 
 class _Pool(_handle.Resource):
@@ -161,11 +168,10 @@ class _Pool(_handle.Resource):
         if self.kind != "device":  # the host may touch it at once: only completed ones
             for i in range(len(blocks) - 1, -1, -1):
                 candidate = blocks[i]
+                if candidate.event is None and _finishing(candidate):
+                    continue  # freed while its queue was being closed: done once that is
                 if candidate.event is None and (last := _queue_of(candidate)) is not None:
-                    # Freed while its queue was being closed: done once the close is (or, if
-                    # the close was interrupted, once a barrier enqueued now completes).
-                    if last.closing:
-                        continue
+                    # (A close that was interrupted: done once a barrier enqueued now is.)
                     candidate.event = raw_barrier(last, keep_event=True)
                 events = [candidate.event] if candidate.event is not None else []
                 if all(map(_complete, events + (candidate.waits or []))):
@@ -184,8 +190,7 @@ class _Pool(_handle.Resource):
             # enqueue a barrier there, which the CUDA adapter holds until the close's finish
             # has returned (a host wait).  Closed, the queue is idle and its blocks free.
             for i in range(len(blocks) - 1, -1, -1):
-                last = _queue_of(blocks[i])
-                if last is None or not last.closing:
+                if not _finishing(blocks[i]):
                     block = blocks.pop(i)
                     break
             else:
@@ -291,7 +296,7 @@ class _Pool(_handle.Resource):
         stats = self.stats
         stats["frees"] += 1
         stats["allocated_bytes"] -= block.size
-        block.queue_ref = weakref.ref(queue) if open_queue else None
+        block.queue_ref = queue.ref if open_queue else None
         block.used_on, block.waits, block.event = None, waits, event
         if self._handle is None:  # this pool was released: free at once
             _free_blocks(self, [block])
@@ -309,11 +314,11 @@ class _Pool(_handle.Resource):
         far on ``queue``; None where that would wait for a lock or a close (see there)."""
         others = []
         if block.used_on is not None:  # record_queue: each other queue's work so far
+            if any(ref.finishing() for ref in block.used_on):
+                return None  # kept until that close or collection has finished it
             others = list({id(q): q for q in (ref() for ref in block.used_on)
                            if q is not None and q._handle is not None and q is not queue}
                           .values())
-            if any(q.closing for q in others):  # kept until that close has finished it
-                return None
         # Host and shared memory: an event of the work so far, which the next owner's host
         # access waits for; none on a queue another thread is closing (its barrier would wait
         # for the close in the CUDA adapter): such a block waits for the close (_cached).
@@ -394,7 +399,7 @@ def record_queue(block, queue) -> None:
         if block.used_on is None:
             block.used_on = []
         if not any(ref() is queue for ref in block.used_on):
-            block.used_on.append(weakref.ref(queue))
+            block.used_on.append(queue.ref)
 
 
 def _give_back_returned(blocking: bool = False) -> None:

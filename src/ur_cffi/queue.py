@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from time import perf_counter
 
 from . import _durations, _handle, _interrupts, _waiting
@@ -259,11 +260,28 @@ class Event(_handle.Resource):
         return self.end_ns - self.start_ns
 
 
-def _finish_then_release(handle, handles_lock) -> int:
+class QueueRef(weakref.ref):
+    """A weak reference to a queue (``Queue.ref``) that also tells, once the queue object is
+    gone, whether its release has finished the UR queue (``finished``): a queue dropped
+    without ``close()`` is finished by its collection, while other threads run."""
+
+    __slots__ = ("finished",)
+
+    def finishing(self) -> bool:
+        """Whether the queue's work may still run while nothing can order other work after
+        it: a thread is closing the queue, or its collection has yet to finish it."""
+        queue = self()
+        return not self.finished if queue is None else queue._closers > 0
+
+
+def _finish_then_release(handle, handles_lock, ref: QueueRef) -> int:
     _handle.note_release()
-    result = lib.urQueueFinish(handle)
-    with handles_lock:  # Device.queue_handles_lock: others retain it under the lock
-        release = lib.urQueueRelease(handle)
+    try:
+        result = lib.urQueueFinish(handle)
+        with handles_lock:  # Device.queue_handles_lock: others retain it under the lock
+            release = lib.urQueueRelease(handle)
+    finally:
+        ref.finished = True
     return result or release
 
 
@@ -314,7 +332,7 @@ class Queue(_handle.Resource):
     """
 
     __slots__ = ("context", "device", "flags", "_last_event", "_window", "_window_start",
-                 "_pools", "_closers", "_in_order_untimed")
+                 "_pools", "_closers", "_in_order_untimed", "ref")
     _release_function = "urQueueRelease"
 
     def __init__(self, context, device=None, *, out_of_order: bool = False,
@@ -352,8 +370,10 @@ class Queue(_handle.Resource):
         self._pools: dict = {}  # kind of USM -> its pool (allocator.pool_for keeps it)
         self._closers = 0  # threads inside close()
         _interrupts.install()  # launches hold Ctrl-C back without a section
+        self.ref = ref = QueueRef(self)
+        ref.finished = False
         self._own(out[0], parents=(context, device),
-                  release_args=(out[0], device.queue_handles_lock),
+                  release_args=(out[0], device.queue_handles_lock, ref),
                   release=_finish_then_release)
         with device.queues_lock:
             device._queues.add(self)
