@@ -694,6 +694,66 @@ def test_autotune_picks_a_config(tq, rng):
     np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
 
 
+def test_autotune_resets_and_restores_arguments_as_asked(tq, rng):
+    """``reset_to_zero`` and ``restore_value`` call PyTorch's ``zero_``, ``clone`` and
+    ``copy_`` on the arguments: every config's run starts from the same values."""
+    configs = [triton.Config({"BLOCK": 64}, num_warps=1),
+               triton.Config({"BLOCK": 256}, num_warps=2)]
+
+    @triton.autotune(configs=configs, key=["n"], reset_to_zero=["total_ptr"],
+                     restore_value=["acc_ptr"])
+    @triton.jit
+    def sum_and_double(x_ptr, acc_ptr, total_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+        tl.atomic_add(total_ptr, tl.sum(x))
+        acc = tl.load(acc_ptr + offsets, mask=mask)
+        tl.store(acc_ptr + offsets, acc * 2.0 + x, mask=mask)
+
+    n = int(rng.integers(3000, 6000))
+    xh, acch = random32(rng, n), random32(rng, n)
+    x, acc = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(acch, queue=tq)
+    total = ur_cffi.full(1, np.nan, np.float32, queue=tq)
+    sum_and_double[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, acc, total, n)
+    tq.finish()
+    assert len(sum_and_double.configs_timings) == 2  # both ran, each several times
+    np.testing.assert_allclose(total.to_numpy()[0], xh.astype(np.float64).sum(), rtol=1e-4)
+    np.testing.assert_allclose(acc.to_numpy(), acch.astype(np.float64) * 2 + xh, rtol=1e-6)
+
+
+def test_prepare_of_an_autotuned_kernel_tunes_on_real_launches(tq, rng):
+    """Inside ``prepare`` nothing launches, except the autotuner's timed runs: it chooses from
+    real timings, as a first ``kernel[grid]`` does (the kernel counts its programs)."""
+    configs = [triton.Config({"BLOCK": 64}, num_warps=1),
+               triton.Config({"BLOCK": 512}, num_warps=4)]
+
+    @triton.autotune(configs=configs, key=["n"])
+    @triton.jit
+    def counted_copy(x_ptr, y_ptr, count_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
+        tl.atomic_add(count_ptr, 1)
+
+    n = int(rng.integers(3000, 6000))
+    xh = random32(rng, n)
+    x, y = ur_cffi.asarray(xh, queue=tq), poisoned(n, tq)
+    count = ur_cffi.zeros(1, np.int32, queue=tq)
+    prepared = ur_triton.prepare(counted_copy, lambda meta: (triton.cdiv(n, meta["BLOCK"]),),
+                                 x, y, count, n)
+    tq.finish()
+    assert count.to_numpy()[0] > 0, "the autotuner timed launches that never ran"
+    assert all(t[0] > 0 for t in counted_copy.configs_timings.values())
+    y.fill(np.nan)
+    before = int(count.to_numpy()[0])
+    prepared(event=False)
+    tq.finish()
+    assert np.array_equal(y.to_numpy(), xh)
+    blocks = triton.cdiv(n, counted_copy.best_config.kwargs["BLOCK"])
+    assert int(count.to_numpy()[0]) - before == blocks
+
+
 def test_last_event_of_a_launch_on_an_in_order_queue_without_profiling(tq, context, device,
                                                                       kernels, rng):
     """There a launch takes no event of its own, and last_event() stands a marker in for it:

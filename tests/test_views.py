@@ -500,3 +500,17 @@ def test_element_strides_that_are_not_whole_elements_are_refused(q):
         odd.stride(0)
     with pytest.raises(BufferError, match="6 bytes"):
         np.from_dlpack(odd)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pytorchs_in_place_names(q, rng, kind):
+    host = rng.standard_normal((4, 6))
+    array = ur_cffi.asarray(host, queue=q, kind=kind)
+    twin = array.clone()
+    assert twin.data_ptr() != array.data_ptr() and np.array_equal(twin.to_numpy(), host)
+    assert array[:, ::2].zero_() is not None and not array.to_numpy()[:, ::2].any()
+    assert np.array_equal(array.to_numpy()[:, 1::2], host[:, 1::2])
+    assert array.copy_(twin) is array and np.array_equal(array.to_numpy(), host)
+    array.copy_(np.arange(6.0))  # broadcast, as PyTorch's copy_
+    assert np.array_equal(array.to_numpy(), np.broadcast_to(np.arange(6.0), (4, 6)))
+    assert array.zero_() is array and not array.to_numpy().any()

@@ -487,6 +487,27 @@ class USMArray(_handle.Resource):
         out.copy_from(self, queue=queue)
         return out
 
+    def zero_(self) -> USMArray:
+        """Set every element to zero, in place (PyTorch's ``zero_``; a blocking fill); returns
+        this array.  ``@triton.autotune(reset_to_zero=...)`` calls it."""
+        if self.size:
+            if self.is_contiguous():
+                self.reshape(-1).view(np.uint8).fill(0)
+            else:
+                self.fill(0)
+        return self
+
+    def clone(self) -> USMArray:
+        """A new contiguous array with this array's elements (PyTorch's ``clone``: :meth:`copy`)."""
+        return self.copy()
+
+    def copy_(self, source) -> USMArray:
+        """Write ``source`` into this array as ``self[...] = source`` does (PyTorch's ``copy_``:
+        broadcast and cast); returns this array.  ``@triton.autotune(restore_value=...)``
+        calls it with a :meth:`clone`."""
+        self[...] = source
+        return self
+
     def record_queue(self, queue: Queue) -> None:
         """Note that commands on ``queue`` (another queue of this context) use this array's
         memory: once freed, it is reused only after the work submitted to ``queue`` until the

@@ -86,10 +86,24 @@ def make_event(**kwargs):
 
 
 def benchmark(kernel_call, quantiles=None, **kwargs):
-    """The autotuner's benchmarker: ``triton.testing.do_bench`` (on UR events when active)."""
+    """The autotuner's benchmarker: ``triton.testing.do_bench`` (on UR events when active).
+    Its launches run even inside ``ur_cffi.triton.prepare``, which launches nothing: an
+    autotuner tuning there times the real kernels, as at a first ``kernel[grid]``."""
+    from threading import get_ident
+
     import triton.testing
 
-    return triton.testing.do_bench(kernel_call, quantiles=quantiles, **kwargs)
+    from . import _state
+
+    driver, thread = _state["driver"], get_ident()
+    preparing = driver is not None and thread in driver.preparing
+    if preparing:
+        held = driver.preparing.pop(thread)
+    try:
+        return triton.testing.do_bench(kernel_call, quantiles=quantiles, **kwargs)
+    finally:
+        if preparing:
+            driver.preparing[thread] = held
 
 
 class DeviceInterface:
