@@ -176,13 +176,17 @@ def test_blocks_of_a_collected_queue_wait_for_its_finish(context, device, spin):
         taken.fill(-5, blocking=False)
         del recorded  # used on A, which is still finishing: kept until it has
         assert ur_cffi.empty(23_456, np.int32, queue=b).data_ptr() != recorded_address
+        ur_cffi.empty_cache()  # frees the rest, not A's last block: nothing can wait for it
+        assert ur_cffi.memory_stats(context)["cached_bytes"] >= 12_345 * 4
         b.finish()
         assert (taken.to_numpy() == -5).all()
         assert dropper.is_alive(), "taking or freeing memory waited for A's kernel"
         ctypes.c_int32.from_address(flag.data_ptr()).value = 1
         dropper.join()
         assert ref.finished and not ref.finishing()
+        hits = ur_cffi.memory_stats(context)["cache_hits"]
         assert ur_cffi.empty(12_345, np.int32, queue=b).data_ptr() == address  # free now
+        assert ur_cffi.memory_stats(context)["cache_hits"] == hits + 1  # kept, not freed
         assert ur_cffi.empty(23_456, np.int32, queue=b).data_ptr() == recorded_address
         assert ur_cffi.memory_stats()["cross_queue_reuses"] == crossed
         assert (taken.to_numpy() == -5).all()

@@ -347,8 +347,12 @@ class _Pool(_handle.Resource):
         with _lock:
             if _returned:
                 _give_back_returned()
-            blocks = [block for blocks in self._free.values() for block in blocks]
+            blocks, kept = [], {}
+            for size, cached in self._free.items():
+                for block in cached:  # a collected queue's still finishing: nothing to wait on
+                    (kept.setdefault(size, []) if _finishing(block) else blocks).append(block)
             self._free.clear()
+            self._free.update(kept)
             return _free_blocks(self, blocks)
 
     def _release_all(self) -> int:
