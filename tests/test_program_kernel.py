@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ur_cffi
-from ur_cffi import errors, spirv
+from ur_cffi import _release, errors, spirv
 from ur_cffi.enums import ur_event_status_t, ur_result_t
 
 BLOCK = 128
@@ -343,6 +343,16 @@ def test_argument_count_and_types_are_checked(add, build_triton, queue, device):
         kernel.launch(queue, g, l, a, closed, a, np.int32(4))
 
 
+def test_launch_limits_leave_group_sizes_to_adapters_that_pick_them(device):
+    """The CUDA adapter reports its grid limits (2**31 - 1, 65535, 65535) but picks a launch's
+    block size itself: a launch without a local size is not counted as groups of one there."""
+    cuda = next(b for b in _release.Backend if b.name.endswith("_CUDA"))
+    items, groups, groups_of_one = _release.launch_limits(cuda, False, (2**31 - 1, 65535, 65535))
+    assert (items, groups, groups_of_one) == (2**64 - 1, (2**31 - 1, 65535, 65535), False)
+    assert device.launch_limits[2] == (device.backend.name.endswith("_OPENCL")
+                                       and device.type.name.endswith("_CPU"))
+
+
 def test_sizes_are_checked(add, queue, device):
     kernel, compiled = add
     a = ur_cffi.zeros(4, queue=queue)
@@ -368,9 +378,10 @@ def test_sizes_are_checked(add, queue, device):
         kernel.launch(queue, 128, None, *args, global_offset=-1)
     with pytest.raises(ValueError, match="work-items in one launch"):  # past size_t: anywhere
         kernel.launch(queue, (2**40, 2**40), (64, 1), *args)
-    items, groups = device.launch_limits
+    items, groups, groups_of_one = device.launch_limits
     if items < 2**64 - 1:  # the CPU runtime: more would end the process (SIGSEGV)
         with pytest.raises(ValueError, match=f"runs at most {items}"):
             kernel.launch(queue, (items // 64 + 1) * 64, 64, *args)
+        assert groups_of_one
         with pytest.raises(ValueError, match="no local_size, so possibly groups of one"):
             kernel.launch(queue, groups[0] + 1, None, *args)

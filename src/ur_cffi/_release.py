@@ -113,15 +113,17 @@ def pageable_copies_wait(backend) -> bool:
 _SIZE_MAX = (1 << 64) - 1
 
 
-def launch_limits(backend, is_cpu: bool, max_work_groups) -> tuple[int, tuple[int, ...]]:
-    """``(most work-items in one launch, most work-groups in each dimension)`` for a device of
-    ``backend`` that reports ``max_work_groups`` (``UR_DEVICE_INFO_MAX_WORK_GROUPS_3D``).
-    Intel's CPU OpenCL runtime reports no limit, yet ends the process (SIGSEGV, seen with
-    2026.2) from 2**32 work-items or 2**31 work-groups in one launch."""
+def launch_limits(backend, is_cpu: bool, max_work_groups) -> tuple:
+    """``(most work-items in one launch, most work-groups in each dimension, whether a launch
+    without a local size may run groups of one)`` for a device of ``backend`` that reports
+    ``max_work_groups`` (``UR_DEVICE_INFO_MAX_WORK_GROUPS_3D``).  Intel's CPU OpenCL runtime
+    reports no limit, yet ends the process (SIGSEGV, seen with 2026.2) from 2**32 work-items
+    or 2**31 work-groups in one launch, and picks groups of one for sizes such as 2**31 + 1.
+    The CUDA and Level Zero adapters pick a launch's group size themselves."""
     groups = tuple(int(m) for m in max_work_groups) if max_work_groups else (_SIZE_MAX,) * 3
     if is_cpu and backend.name.endswith("_OPENCL"):
-        return (1 << 32) - 1, tuple(min(m, (1 << 31) - 1) for m in groups)
-    return _SIZE_MAX, groups
+        return (1 << 32) - 1, tuple(min(m, (1 << 31) - 1) for m in groups), True
+    return _SIZE_MAX, groups, False
 
 
 def platforms(adapter_handle) -> list:

@@ -84,9 +84,9 @@ class Device(_handle.Resource):
                                       "USM shared-allocation capabilities (flags).")
 
     @property
-    def launch_limits(self) -> tuple[int, tuple[int, ...]]:
-        """``(most work-items in one launch, most work-groups in each dimension)`` this device
-        runs (``_release.launch_limits``)."""
+    def launch_limits(self) -> tuple:
+        """``(most work-items in one launch, most work-groups in each dimension, whether a
+        launch without a local size may run groups of one)`` (``_release.launch_limits``)."""
         limits = self._properties.get("launch_limits")
         if limits is None:
             try:
@@ -99,14 +99,19 @@ class Device(_handle.Resource):
 
     def check_launch_size(self, name: str, global_sizes: tuple, local_sizes) -> None:
         """Raise ``ValueError`` naming ``name`` for a launch larger than this device runs
-        (:attr:`launch_limits`); without ``local_sizes`` the runtime may pick groups of one."""
-        items, groups = self.launch_limits
+        (:attr:`launch_limits`)."""
+        items, groups, groups_of_one = self.launch_limits
         total = math.prod(global_sizes)
         if total > items:
             raise ValueError(f"{name} {tuple(global_sizes)}: {total} work-items in one launch; "
                              f"{self.name} runs at most {items}")
         for dim, size in enumerate(global_sizes):
-            count = size // local_sizes[dim] if local_sizes else size
+            if local_sizes:
+                count = size // local_sizes[dim]
+            elif groups_of_one:
+                count = size
+            else:  # the adapter picks the group size
+                continue
             if count > groups[dim]:
                 how = f"local_size {tuple(local_sizes)}" if local_sizes else \
                     "no local_size, so possibly groups of one"
