@@ -396,6 +396,7 @@ class USMArray(_handle.Resource):
                     value = value.copy()  # numpy reads the whole value before writing
                 target.copy_from(value)
                 return
+            _not_recorded(target.queue, "a[key] = value", "of the target's shape and dtype")
             value = value.to_numpy()  # broadcast and cast on the host, as below
         if isinstance(value, np.ndarray):
             host = value if value.dtype == self.dtype else value.astype(self.dtype)
@@ -404,7 +405,11 @@ class USMArray(_handle.Resource):
         else:
             target.fill(value)
             return
-        target.copy_from(np.ascontiguousarray(np.broadcast_to(host, target.shape)))
+        host = np.ascontiguousarray(np.broadcast_to(host, target.shape))
+        if host is not value and not (host.base is value and host.shape == value.shape):
+            _not_recorded(target.queue, "a[key] = value",
+                          "C-contiguous, of the target's shape and dtype")
+        target.copy_from(host)
 
     def reshape(self, *shape) -> USMArray:
         """This array in ``shape`` (one extent may be -1): a view where strides can express it
