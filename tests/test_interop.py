@@ -356,3 +356,28 @@ def test_a_malformed_sycl_usm_array_interface_is_named(queue):
             del interface["typestr"]
         with pytest.raises((TypeError, ValueError), match=message):
             interop.from_sycl_usm_array_interface(_Interface(**interface), queue=queue)
+
+
+class _Capsule:
+    """Hands numpy a capsule made earlier (as a consumer that holds one before taking it)."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **_):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (interop.KDL_CPU, 0)
+
+
+def test_a_capsule_held_but_not_yet_consumed_survives_other_exports(queue, rng):
+    host = rng.standard_normal(6)
+    array = ur_cffi.asarray(host, queue=queue, kind="host")
+    capsule = array.__dlpack__()
+    for _ in range(3):  # each export or import looks at the unconsumed capsules
+        ur_cffi.zeros(2, queue=queue, kind="host").__dlpack__()
+        ur_cffi.from_dlpack(np.zeros(2), queue=queue)
+    assert np.array_equal(np.from_dlpack(_Capsule(capsule)), host)
+    ur_cffi.zeros(2, queue=queue, kind="host").__dlpack__()
+    assert len(interop._unconsumed) == 1  # the consumed one is its consumer's now

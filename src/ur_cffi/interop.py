@@ -175,12 +175,14 @@ _DLManagedTensorVersioned._fields_ = [
     ("version", _DLPackVersion), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER),
     ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
 
-# Address of a managed tensor -> (what it keeps alive, ..., its capsule).  The capsules have no
-# destructor: a consumer that fails (numpy, given device memory) drops the capsule with its
-# exception pending, and Python code cannot run then without losing it.  Unconsumed capsules
-# that nobody holds are forgotten at the next export or import instead (DLPack's rule that an
-# unconsumed capsule deletes its tensor).
+# Address of a managed tensor -> what it keeps alive, until the consumer calls the deleter.
+# The capsules have no destructor: a consumer that fails (numpy, given device memory) drops the
+# capsule with its exception pending, and Python code cannot run then without losing it.  The
+# capsules not consumed yet (``_unconsumed``) are looked at by the next export or import
+# instead: one that nobody else holds deletes its tensor (DLPack's rule for an unconsumed
+# capsule); one a consumer renamed is its consumer's.
 _exported: dict[int, tuple] = {}
+_unconsumed: dict[int, object] = {}  # address of a managed tensor -> its capsule
 _CODES = {"b": 6, "i": 0, "u": 1, "f": 2, "c": 5}  # kDLBool, kDLInt, kDLUInt, kDLFloat, kDLComplex
 _BFLOAT = 4  # kDLBfloat
 _FLOAT8 = {"float8_e4m3fn": 10, "float8_e4m3fnuz": 11, "float8_e5m2": 12,
@@ -209,13 +211,29 @@ _USED = {b"dltensor": b"used_dltensor", b"dltensor_versioned": b"used_dltensor_v
 
 
 
+def _references(capsules: dict, address: int) -> int:
+    return sys.getrefcount(capsules[address])
+
+
+# What _references reads for an object that only the dictionary holds (Python versions count
+# a call's argument differently).
+_NOBODY_ELSE = _references({0: object()}, 0)
+
+
 def _forget_unused_capsules() -> None:
-    """Delete the tensors of unconsumed capsules that only ``_exported`` still holds."""
-    for address, entry in list(_exported.items()):
-        capsule = entry[-1]
-        # References: the entry, ``capsule`` and getrefcount's argument.
-        if sys.getrefcount(capsule) <= 3 and _capsule_name(capsule) in _USED:
-            _exported.pop(address, None)
+    """Delete the tensors of unconsumed capsules that nobody else holds; forget the capsules
+    consumers have taken (renamed)."""
+    for address in list(_unconsumed):
+        capsule = _unconsumed.get(address)
+        if capsule is None:
+            continue
+        if _capsule_name(capsule) not in _USED:  # consumed: the consumer calls the deleter
+            _unconsumed.pop(address, None)
+        else:
+            del capsule
+            if _references(_unconsumed, address) <= _NOBODY_ELSE:
+                _unconsumed.pop(address, None)
+                _exported.pop(address, None)
 
 
 def _dl_dtype(dtype: np.dtype) -> _DLDataType:
@@ -300,7 +318,8 @@ def _capsule(data: int, shape, strides, dtype, device, keep, max_version):
         name = b"dltensor"
     address = ctypes.addressof(managed)
     capsule = _capsule_new(address, name, None)
-    _exported[address] = (managed, shape, strides, keep, capsule)
+    _exported[address] = (managed, shape, strides, keep)
+    _unconsumed[address] = capsule
     return capsule
 
 
@@ -364,6 +383,7 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     if ours is not None and isinstance(ours[3], USMArray) and \
             ours[3].context is queue.context:  # our own export: a view, closed with its array
         del _exported[address]
+        _unconsumed.pop(address, None)
         source = ours[3]
         result = source._view(shape, strides or _strided.contiguous_strides(
             shape, dtype.itemsize), data - source.data_ptr())
