@@ -344,6 +344,15 @@ class _Interface:
         self.__sycl_usm_array_interface__ = interface
 
 
+def test_a_sycl_usm_array_interface_with_negative_strides(queue, rng):
+    host = rng.standard_normal(4).astype(np.float32)
+    array = ur_cffi.asarray(host, queue=queue)
+    reversed_view = _Interface(data=(array.data_ptr(), False), shape=(4,), typestr="<f4",
+                               strides=(-1,), offset=3, version=1)  # dpnp's a[::-1]
+    imported = interop.from_sycl_usm_array_interface(reversed_view, queue=queue)
+    assert np.array_equal(imported.to_numpy(), host[::-1])
+
+
 def test_a_malformed_sycl_usm_array_interface_is_named(queue):
     array = ur_cffi.zeros(4, np.float32, queue=queue)
     good = {"data": (array.data_ptr(), False), "shape": (4,), "typestr": "<f4", "version": 1}

@@ -583,8 +583,8 @@ def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:
     shape = _shape(interface["shape"])
     strides = interface.get("strides")
     if strides is not None:  # in elements
-        strides = tuple(_checks.integer(f"{what}: stride", s) * dtype.itemsize
-                        for s in strides)
+        strides = tuple(_checks.integer(f"{what}: stride", s, minimum=-(1 << 62))
+                        * dtype.itemsize for s in strides)
     offset = _checks.integer(f"{what}: offset", interface.get("offset", 0)) * dtype.itemsize
     data = interface["data"]
     if not isinstance(data, (tuple, list)) or not data:
