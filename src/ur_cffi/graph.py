@@ -277,11 +277,9 @@ class Graph(_handle.Resource):
         if not isinstance(launch, PreparedLaunch):
             raise TypeError(f"add takes a PreparedLaunch, not {type(launch).__name__}")
         self._check_queue(launch.queue, "add")
-        for arg in launch.args:
-            if not isinstance(arg, _handle.Resource):
-                arg = memory_of(arg)
-            if arg is not None:
-                arg.handle  # noqa: B018 - raises ClosedError
+        for memory in map(memory_of, launch.args):
+            if memory is not None:
+                memory.handle  # noqa: B018 - raises ClosedError
         return self._record(_Launch(launch.kernel, launch._call_args[0], launch.args,
                                     keep=launch._buffers), after, True)
 

@@ -209,8 +209,6 @@ _capsule_rename.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _USED = {b"dltensor": b"used_dltensor", b"dltensor_versioned": b"used_dltensor_versioned"}
 
 
-
-
 def _references(capsules: dict, address: int) -> int:
     return sys.getrefcount(capsules[address])
 

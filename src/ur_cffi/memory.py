@@ -83,8 +83,9 @@ def _held(queue: Queue, keep_alive: tuple) -> tuple:
     if queue.out_of_order or (recording and queue in recording):  # a Graph keeps them
         return keep_alive
     return tuple(held for held in keep_alive if not (
-        type(held) is USMArray and (held if held._base is None else held._base).queue is queue
-        and type((held if held._base is None else held._base)._handle) is allocator.Block))
+        type(held) is USMArray
+        and (root := held if held._base is None else held._base).queue is queue
+        and type(root._handle) is allocator.Block))
 
 
 def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: bool, wait_for,
@@ -153,6 +154,11 @@ def _element_stride(stride: int, itemsize: int, what: str) -> int:
         raise ValueError(f"{what}: a stride of {stride} bytes is not a whole number of "
                          f"{itemsize}-byte elements")
     return stride // itemsize
+
+
+def _same_size_overlap(address: int, other_address: int, nbytes: int) -> bool:
+    """Whether ``nbytes`` at ``address`` and ``nbytes`` at ``other_address`` share a byte."""
+    return nbytes > 0 and address < other_address + nbytes and other_address < address + nbytes
 
 
 def _overlap(address: int, shape, strides, itemsize: int, other_address: int, other_shape,
@@ -603,9 +609,8 @@ class USMArray(_handle.Resource):
                 raise TypeError(f"copy_from: dtype {source.dtype} does not match {self.dtype}")
             if self.is_contiguous() and source.is_contiguous():
                 offset, _ = _span("copy_from", offset, source.size, self.size)
-                start = self._address + offset * self.itemsize
-                if source.size and start < source._address + source.nbytes and \
-                        source._address < start + source.nbytes:
+                if _same_size_overlap(self._address + offset * self.itemsize, source._address,
+                                      source.nbytes):
                     raise ValueError(f"copy_from: the source at offset {offset} overlaps "
                                      "(UR copies between distinct ranges only)")
                 return _enqueue_memcpy(queue, self.data_ptr() + offset * self.itemsize,
@@ -703,9 +708,8 @@ class USMArray(_handle.Resource):
         offset, _ = _span("copy_to", offset, destination.size, self.size)
         if not destination.is_contiguous():
             raise ValueError("copy_to: a part of this array goes into a contiguous array only")
-        start = self._address + offset * self.itemsize
-        if destination.size and start < destination._address + destination.nbytes and \
-                destination._address < start + destination.nbytes:
+        if _same_size_overlap(self._address + offset * self.itemsize, destination._address,
+                              destination.nbytes):
             raise ValueError(f"copy_to: the part from offset {offset} overlaps the destination "
                              "in memory (UR copies between distinct ranges only)")
         return _enqueue_memcpy(queue, destination.data_ptr(),

@@ -455,10 +455,9 @@ class PreparedLaunch:
         ``ClosedError`` if an argument was closed since :meth:`Kernel.prepare`."""
         if self._released != _handle.released:
             for arg in self.args:
-                if not isinstance(arg, _handle.Resource):
-                    arg = memory_of(arg)  # a wrapper of an array (triton.reinterpret)
-                if arg is not None:
-                    arg.handle  # noqa: B018 - raises if closed
+                memory = memory_of(arg)  # an array, or one under a wrapper (triton.reinterpret)
+                if memory is not None:
+                    memory.handle  # noqa: B018 - raises if closed
             self._released = _handle.released
         if wait_for is _NO_EVENTS and not event and not recording:
             launch_args, items = self._launch_args  # (a call with * would not be inlined)
