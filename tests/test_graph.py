@@ -496,6 +496,8 @@ def test_recording_errors_raise_at_record_time(native, add, queue, context, devi
         closed = ur_cffi.asarray(random32(rng, n), queue=queue)
         closed.close()
         real = out.fill(0.0, blocking=False)
+        replayed = ur_cffi.Graph(context, native=native)
+        replayed.fill(out, 0.0)
         with graph.recording(queue):
             with pytest.raises(ValueError, match="another context"):
                 foreign_kernel.launch(queue, local, local, x, y, out, np.int32(n))
@@ -511,13 +513,17 @@ def test_recording_errors_raise_at_record_time(native, add, queue, context, devi
                 out.to_numpy()
             with pytest.raises(NotImplementedError, match="urEnqueueMemBufferWrite"):
                 ur_cffi.Buffer(context, 64).write(queue, np.zeros(16, np.float32))
+            out.fill(np.nan, blocking=False)
+            with pytest.raises(RuntimeError, match="a replay cannot be recorded"):
+                replayed.replay(queue)  # would have run now, not at graph's replays
             kernel.launch(queue, local, local, x, y, out, np.int32(n))
             with pytest.raises(RuntimeError, match="finalize the graph after"):
                 graph.finalize()
             with pytest.raises(RuntimeError, match="recording into another graph already"):
                 with ur_cffi.Graph(context, native=native).recording(queue):
                     pass
-        assert [command.kind for command in graph.commands] == ["launch"]  # what raised: none
+        assert [command.kind for command in graph.commands] == ["fill", "launch"]
+        replayed.close()
         foreign_launch = foreign_kernel.prepare(other_queue, local, local, foreign, foreign,
                                                 foreign, np.int32(n))
         with pytest.raises(ValueError, match="not of the graph's context"):

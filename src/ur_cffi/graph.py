@@ -347,6 +347,10 @@ class Graph(_handle.Resource):
             self.finalize()
         if queue is not self._replay_queue:
             self._replay_queue = self._check_queue(queue, "replay")
+        if recording and queue in recording:
+            raise RuntimeError(f"replay on {queue!r}, which is recording into another graph: "
+                               "a replay cannot be recorded (UR command buffers do not nest); "
+                               "replay it before or after the recording block")
         if self._checked != _handle.released:
             self._check_memory()
         state = self._state
