@@ -314,6 +314,16 @@ def test_int32_int64_fp16_fp64_and_every_scalar_type(tq, rng):
     tq.finish()
     expected = np.array([float(v) for v in values])
     np.testing.assert_array_equal(out.to_numpy(), expected)
+    for name, position, bad in (("flag", 4, 2), ("bf", 8, 3.4e38)):
+        wrong = list(values)
+        wrong[position] = bad
+        with pytest.raises(TypeError, match=f"argument '{name}' of kernel 'mixed_scalars'"):
+            compiled[(1, 1, 1)](out, *wrong)
+    values[8] = 1 + 2**-8 + 2**-30  # rounded once: 1 + 2**-7, not 1.0
+    out.fill(np.nan)
+    compiled[(1, 1, 1)](out, *values)
+    tq.finish()
+    assert out.to_numpy()[8] == 1 + 2**-7
 
 
 def test_int64_annotation_and_large_ints(tq, rng):

@@ -140,3 +140,34 @@ def test_bfloat16_rounding(rng):
             assert as_float == value
     nan_bits = abi.bfloat16_bits(float("nan")) << 16
     assert np.isnan(struct.unpack("<f", struct.pack("<I", nan_bits))[0])
+
+
+def test_bfloat16_rounds_float64_once(rng):
+    """A Python float is rounded to bf16 directly, not through float32 first (1 + 2**-8 +
+    2**-30 rounded through float32 is a tie that goes down to 1.0); a finite value beyond
+    bf16's range raises, as struct does for fp16."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = np.concatenate([rng.standard_normal(20000) * np.exp2(rng.integers(-140, 128,
+                                                                                 20000)),
+                             [1 + 2**-8 + 2**-30, -(1 + 2**-8 + 2**-30), 1 + 2**-8, 2**-133,
+                              2**-134, 2**-134 * (1 + 2**-40), 1e-50, -1e-50, 3.38e38]])
+    for value in values:
+        with np.errstate(over="ignore"):
+            expected = int(np.array(value).astype(ml_dtypes.bfloat16).view(np.uint16))
+        if expected & 0x7FFF == 0x7F80:  # infinity
+            with pytest.raises(OverflowError, match="too large"):
+                abi.bfloat16_bits(float(value))
+        else:
+            assert abi.bfloat16_bits(float(value)) == expected, value
+    assert abi.bfloat16_bits(1 + 2**-8 + 2**-30) == 0x3F81
+
+
+def test_i1_values_are_truth_values():
+    assert [abi.boolean_value(v) for v in (True, False, 1, 0, np.True_, np.int8(1))] == \
+        [1, 0, 1, 0, 1, 1]
+    for value in (2, -1, 255, np.int64(2)):  # the kernel reads one bit: 2 would be False
+        with pytest.raises(OverflowError, match="not a truth value"):
+            abi.boolean_value(value)
+    for value in (1.0, "1", None):
+        with pytest.raises(TypeError, match="not a truth value"):
+            abi.boolean_value(value)

@@ -913,10 +913,10 @@ def _write_scalar(launcher, name: str, ty: str, target, size: int, value) -> Non
     specialization: an integer recorded divisible by 16 must stay so."""
     fmt = "<" + launcher.rules.scalar_format(ty)
     try:
-        if ty == "bf16":
-            from .triton import abi
+        from .triton import abi
 
-            value = abi.bfloat16_bits(value)
+        if ty in abi.CONVERSIONS:
+            value = abi.CONVERSIONS[ty](value)
         data = struct.pack(fmt, value)
     except (struct.error, OverflowError, TypeError):
         raise TypeError(f"argument {name!r} of kernel {launcher.name!r} is {ty}: "

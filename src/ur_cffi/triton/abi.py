@@ -35,6 +35,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+import numpy as np
+
 TESTED_VERSIONS = ("3.3.0b1", "3.6.0")
 """The ``triton.__version__`` values the test-suite ran against (3.6.0: NVIDIA only)."""
 
@@ -194,8 +196,37 @@ def check_installed() -> None:
 
 
 def bfloat16_bits(value: float) -> int:
-    """``value`` rounded to bfloat16 (nearest, ties to even), as its 16-bit pattern."""
-    bits = struct.unpack("<I", struct.pack("<f", value))[0]
-    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x007FFFFF:
-        return (bits >> 16) | 0x0040  # keep NaN a (quiet) NaN
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+    """``value`` rounded once to bfloat16 (nearest, ties to even), as its 16-bit pattern.
+    Raises ``OverflowError`` where a finite value rounds to infinity (as ``struct`` does for
+    float16) and ``struct.error`` for what is not a number."""
+    single = struct.pack("<f", value)
+    bits = struct.unpack("<I", single)[0]
+    if (bits & 0x7F800000) == 0x7F800000:
+        return (bits >> 16) | 0x0040 if bits & 0x007FFFFF else bits >> 16  # NaN stays quiet
+    exact = struct.unpack("<f", single)[0]
+    if exact != value:
+        # Rounded to float32 first: make that rounding "to odd" (truncate, then set the last
+        # bit), which leaves the rounding to bfloat16 below the only one that counts.
+        if abs(exact) > abs(value):
+            bits -= 1
+        bits |= 1
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+    if (rounded & 0x7F80) == 0x7F80:
+        raise OverflowError(f"{value!r} is too large for bfloat16")
+    return rounded
+
+
+def boolean_value(value) -> int:
+    """An ``i1`` argument as its byte: True, False, 1 or 0.  Raises ``OverflowError`` for other
+    integers (the kernel reads one bit: 2 would be False) and ``TypeError`` for the rest."""
+    if value is True or value is False or type(value) is int and 0 <= value <= 1:
+        return int(value)
+    if isinstance(value, (np.bool_, np.integer)) and 0 <= value <= 1:
+        return int(value)
+    if isinstance(value, (int, np.integer)):
+        raise OverflowError(f"{value!r} is not a truth value (True, False, 1 or 0)")
+    raise TypeError(f"{type(value).__name__} {value!r} is not a truth value")
+
+
+CONVERSIONS = {"bf16": bfloat16_bits, "i1": boolean_value}
+"""Scalar types whose values are converted (and checked) before ``struct`` packs them."""

@@ -123,15 +123,15 @@ class Launcher:
 
         self.pointers = []  # (word index of value.pointer, position, name, element type)
         self.scalars = []  # positions of the scalar arguments, in block order
-        self.bfloat16 = []  # indices into the scalars that are bf16
+        self.conversions = []  # (index into the scalars, abi.CONVERSIONS of its type)
         value_index = 0
         for index, (kind, position, name, ty) in enumerate(entries):
             if kind == "pointer":
                 word = (index * ARGUMENT_SIZE + VALUE_OFFSET) // 8
                 self.pointers.append((word, position, name, rules.pointer_element(ty)))
             elif kind == "value":
-                if ty == "bf16":
-                    self.bfloat16.append(value_index)
+                if ty in abi.CONVERSIONS:
+                    self.conversions.append((value_index, abi.CONVERSIONS[ty]))
                 self.scalars.append(position)
                 value_index += 1
         self._scalars_of = _getter(self.scalars)
@@ -312,8 +312,8 @@ class Launcher:
                 if type(value) not in _KEPT_VALUES and not isinstance(value, np.generic):
                     stable = False
                     break
-        if self.bfloat16:
-            values = self._bfloat16(values)
+        if self.conversions:
+            values = self._converted(values)
         return addresses, values, stable
 
     def _scratch_memory(self, addresses: list, stream, instances: int, fresh: bool) -> list:
@@ -355,12 +355,13 @@ class Launcher:
         except (struct.error, OverflowError, TypeError):
             self._explain([args[position] for position in self.scalars], grid)
 
-    def _bfloat16(self, values: list) -> list:
-        """``values`` with the bf16 scalars replaced by their 16-bit patterns."""
+    def _converted(self, values: list) -> list:
+        """``values`` with the bf16 scalars replaced by their 16-bit patterns and the i1 ones
+        checked (``abi.CONVERSIONS``)."""
         converted = list(values)
         try:
-            for index in self.bfloat16:
-                converted[index] = abi.bfloat16_bits(values[index])
+            for index, conversion in self.conversions:
+                converted[index] = conversion(values[index])
         except (struct.error, OverflowError, TypeError):
             self._explain(values, None)
         return converted
@@ -426,8 +427,8 @@ class Launcher:
         """Raise naming the scalar (as passed) or the grid size that cannot be packed."""
         for value, ty, name in zip(values, self.value_types, self.value_names):
             try:
-                if ty == "bf16":
-                    value = abi.bfloat16_bits(value)
+                if ty in abi.CONVERSIONS:
+                    value = abi.CONVERSIONS[ty](value)
                 struct.pack("<" + self.rules.scalar_format(ty), value)
             except (struct.error, OverflowError, TypeError):
                 raise TypeError(f"argument {name!r} of kernel {self.name!r} is {ty}: "
