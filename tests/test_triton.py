@@ -385,6 +385,32 @@ def test_out_of_order_queue_ordered_by_events(context, device, rng):
         np.testing.assert_array_equal(result, lcg_reference(host, 2 * steps))
 
 
+def test_a_grid_of_no_or_more_than_three_dimensions_is_refused(tq, rng):
+    """Triton reads grid[0] to grid[2]: a fourth dimension used to be dropped silently."""
+    n = 256
+    x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
+    for grid in ((2, 1, 1, 2), (), lambda meta: (1, 1, 1, 2), lambda meta: ()):
+        with pytest.raises(ValueError, match="a grid has 1 to 3 dimensions"):
+            add[grid](x, x, y, n, BLOCK=128)
+    with pytest.raises(TypeError, match=r"grid 2: a grid is a tuple of 1 to 3 sizes, e.g. \(2,\)"):
+        add[2](x, x, y, n, BLOCK=128)
+    assert np.isnan(y.to_numpy()).all()
+    add[[2]](x, x, y, n, BLOCK=128)  # a list is a grid too, as in Triton
+    tq.finish()
+    np.testing.assert_allclose(y.to_numpy(), 2.0 * x.to_numpy().astype(np.float64), rtol=1e-6)
+
+
+def test_closed_memory_is_named(tq, rng):
+    n = 256
+    x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
+    closed = ur_cffi.empty(n, np.float32, queue=tq)
+    closed.close()
+    with pytest.raises(ur_cffi.ClosedError, match="kernel 'add': argument 'y_ptr': USMArray "
+                                                  "is closed"):
+        add[(2,)](x, closed, y, n, BLOCK=128)
+    assert np.isnan(y.to_numpy()).all()
+
+
 def test_empty_grid_launches_nothing(tq, rng):
     n = int(rng.integers(10, 100))
     x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
@@ -434,6 +460,14 @@ def test_threads_per_warp_and_num_warps(tq, rng):
                           device=tq.device, threads_per_warp=3)  # before Triton's compiler
     with pytest.raises(ValueError, match="largest work-group"):
         ur_triton.active_driver().check_work_group(1024, 32)
+    for options, error, match in (({"threads_per_warp": 7}, ValueError, "not a sub-group size"),
+                                  ({"num_warps": 512}, ValueError, "largest work-group"),
+                                  ({"num_ctas": 2}, NotImplementedError, "num_ctas=2")):
+        out = poisoned(n, tq)
+        with pytest.raises(error, match=match) as raised:  # before Triton's compiler
+            add[(triton.cdiv(n, 512),)](x, y, out, n, BLOCK=512, **options)
+        assert isinstance(raised.value, triton.runtime.errors.OutOfResources)  # autotune skips
+        assert np.isnan(out.to_numpy()).all()
 
 
 @pytest.mark.cpu_device("an option of Triton's Intel backend")
@@ -664,6 +698,9 @@ def test_do_bench_times_on_ur_events(tq, rng):
     mean = triton.testing.do_bench(run, warmup=2, rep=10)
     quantiles = triton.testing.do_bench(run, warmup=2, rep=10, quantiles=[0.5, 0.2, 0.8])
     assert mean > 0 and all(q > 0 for q in quantiles) and len(quantiles) == 3
+    assert triton.testing.do_bench(run, warmup=1, rep=5, grad_to_none=[x, y]) > 0
+    with pytest.raises(TypeError, match="no gradients"):
+        x.grad = x
     np.testing.assert_array_equal(y.to_numpy(), lcg_reference(x.to_numpy(), 20))
 
 
@@ -701,6 +738,31 @@ def test_autotune_picks_a_config(tq, rng):
     assert tuned_add.best_config in configs
     assert len(tuned_add.configs_timings) == 2
     assert all(t[0] > 0 for t in tuned_add.configs_timings.values())
+    np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
+
+
+@pytest.mark.cpu_device("threads_per_warp=7 and the work-group limit are the CPU device's")
+def test_autotune_skips_configs_the_device_cannot_run(tq, rng):
+    good = triton.Config({"BLOCK": 256}, num_warps=2)
+    configs = [triton.Config({"BLOCK": 256}, num_warps=512),  # num_ctas=2 would run, wrongly
+               triton.Config({"BLOCK": 256}, num_warps=2, num_ctas=2),
+               triton.Config({"BLOCK": 256, "threads_per_warp": 7}, num_warps=2), good]
+
+    @triton.autotune(configs=configs, key=["n"])
+    @triton.jit
+    def tuned_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+    n = int(rng.integers(5000, 20000))
+    xh, yh = random32(rng, n), random32(rng, n)
+    x, y = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq)
+    out = poisoned(n, tq)
+    tuned_add[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+    tq.finish()
+    assert tuned_add.best_config is good
     np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
 
 

@@ -83,9 +83,11 @@ def test_launcher_agrees_with_the_cubin(driver, name, signature, constants, opti
 
 
 def test_clusters_are_refused(driver):
-    compiled = compile_for_sm90(kernels.scale, SCALE, {"BLOCK": 1024}, num_ctas=2)
-    with pytest.raises(NotImplementedError, match="num_ctas=2"):
-        launcher.Launcher(compiled.src, compiled.metadata, driver)
+    with pytest.raises(NotImplementedError, match="num_ctas=2"):  # before compiling
+        compile_for_sm90(kernels.scale, SCALE, {"BLOCK": 1024}, num_ctas=2)
+    compiled = compile_for_sm90(kernels.scale, SCALE, {"BLOCK": 1024})
+    with pytest.raises(NotImplementedError, match="num_ctas=2"):  # compiled elsewhere
+        launcher.Launcher(compiled.src, compiled.metadata._replace(num_ctas=2), driver)
 
 
 def test_rules_per_backend_and_version():

@@ -340,6 +340,18 @@ class USMArray(_handle.Resource):
         """Bytes per element (PyTorch's name for ``itemsize``)."""
         return self.dtype.itemsize
 
+    @property
+    def grad(self) -> None:
+        """None: there is no autograd.  Setting it to None is accepted, as Triton's
+        ``do_bench(grad_to_none=[...])`` does between runs."""
+        return None
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            raise TypeError(f"ur_cffi arrays have no gradients: grad can only be set to None, "
+                            f"not {type(value).__name__}")
+
     def is_contiguous(self) -> bool:
         """Whether the elements lie in C order without gaps (PyTorch's ``is_contiguous``)."""
         return _strided.is_contiguous(self.shape, self._strides, self.dtype.itemsize)

@@ -101,7 +101,7 @@ def activate(queue=None):
 
 
 def _install() -> None:
-    from . import _no_torch, launcher
+    from . import _no_torch, backend, launcher
     from .driver import URDriver
 
     abi.check_installed()  # refuse an unknown Triton before changing anything
@@ -110,6 +110,7 @@ def _install() -> None:
         _no_torch.install(patches)
         _no_torch.prime_specializer()
         launcher.install_argument_check(patches)
+        backend.install_option_check(patches)
         driver = URDriver()
     except BaseException:
         patches.restore()

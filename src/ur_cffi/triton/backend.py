@@ -17,6 +17,8 @@ raises ``NotImplementedError`` naming it.
 
 from __future__ import annotations
 
+from triton.runtime.errors import OutOfResources
+
 from .. import signatures
 from ..program import Kernel
 
@@ -57,3 +59,75 @@ def load(name: str, binary: bytes, flags: str, device_key) -> tuple:
     else:
         program = programs.load(context, device, binary, flags)
     return program, Kernel(program, name)
+
+
+class _RefusedConfig(OutOfResources):
+    """A kernel configuration ur_cffi.triton cannot launch.  Also Triton's ``OutOfResources``,
+    which ``@triton.autotune`` takes as "skip this config" and benchmarks the others."""
+
+    def __init__(self, message: str):
+        Exception.__init__(self, message)
+        self.required = self.limit = None
+        self.name = message
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+    def __reduce__(self):
+        return type(self), self.args
+
+
+class UnlaunchableConfig(_RefusedConfig, ValueError):
+    """``num_warps`` and ``threads_per_warp`` the device cannot run as one work-group."""
+
+
+class UnsupportedConfig(_RefusedConfig, NotImplementedError):
+    """A launch feature ur_cffi.triton does not do: ``num_ctas > 1`` (clusters)."""
+
+
+def check_num_ctas(num_ctas) -> None:
+    """Raise :class:`UnsupportedConfig` unless ``num_ctas`` is 1: a launch runs one work-group
+    per program (Triton's Intel backend lays out ``num_ctas > 1`` for work-groups nobody
+    launches, so most of the output would go unwritten)."""
+    if num_ctas != 1:
+        raise UnsupportedConfig(f"num_ctas={num_ctas}: ur_cffi.triton launches one work-group "
+                                "per program (no thread-block clusters); use num_ctas=1")
+
+
+def check_work_group(device_name, sub_group_sizes, largest: int, num_warps: int,
+                     threads_per_warp: int) -> None:
+    """Raise :class:`UnlaunchableConfig` unless a device of ``sub_group_sizes`` and work-groups
+    of at most ``largest`` runs ``num_warps`` warps of ``threads_per_warp``."""
+    if sub_group_sizes and threads_per_warp not in sub_group_sizes:
+        raise UnlaunchableConfig(f"threads_per_warp={threads_per_warp} is not a sub-group size "
+                                 f"of {device_name!r} (it has {sorted(sub_group_sizes)})")
+    if largest and num_warps * threads_per_warp > largest:
+        raise UnlaunchableConfig(f"num_warps={num_warps} x threads_per_warp={threads_per_warp} "
+                                 f"exceeds the largest work-group of {device_name!r} "
+                                 f"({largest})")
+
+
+def install_option_check(patches) -> None:
+    """Check launch options where Triton parses them (each backend's ``parse_options``),
+    before it compiles: an unlaunchable ``threads_per_warp`` otherwise fails deep in Triton's
+    compiler, and an autotune config that cannot run would end the whole autotune."""
+    from triton.backends import backends
+
+    for name in ("intel", "nvidia"):
+        if name in backends:
+            compiler = backends[name].compiler
+            patches.replace(compiler, "parse_options", _checked(compiler.parse_options))
+
+
+def _checked(parse_options):
+    def checked_parse_options(self, options):
+        parsed = parse_options(self, options)
+        check_num_ctas(getattr(parsed, "num_ctas", 1))
+        arch = self.target.arch
+        if isinstance(arch, dict):  # Intel: the device's properties (target.py)
+            check_work_group(arch.get("name"), arch.get("sub_group_sizes"),
+                             arch.get("max_work_group_size"), parsed.num_warps,
+                             parsed.threads_per_warp)
+        return parsed
+
+    return checked_parse_options

@@ -15,8 +15,9 @@ through the CUDA driver API, done here through UR:
   reads ``flags`` from the first entry of the list whatever its type.
 - **Cooperative grids** and **programmatic dependent launch** (``launch_cooperative_grid``,
   ``launch_pdl``) are the flags ``UR_KERNEL_LAUNCH_FLAG_COOPERATIVE`` and
-  ``..._OPPORTUNISTIC_QUEUE_SERIALIZE``.  **Clusters** (``num_ctas > 1``) are refused: UR's
-  cluster property reverses dimensions for 3-D launches, and that path is untested.
+  ``..._OPPORTUNISTIC_QUEUE_SERIALIZE``.  **Clusters** (``num_ctas > 1``) are refused
+  (``backend.check_num_ctas``): UR's cluster property reverses dimensions for 3-D launches,
+  and that path is untested.
 - **Scratch** (``global_scratch_size``, ``profile_scratch_size`` per program instance): USM
   device memory of ``grid * size`` bytes where the size is not zero, else a null pointer, as
   Triton's allocator hook would give.  On an in-order queue one growing allocation per queue
@@ -84,13 +85,8 @@ def max_threads(kernel, device) -> int:
 
 def launch_properties(metadata):
     """The launch-property list for a compiled kernel (``cdata`` to keep alive while launches
-    use it), or ``ffi.NULL`` where it needs none.  Raises ``NotImplementedError`` for
-    clusters and where the UR header has no launch properties."""
-    num_ctas = getattr(metadata, "num_ctas", 1)
-    if num_ctas != 1:
-        raise NotImplementedError(
-            f"kernel {metadata.name!r} was compiled with num_ctas={num_ctas}: thread-block "
-            "clusters are not supported by ur_cffi.triton; compile with num_ctas=1")
+    use it), or ``ffi.NULL`` where it needs none.  Raises ``NotImplementedError`` where the
+    UR header has no launch properties (clusters are refused before, by the launcher)."""
     flags = 0
     if getattr(metadata, "launch_cooperative_grid", False):
         flags |= _flag("UR_KERNEL_LAUNCH_FLAG_COOPERATIVE")

@@ -340,20 +340,15 @@ class URDriver(DriverBase):
             self.record(out[0], queue)
 
     def check_work_group(self, num_warps: int, threads_per_warp: int) -> None:
-        """Raise ``ValueError`` unless the current device runs ``threads_per_warp``-wide
-        sub-groups and work-groups of ``num_warps * threads_per_warp``."""
+        """Raise ``backend.UnlaunchableConfig`` (a ``ValueError``) unless the current device
+        runs ``threads_per_warp``-wide sub-groups and work-groups of
+        ``num_warps * threads_per_warp``."""
         device = self.scope().queue.device
         limits = self._work_groups.get(device)
         if limits is None:
             limits = self._work_groups[device] = (sorted(device.sub_group_sizes),
                                                   int(device.max_work_group_size))
-        sizes, largest = limits
-        if threads_per_warp not in sizes:
-            raise ValueError(f"threads_per_warp={threads_per_warp} is not a sub-group size of "
-                             f"{device.name!r} (it has {sizes})")
-        if num_warps * threads_per_warp > largest:
-            raise ValueError(f"num_warps={num_warps} x threads_per_warp={threads_per_warp} "
-                             f"exceeds the largest work-group of {device.name!r} ({largest})")
+        backend.check_work_group(device.name, *limits, num_warps, threads_per_warp)
 
     # --- DriverBase --------------------------------------------------------------------
 

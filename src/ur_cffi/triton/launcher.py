@@ -39,10 +39,10 @@ from .._interrupts import hold_back_in
 from .._release import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, VALUE_OFFSET, write_argument
 from .._ur import ffi
 from ..errors import check
-from ..memory import USMArray, is_usm
+from ..memory import USMArray, is_usm, memory_of
 from ..program import Kernel, PreparedLaunch
 from ..queue import Queue, recording
-from . import abi
+from . import abi, backend
 
 _POINTER_SIZE = ffi.sizeof("void *")
 _SIZE_T = {4: "I", 8: "Q"}[ffi.sizeof("size_t")]
@@ -85,6 +85,7 @@ class Launcher:
         threads_per_warp = rules.threads_per_warp(metadata)
         self.local_size = metadata.num_warps * threads_per_warp
         driver.check_work_group(metadata.num_warps, threads_per_warp)
+        backend.check_num_ctas(getattr(metadata, "num_ctas", 1))
 
         # The kernel's arguments in order: (kind, position in *args, name, type).
         entries = [("pointer" if rules.is_pointer(ty) else "value", position, name, ty)
@@ -511,6 +512,9 @@ def _explain_bad_arguments(patches, kernel_interface) -> None:
     from triton.compiler.errors import CompilationError
 
     def __getitem__(self, grid):
+        if type(grid) is not tuple or not 0 < len(grid) < 4:
+            grid = _checked_grid(grid)
+
         def launch(*args, **kwargs):
             try:
                 return self.run(grid=grid, warmup=False, *args, **kwargs)
@@ -518,6 +522,11 @@ def _explain_bad_arguments(patches, kernel_interface) -> None:
                 function = _jit_function(self)
                 if function is not None:
                     _explain_host_arrays(function, args, kwargs)
+                raise
+            except _handle.ClosedError as error:  # Triton's specialization asked data_ptr()
+                function = _jit_function(self)
+                if function is not None:
+                    _explain_closed(function, args, kwargs, error)
                 raise
             except CompilationError as error:
                 function = _jit_function(self)
@@ -528,6 +537,41 @@ def _explain_bad_arguments(patches, kernel_interface) -> None:
         return launch
 
     patches.replace(kernel_interface, "__getitem__", __getitem__)
+
+
+def _checked_grid(grid):
+    """``grid`` (other than a tuple of 1 to 3 cells) as Triton may take it: a list of 1 to 3
+    cells, or a callable whose result is checked at each launch.  Triton reads ``grid[0]`` to
+    ``grid[2]`` only: a fourth dimension would be dropped silently."""
+    if callable(grid):
+        def checked(meta):
+            cells = grid(meta)
+            if type(cells) is not tuple or not 0 < len(cells) < 4:
+                _grid_cells(cells, f"the grid function {grid!r} returned")
+            return cells
+
+        return checked
+    _grid_cells(grid, "grid")
+    return grid
+
+
+def _grid_cells(cells, what: str) -> None:
+    """Raise unless ``cells`` is a tuple or list of 1 to 3 grid sizes."""
+    if not isinstance(cells, (tuple, list)):
+        raise TypeError(f"{what} {cells!r}: a grid is a tuple of 1 to 3 sizes, e.g. "
+                        f"({cells!r},), or a callable of the meta-parameters returning one")
+    if not 0 < len(cells) < 4:
+        raise ValueError(f"{what} {tuple(cells)!r}: a grid has 1 to 3 dimensions, not "
+                         f"{len(cells)}")
+
+
+def _explain_closed(function, args, kwargs, error) -> None:
+    """Raise ``ClosedError`` naming the closed memory among the arguments."""
+    for name, value in _named_arguments(function, args, kwargs):
+        memory = memory_of(value)
+        if memory is not None and memory.closed:
+            raise _handle.ClosedError(f"kernel {function.__name__!r}: argument {name!r}: "
+                                      f"{error}") from None
 
 
 def _jit_function(kernel):
