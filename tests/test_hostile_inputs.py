@@ -143,6 +143,7 @@ def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
     x = ur_cffi.zeros(BLOCK, queue=queue)
     for value, error, message in (
             (1e300, ValueError, "1e\\+300 does not fit in float32"),
+            (2**128, ValueError, "does not fit in float32"),  # an int: cffi made it inf
             (np.float64(2.0), TypeError, "declared float32, got float64"),
             (True, TypeError, "declared float32, got bool"),
             (ctypes.c_double(2.5), TypeError, "declared float32, got c_double"),
@@ -162,6 +163,21 @@ def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
                                ("ptrs", "must be a sequence of entries")):
         with pytest.raises(TypeError, match=message):
             program.kernel(kernel.name, signature=signature)
+    undeclared = program.kernel(kernel.name)
+    for value in (np.str_("a"), np.bytes_(b"\0\4\0\0"), np.void(b"\0\4\0\0"),
+                  ctypes.c_wchar("a"), ctypes.c_void_p(0)):  # not numbers
+        with pytest.raises(TypeError, match="has no C type; pass a numeric numpy scalar"):
+            undeclared.launch(queue, LOCAL, LOCAL, x, x, x, np.float32(1.0), value)
+    for wrong in (None, context, "q"):
+        with pytest.raises(TypeError, match="queue must be a ur_cffi Queue"):
+            kernel.launch(wrong, LOCAL, LOCAL, x, x, x, 1.0, BLOCK)
+    with pytest.raises(ValueError, match="exceeds size_t: the work-item ids would wrap"):
+        kernel.launch(queue, LOCAL, LOCAL, x, x, x, 1.0, BLOCK, global_offset=2**64 - LOCAL)
+    for device in (0, "", "cpu"):  # not "no device"
+        with pytest.raises(ValueError, match="is not a device of"):
+            program.build_log(device)
+        with pytest.raises(ValueError, match="is not a device of"):
+            ur_cffi.Program.from_binary(context, program.binaries[0], device=device)
     with pytest.raises(ValueError, match="contains a NUL character"):
         program.kernel(kernel.name + "\0junk")
     with pytest.raises(ValueError, match="options .* contains a NUL character"):

@@ -64,7 +64,7 @@ class Program(_handle.Resource):
         """Create from a native binary (e.g. :attr:`binaries` of an earlier build) and build."""
         _check_context(context)
         _checks.no_nul("options", options)
-        device = device or context.devices[0]
+        device = context.devices[0] if device is None else device
         if device not in context.devices:
             raise ValueError(f"device {device!r} is not a device of {context!r}")
         binary = _bytes("binary", binary)
@@ -88,7 +88,9 @@ class Program(_handle.Resource):
 
     def build_log(self, device=None) -> str:
         """The compiler's log for ``device`` (default: the context's first device)."""
-        device = device or self.context.devices[0]
+        device = self.context.devices[0] if device is None else device
+        if device not in self.context.devices:
+            raise ValueError(f"device {device!r} is not a device of {self.context!r}")
         return query("urProgramGetBuildInfo", self.handle, device.handle,
                      ur_program_build_info_t.UR_PROGRAM_BUILD_INFO_LOG)
 
@@ -341,6 +343,9 @@ class Kernel(_handle.Resource):
         """``((the launch's arguments after the kernel (``_release.enqueue_launch``) up to its
         wait list, its work-items), (release count when checked, memory they point into))``."""
         self.handle  # noqa: B018 - raises if closed
+        if not isinstance(queue, Queue):
+            raise TypeError(f"kernel {self.name!r}: queue must be a ur_cffi Queue, not "
+                            f"{type(queue).__name__} {queue!r}")
         queue.handle  # noqa: B018
         if self.hidden_args:
             args = (*args, *self.hidden_args)
@@ -372,6 +377,9 @@ class Kernel(_handle.Resource):
             if len(offsets) != dims:  # UR reads one offset per dimension
                 raise ValueError(f"global_offset {offsets} and global_size {global_sizes} "
                                  "differ in dimensions")
+            if any(o + g > _SIZE_MAX for o, g in zip(offsets, global_sizes)):
+                raise ValueError(f"global_offset {offsets} + global_size {global_sizes} "
+                                 "exceeds size_t: the work-item ids would wrap around")
             offset_array = ffi.new("size_t[]", offsets)
         released = _handle.released
         block, arguments, value_buffers = self._pack(queue, args)
@@ -599,6 +607,8 @@ def _launch_shape(call_args) -> str:
 
 
 _NULL = ffi.NULL
+# ctypes values that are numbers (``_type_``: struct's codes), not characters or addresses.
+_NUMERIC_CTYPES = frozenset("?bBhHiIlLqQfd")
 
 # Arguments and sizes whose value cannot change while they are the same object (a ctypes
 # value or a list can).
@@ -618,8 +628,8 @@ def _value_buffer(kernel: str, index: int, arg, declared) -> tuple:
             buffer = ffi.new(ctype, arg)
         except OverflowError:
             buffer = None
-        if buffer is None or (type(arg) is float and math.isinf(buffer[0])
-                              and math.isfinite(arg)):
+        if buffer is None or (declared.kind == "f" and math.isinf(buffer[0])
+                              and not (type(arg) is float and math.isinf(arg))):
             raise ValueError(f"argument {index} of {kernel!r}: {arg!r} does not fit in "
                              f"{declared}")
         return buffer, declared.itemsize
@@ -644,9 +654,10 @@ def _value_bytes(kernel: str, index: int, arg, declared) -> bytes:
         return _checks.scalar(where, arg, declared).tobytes()
     if declared is not None:
         raise TypeError(f"{where} is declared {declared}, got {type(arg).__name__}")
-    if isinstance(arg, np.generic):
+    if isinstance(arg, (np.number, np.bool_)):
         return arg.tobytes()
-    if isinstance(arg, ctypes._SimpleCData):
+    if isinstance(arg, ctypes._SimpleCData) and arg._type_ in _NUMERIC_CTYPES:
         return bytes(arg)
-    raise TypeError(f"{where}: {type(arg).__name__} {arg!r} has no C type; pass a numpy scalar "
-                    "(np.float32(x)), a ctypes value, or declare a signature")
+    raise TypeError(f"{where}: {type(arg).__name__} {arg!r} has no C type; pass a numeric "
+                    "numpy scalar (np.float32(x)), a numeric ctypes value, or declare a "
+                    "signature")
