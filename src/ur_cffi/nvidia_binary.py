@@ -32,11 +32,13 @@ _EIATTR_KPARAM_INFO = 0x17
 # PTX scalar types by the width they declare.
 _PTX_WIDTHS = {"8": 1, "16": 2, "32": 4, "64": 8}
 
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$%]*)\s*(\(([^)]*)\))?")
+# Strings (``.file`` names), then comments, an unclosed one running to the end: each match
+# ends where the next search starts, so stripping them takes one pass over the text.
+_STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
+_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$%]*)\s*(\(([^()]*)\))?")
 _PARAM = re.compile(r"\.param\b([^,]*)")
 _TYPE = re.compile(r"\.[bsuf](8|16|32|64)\b")
-_ARRAY = re.compile(r"\[\s*(\d+)\s*\]\s*$")
+_ARRAY = re.compile(r"\[\s*(\d+)\s*\]")
 
 
 def is_ptx(binary: bytes) -> bool:
@@ -65,7 +67,7 @@ def entries(binary: bytes) -> dict[str, tuple[int, ...]] | None:
 
 def ptx_entries(text: str) -> dict[str, tuple[int, ...]]:
     """``{kernel: parameter sizes}`` of the ``.entry`` functions in PTX ``text``."""
-    text = _COMMENTS.sub("", text)
+    text = _STRINGS_AND_COMMENTS.sub(lambda m: '""' if m.group().startswith('"') else " ", text)
     found = {}
     for match in _ENTRY.finditer(text):
         params = match.group(3) or ""
@@ -81,8 +83,9 @@ def _ptx_param_size(declaration: str, kernel: str) -> int:
         raise ValueError(f"PTX entry {kernel!r}: cannot read the parameter type of "
                          f"'.param{declaration}'")
     size = _PTX_WIDTHS[ty.group(1)]
-    array = _ARRAY.search(declaration.strip())
-    return size * int(array.group(1)) if array else size
+    for length in _ARRAY.findall(declaration):  # .b8 s[2][4]: 8 bytes
+        size *= int(length)
+    return size
 
 
 def cubin_entries(binary: bytes) -> dict[str, tuple[int, ...]]:
@@ -97,6 +100,8 @@ def cubin_entries(binary: bytes) -> dict[str, tuple[int, ...]]:
             found[kernel] = _parameter_sizes(binary, *info) if info else ()
         return found
     except (struct.error, IndexError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot read the kernel table of this cubin: {error}") from None
+    except ValueError as error:  # a name without its terminating NUL (bytes.index), ordinals
         raise ValueError(f"cannot read the kernel table of this cubin: {error}") from None
 
 
