@@ -385,3 +385,18 @@ def test_sizes_are_checked(add, queue, device):
         assert groups_of_one
         with pytest.raises(ValueError, match="no local_size, so possibly groups of one"):
             kernel.launch(queue, groups[0] + 1, None, *args)
+
+
+def test_a_property_the_adapter_lacks_raises_not_implemented(add):
+    """UR's OpenCL adapter answers INVALID_SIZE to a one-call query of a property it lacks
+    (the number of registers, here); the two calls say UNSUPPORTED_ENUMERATION."""
+    from ur_cffi.enums import ur_kernel_info_t
+    from ur_cffi.info import query
+
+    kernel, _ = add
+    try:
+        registers = query("urKernelGetInfo", kernel.handle,
+                          ur_kernel_info_t.UR_KERNEL_INFO_NUM_REGS)
+    except NotImplementedError:
+        return
+    assert type(registers) is int and registers > 0  # an adapter that has it (CUDA)

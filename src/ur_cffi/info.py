@@ -20,6 +20,8 @@ HEADER_FACTS: dict = json.loads(ffi.string(lib.ur_cffi_header_facts).decode())
 VALUE_TYPES: dict[str, str] = HEADER_FACTS["info_types"]
 """Each info enumerator's documented value type, e.g. ``{"UR_DEVICE_INFO_NAME": "char[]"}``."""
 
+_INVALID_SIZE = int(enums.ur_result_t.UR_RESULT_ERROR_INVALID_SIZE)
+
 
 def _element_type(type_text: str) -> tuple[str, bool]:
     """``"::ur_bool_t"`` -> (``"ur_bool_t"``, False); ``"size_t[]"`` -> (``"size_t"``, True)."""
@@ -104,6 +106,10 @@ def query(function: str, *args_and_prop):
     # int(): cffi converts an IntEnum argument about ten times slower than a plain int.
     result = getattr(lib, function)(*args, int(prop), ffi.sizeof(element), value, ffi.NULL)
     if result:
+        if result == _INVALID_SIZE:
+            # UR's OpenCL adapter answers this to a property it lacks, whatever the size: the
+            # two calls tell which (UNSUPPORTED_ENUMERATION, or the size it does have).
+            return decode(prop_name, query_bytes(function, *args_and_prop))
         check(result, function, prop_name)
     return _convert(element, value[0])
 
