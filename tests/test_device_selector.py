@@ -145,3 +145,21 @@ def test_a_malformed_selector_fails_before_the_loader_initialises(selector):
         assert name == "DeviceSelectorError" and is_value_error
         assert f"ONEAPI_DEVICE_SELECTOR={selector!r} is malformed" in message
     assert found["initialized"] is False  # UR never saw it
+
+
+def test_the_listing_tool_takes_no_arguments_and_reports_a_malformed_selector():
+    """``python -m ur_cffi``: ``--help``, a refused unknown option, and a malformed selector
+    said in one line (no traceback), exit 1."""
+    env = {k: v for k, v in os.environ.items() if k != "ONEAPI_DEVICE_SELECTOR"}
+    tool = [sys.executable, "-m", "ur_cffi"]
+    helped = subprocess.run(tool + ["--help"], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert helped.returncode == 0 and "ONEAPI_DEVICE_SELECTOR" in helped.stdout
+    assert "UR API" not in helped.stdout  # it listed nothing
+    unknown = subprocess.run(tool + ["--bogus"], env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert unknown.returncode == 2 and "unrecognized arguments: --bogus" in unknown.stderr
+    env["ONEAPI_DEVICE_SELECTOR"] = "garbage!!"
+    malformed = subprocess.run(tool, env=env, capture_output=True, text=True, timeout=120)
+    assert malformed.returncode == 1 and "Traceback" not in malformed.stderr
+    assert "ONEAPI_DEVICE_SELECTOR='garbage!!' is malformed" in malformed.stderr

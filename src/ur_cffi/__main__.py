@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -30,8 +31,21 @@ def _why_no_devices() -> list[str]:
     return reasons
 
 
-def main() -> int:
+def main(argv=None) -> int:
     """Print what the UR loader finds; exit 1 if it finds no device."""
+    argparse.ArgumentParser(
+        prog="python -m ur_cffi",
+        description="List the UR adapters, platforms and devices ur_cffi finds (as sycl-ls "
+                    "does); ONEAPI_DEVICE_SELECTOR filters them. Exits 1 if there is none."
+    ).parse_args(argv)
+    try:
+        return _list_devices()
+    except loader.DeviceSelectorError as error:
+        print(f"python -m ur_cffi: {error}", file=sys.stderr)
+        return 1
+
+
+def _list_devices() -> int:
     print(f"ur_cffi: UR API {HEADER_FACTS['version']} (bindings from {HEADER_FACTS['header']})")
     built_for = HEADER_FACTS.get("loader") or {}
     print(f"loader:  {_libraries.opened_loader() or 'found by the dynamic linker'} (built for "
