@@ -211,10 +211,13 @@ def test_overlapping_copies_onto_itself_are_refused(queue):
     assert np.array_equal(array.to_numpy(), np.arange(8, dtype=np.float32))
 
 
-@pytest.mark.parametrize("read", ["to_numpy", "copy_to"])
-def test_reads_on_an_out_of_order_queue_follow_earlier_kernels(context, device, kernels, rng,
-                                                               read):
-    """A long kernel, then at once a read back without wait_for: the read waits for it."""
+@pytest.mark.parametrize("read", ["to_numpy", "copy_to", "copy_from", "setitem", "copy",
+                                  "copy_", "fill_after_read"])
+def test_copies_on_an_out_of_order_queue_follow_earlier_kernels(context, device, kernels, rng,
+                                                                read):
+    """A long kernel, then at once a copy (or fill) without wait_for: it waits for the kernel,
+    whether it reads what the kernel writes or overwrites what the kernel reads.  (All but
+    the reads back to the host used to overtake it.)"""
     from kernels import lcg_reference
 
     _, lcg = crash_probe.load(context, kernels, "lcg")
@@ -224,12 +227,28 @@ def test_reads_on_an_out_of_order_queue_follow_earlier_kernels(context, device, 
         source = ur_cffi.asarray(x, queue=queue)
         out = ur_cffi.empty(n, np.int32, queue=queue)
         out.fill(0)
+        copied = ur_cffi.zeros(n, np.int32, queue=queue)
         lcg.launch(queue, n // BLOCK * LOCAL, LOCAL, source, out, n, steps)
         if read == "to_numpy":
             result = out.to_numpy()
-        else:
+        elif read == "copy_to":
             result = np.full(n, -1, np.int32)
             out.copy_to(result)
+        elif read == "fill_after_read":  # the kernel reads source: the fill must wait
+            source.fill(7)
+            queue.finish()
+            result = out.to_numpy()
+        else:
+            if read == "copy_from":
+                copied.copy_from(out)
+            elif read == "setitem":
+                copied[...] = out
+            elif read == "copy":
+                copied = out.copy()
+            else:
+                copied.copy_(out)
+            queue.finish()
+            result = copied.to_numpy()
         assert np.array_equal(result, lcg_reference(x, steps))
 
 

@@ -88,9 +88,21 @@ def _held(queue: Queue, keep_alive: tuple) -> tuple:
         and type(root._handle) is allocator.Block))
 
 
+def _ordered(queue: Queue, wait_for):
+    """``wait_for``, or on an out-of-order queue given none, a barrier after everything
+    submitted to it so far: a copy or fill there never reads data an earlier kernel has yet to
+    write, nor writes data it has yet to read (``a[...] = b``, ``copy()``, ``clone()`` take no
+    ``wait_for``).  Not in a Graph recording, where ``wait_for`` alone orders commands."""
+    if queue.out_of_order and not (recording and queue in recording) and \
+            wait_list(wait_for)[0] == 0:
+        return (queue.barrier(),)
+    return wait_for
+
+
 def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: bool, wait_for,
                     keep_alive: tuple) -> Event:
     keep_alive = _held(queue, keep_alive)
+    wait_for = _ordered(queue, wait_for)
     if nbytes == 0:
         return _enqueue_nothing(queue, blocking, wait_for)
     return enqueue_command(queue, lib.urEnqueueUSMMemcpy,
@@ -564,6 +576,7 @@ class USMArray(_handle.Resource):
         array, a USMArray or host memory): UR's 2D copies where rows fit, one Event for all."""
         plan = _strided.copy_plan(self.shape, dst_strides, src_strides, self.itemsize)
         keep_alive = _held(queue, keep_alive)
+        wait_for = _ordered(queue, wait_for)
         if not plan:
             return _enqueue_nothing(queue, blocking, wait_for)
         commands = []
@@ -671,10 +684,8 @@ class USMArray(_handle.Resource):
 
         On an out-of-order queue the copy waits for ``wait_for``, or, if none is given, for
         everything submitted to the queue before it (a barrier), so it never reads data that a
-        kernel submitted earlier has yet to write."""
+        kernel submitted earlier has yet to write; so do every copy and fill there."""
         queue = self._queue_for(queue)
-        if queue.out_of_order and wait_list(wait_for)[0] == 0:
-            wait_for = (queue.barrier(),)
         if isinstance(destination, USMArray):
             if destination.context is not self.context:
                 raise ValueError("copy_to: the destination array belongs to another context")
@@ -763,7 +774,7 @@ class USMArray(_handle.Resource):
             queue, lib.urEnqueueUSMFill,
             (_pointer(self.data_ptr() + offset * pattern.nbytes), pattern.nbytes,
              ffi.from_buffer(pattern), count * pattern.nbytes),
-            wait_for, (pattern, *_held(queue, (self,))), blocking)
+            _ordered(queue, wait_for), (pattern, *_held(queue, (self,))), blocking)
 
     # -- interchange (ur_cffi.interop) -----------------------------------------------------
 
