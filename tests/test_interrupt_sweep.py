@@ -89,7 +89,7 @@ def sweep(scenario, check, package: str) -> tuple[int, int]:
 
 
 SCENARIOS = ["copy_in_without_waiting", "read_back", "allocate_and_close", "launch_and_wait",
-             "triton_launch"]
+             "triton_launch", "create_objects"]
 
 
 def run(kernels: Path, names: list[str]) -> dict:
@@ -102,7 +102,7 @@ def run(kernels: Path, names: list[str]) -> dict:
     device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
-    _, axpy = crash_probe.load(context, kernels, "axpy")
+    program, axpy = crash_probe.load(context, kernels, "axpy")
     n = 3 * BLOCK
     x_host = rng.standard_normal(n).astype(np.float32)
     x = ur_cffi.asarray(x_host, queue=queue)
@@ -150,8 +150,14 @@ def run(kernels: Path, names: list[str]) -> dict:
         kept.append(event)
         event.wait()
 
+    def create_objects():  # a Ctrl-C between a create and its owner used to leak the handle
+        with device.create_context() as other, ur_cffi.Queue(other, device) as made:
+            kept.append(made)
+        kept.append(crash_probe.kernel(program, kernels, "axpy"))
+        kept.append(ur_cffi.Buffer(context, 64))
+
     scenarios = {f.__name__: f for f in (copy_in_without_waiting, read_back, allocate_and_close,
-                                         launch_and_wait, triton_launch)}
+                                         launch_and_wait, triton_launch, create_objects)}
     results = {name: sweep(scenarios[name], check, package) for name in names}
     out.fill(np.nan)  # after the sweep, a launch of each kind still computes exactly
     scale[(3,)](x, out, 2.0, n, BLOCK=BLOCK)

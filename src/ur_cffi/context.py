@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import _handle
+from ._interrupts import section
 from ._ur import ffi, lib
 from .errors import check
 
@@ -31,9 +32,10 @@ class Context(_handle.Resource):
                                 f"{device!r}")
         handles = ffi.new("ur_device_handle_t[]", [d.handle for d in devices])
         out = ffi.new("ur_context_handle_t *")
-        check(lib.urContextCreate(len(devices), handles, ffi.NULL, out), "urContextCreate")
         self.devices = tuple(devices)
-        self._own(out[0], parents=self.devices)
+        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+            check(lib.urContextCreate(len(devices), handles, ffi.NULL, out), "urContextCreate")
+            self._own(out[0], parents=self.devices)
 
     def close(self) -> None:
         """Release the context now, and first the caching allocator's memory of it (its UR

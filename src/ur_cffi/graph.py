@@ -61,6 +61,7 @@ import threading
 import numpy as np
 
 from . import _durations, _handle, _release
+from ._interrupts import section
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argument
 from ._ur import ffi, lib
 from .enums import ur_result_t, ur_structure_type_t
@@ -208,11 +209,13 @@ class Graph(_handle.Resource):
                 "stype": _STYPE.UR_STRUCTURE_TYPE_EXP_COMMAND_BUFFER_DESC,
                 "isUpdatable": capabilities != 0, "isInOrder": in_order})
             out = ffi.new("ur_exp_command_buffer_handle_t *")
-            check(lib.urCommandBufferCreateExp(context.handle, device.handle, desc, out),
-                  "urCommandBufferCreateExp")
-            handle = state.buffer = out[0]
-        self._own(handle, parents=(context, device), release_args=(state,),
-                  release=_release_graph)
+        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+            if native:
+                check(lib.urCommandBufferCreateExp(context.handle, device.handle, desc, out),
+                      "urCommandBufferCreateExp")
+                handle = state.buffer = out[0]
+            self._own(handle, parents=(context, device), release_args=(state,),
+                      release=_release_graph)
 
     @property
     def update_capabilities(self) -> int:

@@ -26,6 +26,7 @@ import weakref
 import numpy as np
 
 from . import _checks, _strided
+from ._interrupts import section
 from ._ur import ffi, lib
 from .enums import ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
@@ -454,12 +455,13 @@ def context_from_dpctl(sycl_queue):
     properties = ffi.new("ur_context_native_properties_t *", {
         "stype": _structure("UR_STRUCTURE_TYPE_CONTEXT_NATIVE_PROPERTIES"),
         "isNativeHandleOwned": False})
-    check(lib.urContextCreateWithNativeHandle(native, device.platform.adapter.handle, 1,
-                                              handles, properties, out),
-          "urContextCreateWithNativeHandle")
     context = Context.__new__(Context)
     context.devices = (device,)
-    context._own(out[0], parents=(device,))
+    with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+        check(lib.urContextCreateWithNativeHandle(native, device.platform.adapter.handle, 1,
+                                                  handles, properties, out),
+              "urContextCreateWithNativeHandle")
+        context._own(out[0], parents=(device,))
     _from_dpctl[native] = context
     _dpctl_queues[id(context)] = (weakref.ref(context), sycl_queue)
     return context

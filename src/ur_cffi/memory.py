@@ -866,10 +866,11 @@ class Buffer(_handle.Resource):
         if not isinstance(flags, (int, ur_mem_flag_t)) or isinstance(flags, bool):
             raise TypeError(f"flags must be ur_mem_flag_t, not {type(flags).__name__} {flags!r}")
         out = ffi.new("ur_mem_handle_t *")
-        check(lib.urMemBufferCreate(context.handle, flags, nbytes, ffi.NULL, out),
-              "urMemBufferCreate", f"{nbytes} bytes")
         self.context, self.nbytes = context, int(nbytes)
-        self._own(out[0], parents=(context,), release=_release_buffer)
+        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+            check(lib.urMemBufferCreate(context.handle, flags, nbytes, ffi.NULL, out),
+                  "urMemBufferCreate", f"{nbytes} bytes")
+            self._own(out[0], parents=(context,), release=_release_buffer)
 
     def native_handle(self, device=None) -> int:
         """The backend's own handle for this buffer (a ``cl_mem`` on OpenCL), as an integer."""

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _checks, _durations, _handle, _interrupts, _release, signatures, spirv
 from ._handle import _events, _serials
-from ._interrupts import hold_back_in
+from ._interrupts import hold_back_in, section
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
 from ._ur import ffi, lib
 from .enums import ur_kernel_info_t, ur_program_build_info_t, ur_program_info_t, ur_result_t
@@ -53,9 +53,10 @@ class Program(_handle.Resource):
         if il[:4] in (spirv.MAGIC.to_bytes(4, "little"), spirv.MAGIC.to_bytes(4, "big")):
             spirv.validate(il)  # the CPU runtime crashes on truncated modules
         out = ffi.new("ur_program_handle_t *")
-        check(lib.urProgramCreateWithIL(context.handle, il, len(il), ffi.NULL, out),
-              "urProgramCreateWithIL")
-        program = cls(context, out[0])
+        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+            check(lib.urProgramCreateWithIL(context.handle, il, len(il), ffi.NULL, out),
+                  "urProgramCreateWithIL")
+            program = cls(context, out[0])
         program.build(options)
         return program
 
@@ -69,8 +70,9 @@ class Program(_handle.Resource):
             raise ValueError(f"device {device!r} is not a device of {context!r}")
         binary = _bytes("binary", binary)
         entries = signatures.binary_entries(device, binary)
-        program = cls(context, _release.program_from_binary(context.handle, device.handle,
-                                                            binary))
+        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+            program = cls(context, _release.program_from_binary(context.handle, device.handle,
+                                                                binary))
         program.binary_entries = entries
         program.build(options)
         return program
@@ -265,9 +267,10 @@ class Kernel(_handle.Resource):
         declared = signature + (None,) * len(hidden_args) \
             if signature is not None and hidden_args else signature
         out = ffi.new("ur_kernel_handle_t *")
-        check(lib.urKernelCreate(program.handle, encoded, out), "urKernelCreate",
-              f"kernel name {name!r}")
-        self._own(out[0], parents=(program,))
+        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+            check(lib.urKernelCreate(program.handle, encoded, out), "urKernelCreate",
+                  f"kernel name {name!r}")
+            self._own(out[0], parents=(program,))
         self.program, self.name = program, name
         reported = query("urKernelGetInfo", out[0], ur_kernel_info_t.UR_KERNEL_INFO_NUM_ARGS)
         # Where the count comes from (adapter, binary or signature) is decided in signatures.py.

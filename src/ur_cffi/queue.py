@@ -359,7 +359,6 @@ class Queue(_handle.Resource):
                              {"stype": ur_structure_type_t.UR_STRUCTURE_TYPE_QUEUE_PROPERTIES,
                               "flags": flags})
         out = ffi.new("ur_queue_handle_t *")
-        check(lib.urQueueCreate(context.handle, device.handle, properties, out), "urQueueCreate")
         self.context, self.device, self.flags = context, device, flags
         # A marker enqueued after a command completes with it, and no timestamps are asked
         # for: a launch may leave its event to one made later (ur_cffi.triton's last_event).
@@ -372,9 +371,12 @@ class Queue(_handle.Resource):
         _interrupts.install()  # launches hold Ctrl-C back without a section
         self.ref = ref = QueueRef(self)
         ref.finished = False
-        self._own(out[0], parents=(context, device),
-                  release_args=(out[0], device.queue_handles_lock, ref),
-                  release=_finish_then_release)
+        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+            check(lib.urQueueCreate(context.handle, device.handle, properties, out),
+                  "urQueueCreate")
+            self._own(out[0], parents=(context, device),
+                      release_args=(out[0], device.queue_handles_lock, ref),
+                      release=_finish_then_release)
         with device.queues_lock:
             device._queues.add(self)
 
