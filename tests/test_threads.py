@@ -11,7 +11,9 @@ Thread safety as tested here (the README's text is in the reliability report):
 - ``device.synchronize()`` may run while other threads create and close queues (it holds its
   own references to the queues it finishes):
   ``test_threads_creating_and_closing_queues_while_the_device_synchronizes``, in a child process.
-- Never safe: closing an object (or dropping its last reference) while another thread uses it.
+- A queue closed while another thread enqueues on it: the enqueue raises ``ClosedError``
+  (``test_closing_a_queue_while_another_thread_enqueues_raises_closed_error``).  Otherwise
+  never safe: closing an object (or dropping its last reference) while another thread uses it.
 - The race reproductions run in child processes (they crash the process as often as not) and
   repeat until the race shows, for up to 15 s.
 - Whether a wait lets other threads run is decided by the order of events (``overlaps``), not by
@@ -383,6 +385,59 @@ def test_threads_may_share_one_kernel(tmp_path, kernels):
                                  timeout=CHILD_SECONDS)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "exact" in done.stdout
+
+
+CLOSE_WHILE_ENQUEUEING = textwrap.dedent("""
+    import sys, threading, time
+    from crash_probe import rounds
+    import numpy as np
+    import ur_cffi, crash_probe
+    import device_under_test
+
+    device = device_under_test.get()
+    context = device.create_context()
+    program, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")
+    n = 16 * crash_probe.BLOCK
+    x = np.arange(n, dtype=np.int32)
+    closed_seen = 0
+    for round in rounds(seconds=5):
+        queue = ur_cffi.Queue(context, device)
+        a, b = ur_cffi.asarray(x, queue=queue), ur_cffi.empty(n, np.int32, queue=queue)
+        errors = []
+
+        def enqueue():
+            try:
+                for i in range(200):
+                    lcg.launch(queue, 16 * crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, a, b,
+                               np.int32(n), np.int32(10), event=i % 2 == 0)
+            except ur_cffi.ClosedError:
+                errors.append("closed")
+            except Exception as error:
+                errors.append(repr(error))
+
+        worker = threading.Thread(target=enqueue)
+        worker.start()
+        time.sleep(0.002)
+        queue.close()
+        worker.join()
+        if errors and errors != ["closed"]:
+            sys.exit(f"round {round}: {errors}")
+        closed_seen += errors == ["closed"]
+    print(f"closed cleanly; ClosedError in {closed_seen} rounds")
+""")
+
+
+def test_closing_a_queue_while_another_thread_enqueues_raises_closed_error(tmp_path, kernels):
+    """Not a supported use (closing an object another thread uses), but no crash: the queue's
+    release waits for an enqueue that read its handle, and later ones raise ClosedError.  (A
+    launch used to call UR with the released queue: a segmentation fault in 3 of 3 runs.)"""
+    script = tmp_path / "close_while_enqueueing.py"
+    script.write_text(CLOSE_WHILE_ENQUEUEING)
+    done = crash_probe.run_child([kernels], script=script, check=False,
+                                 timeout=CHILD_SECONDS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "closed cleanly" in done.stdout
+    assert "ClosedError in 0 rounds" not in done.stdout  # the race was there to lose
 
 
 def test_the_first_use_from_8_threads_at_once_initialises_once():

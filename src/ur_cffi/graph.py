@@ -374,7 +374,7 @@ class Graph(_handle.Resource):
                     function, detail = "urEnqueueCommandBufferExp", "replaying a graph"
                 else:
                     result, function, detail = self._enqueue_each(
-                        queue._handle, queue.out_of_order, count, events, out)
+                        queue, queue.out_of_order, count, events, out)
             except TypeError:  # no handle: the queue is closed
                 queue.handle  # noqa: B018 - raises ClosedError
                 raise
@@ -392,13 +392,14 @@ class Graph(_handle.Resource):
             return None
         return Event(out[0], queue)
 
-    def _enqueue_each(self, queue, out_of_order: bool, count, events, out) -> tuple:
-        """Enqueue the commands one by one (a graph that is no command buffer);
+    def _enqueue_each(self, queue: Queue, out_of_order: bool, count, events, out) -> tuple:
+        """Enqueue the commands one by one (a graph that is no command buffer) on ``queue``;
         ``(ur_result_t, function, what failed)``."""
         commands = self._commands
         last = len(commands) - 1
         replaying = "replaying a graph"
         with enqueue_lock:
+            queue = queue._handle  # under the lock, as Queue.close sets it None (TypeError)
             if last < 0:
                 return (lib.urEnqueueEventsWait(queue, count, events, out),
                         "urEnqueueEventsWait", replaying)

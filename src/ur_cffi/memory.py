@@ -601,7 +601,7 @@ class USMArray(_handle.Resource):
         count, events = wait_list(wait_for, queue.context)
         with section:
             for function, args in commands:
-                enqueue(function, queue.handle, *args, count, events, ffi.NULL)
+                enqueue(function, queue, *args, count, events, ffi.NULL)
         return enqueue_command(queue, lib.urEnqueueEventsWaitWithBarrier, (), (), keep_alive,
                                blocking)
 

@@ -45,10 +45,11 @@ recording: dict = {}
 and the commands of :func:`enqueue_command` submitted to them go into the graph instead."""
 
 
-def enqueue(function, *args) -> None:
-    """Call the UR enqueue ``function`` under :data:`enqueue_lock`; raise on failure."""
+def enqueue(function, queue: Queue, *args) -> None:
+    """Call the UR enqueue ``function(queue's handle, *args)`` under :data:`enqueue_lock`;
+    raise on failure (``ClosedError`` if the queue is closed)."""
     with enqueue_lock:
-        result = function(*args)
+        result = function(queue.handle, *args)
     if result:
         check(result, function.__name__)
 
@@ -66,9 +67,8 @@ def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: t
     out = ffi.new("ur_event_handle_t *")
     with section:  # Ctrl-C waits until the Event owns the command's event and memory
         try:
-            handle = queue.handle
-            with enqueue_lock:
-                result = function(handle, *args, count, events, out)
+            with enqueue_lock:  # Queue.close takes it too: the handle stays valid meanwhile
+                result = function(queue.handle, *args, count, events, out)
                 if takes_time and not result:
                     queue._note_work(None, 1)
             if result:
@@ -395,7 +395,15 @@ class Queue(_handle.Resource):
                 self.finish()
             except (URError, _handle.ClosedError):
                 pass  # closed by another thread meanwhile, or the release's finish reports it
-            super().close()
+            with section:
+                # Under the enqueue lock: an enqueue that read the handle has made its call
+                # by now, and a later one finds the queue closed (it would have used a
+                # released queue, a crash).
+                with raw_enqueue_lock:
+                    handle, self._handle = self._handle, None
+                result = _handle._release_entry(self._serial) if handle is not None else 0
+            if result:
+                check(result, self._release_function)
         finally:
             with self.device.queues_lock:
                 self._closers -= 1
