@@ -377,6 +377,7 @@ TEARDOWN = textwrap.dedent("""
     ur_cffi.loader.teardown()
     for obj in (device, context, queue, array):
         assert obj.closed, obj
+        assert "closed" in repr(obj)  # a repr never raises (it read the device's name)
         try:
             obj.handle
         except ur_cffi.ClosedError:

@@ -147,6 +147,21 @@ def test_profiling_needs_a_profiling_queue(queue):
         event.start_ns
     assert isinstance(raised.value, NotImplementedError)
     assert raised.value.function == "urEventGetProfilingInfo"
+    from ur_cffi.enums import ur_event_info_t
+
+    for prop in (12345, None, "UR_PROFILING_INFO_COMMAND_START",
+                 ur_event_info_t.UR_EVENT_INFO_COMMAND_QUEUE):  # the last gave a NULL handle
+        with pytest.raises(TypeError, match="profiling takes a ur_profiling_info_t"):
+            event.profiling(prop)
+
+
+def test_an_event_takes_only_an_event_handle(queue):
+    """A NULL or other handle used to be taken, and crashed the process at its first use."""
+    from ur_cffi import ffi
+
+    for handle in (ffi.NULL, ffi.cast("ur_event_handle_t", 0), queue.handle, 0, None):
+        with pytest.raises(TypeError, match="Event takes a non-null ur_event_handle_t"):
+            ur_cffi.Event(handle, queue)
 
 
 @pytest.mark.parametrize("n", [1, 777, 100_003])

@@ -194,6 +194,8 @@ class Device(_handle.Resource):
         return self._device_wait
 
     def __repr__(self) -> str:
+        if self.closed:  # released by loader.teardown(): nothing can be asked of it
+            return "<Device closed>"
         return f"<Device {self.name!r} {self.type.name} {self.backend.name}>"
 
 

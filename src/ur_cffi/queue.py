@@ -25,6 +25,7 @@ from .info import query
 _EXECUTION_STATUS = int(ur_event_info_t.UR_EVENT_INFO_COMMAND_EXECUTION_STATUS)
 _COMPLETE = int(ur_event_status_t.UR_EVENT_STATUS_COMPLETE)
 _STATUS_SIZE = ffi.sizeof("ur_event_status_t")
+_EVENT_HANDLE = ffi.typeof("ur_event_handle_t")
 _event_release = lib.urEventRelease
 _flush = lib.urQueueFlush
 _finish = lib.urQueueFinish
@@ -155,6 +156,9 @@ class Event(_handle.Resource):
     _release_function = "urEventRelease"
 
     def __init__(self, handle, queue: Queue, keep_alive: tuple = ()):
+        if not isinstance(handle, ffi.CData) or ffi.typeof(handle) is not _EVENT_HANDLE or \
+                handle == ffi.NULL:
+            raise TypeError(f"Event takes a non-null ur_event_handle_t, not {handle!r}")
         if _orphans:
             release_orphans()
         # (program._launch makes a launch's Event without this call: keep the two alike.)
@@ -241,6 +245,9 @@ class Event(_handle.Resource):
     def profiling(self, prop: ur_profiling_info_t) -> int:
         """A profiling timestamp in ns; raises ``ProfilingInfoNotAvailableError`` unless the
         queue was created with ``profiling=True``."""
+        if not isinstance(prop, ur_profiling_info_t):
+            raise TypeError(f"profiling takes a ur_profiling_info_t, not "
+                            f"{type(prop).__name__} {prop!r}")
         return query("urEventGetProfilingInfo", self.handle, prop)
 
     @property
