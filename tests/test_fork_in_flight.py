@@ -19,7 +19,7 @@ FORK_IN_FLIGHT = textwrap.dedent("""
     import device_under_test
     from kernels import lcg_reference
 
-    how, waiter = sys.argv[2], sys.argv[3]
+    how, waiter, forker = sys.argv[2], sys.argv[3], sys.argv[4]
     device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
@@ -33,19 +33,21 @@ FORK_IN_FLIGHT = textwrap.dedent("""
     if waiter == "thread":
         finishing = threading.Thread(target=queue.finish)
         finishing.start()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            queue.finish()
-            print("child: finish did not raise", file=sys.stderr)
-        except ur_cffi.ClosedError:
-            pass
-        if how == "exit":
-            sys.exit(7)
-        if how == "raise":
-            raise RuntimeError("the child's uncaught error")
-        sys.stdout.write("child ran to its end\\n")  # then: status 0
-    else:
+
+    def fork_and_wait():
+        pid = os.fork()
+        if pid == 0:
+            try:
+                queue.finish()
+                print("child: finish did not raise", file=sys.stderr)
+            except ur_cffi.ClosedError:
+                pass
+            if how == "exit":
+                sys.exit(7)
+            if how == "raise":
+                raise RuntimeError("the child's uncaught error")
+            sys.stdout.write("child ran to its end\\n")  # then: status 0
+            return
         started = time.monotonic()
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
@@ -59,15 +61,35 @@ FORK_IN_FLIGHT = textwrap.dedent("""
         print(json.dumps({"exited": bool(done), "status": os.waitstatus_to_exitcode(status)
                           if done else None,
                           "exact": bool(np.array_equal(out.to_numpy(), lcg_reference(x, steps)))}))
+
+    if forker == "main":
+        fork_and_wait()
+    else:  # the child's only thread is this one: it ends without Python's exit steps
+        forking = threading.Thread(target=fork_and_wait)
+        forking.start()
+        forking.join()
 """)
 
 
 @pytest.mark.parametrize("waiter", ["none", "thread"])
 @pytest.mark.parametrize("how, status", [("exit", 7), ("raise", 1), ("end", 0)])
 def test_a_child_forked_with_work_in_flight_exits_with_its_status(kernels, how, status, waiter):
-    done = crash_probe.run_child([kernels, how, waiter], code=FORK_IN_FLIGHT, timeout=120)
+    done = crash_probe.run_child([kernels, how, waiter, "main"], code=FORK_IN_FLIGHT,
+                                 timeout=120)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"exited": True, "status": status, "exact": True}, done.stderr[-2000:]
     assert "finish did not raise" not in done.stderr
     if how == "raise":
         assert "the child's uncaught error" in done.stderr
+
+
+@pytest.mark.parametrize("how", ["exit", "raise", "end"])
+def test_a_child_forked_from_another_thread_exits(kernels, how):
+    """A child forked from a thread other than the main one ends when that thread ends, with
+    status 0 as Python gives it there (``sys.exit`` and exceptions end only the thread), and
+    without Python's exit steps: it used to hang in the runtime's exit handler."""
+    done = crash_probe.run_child([kernels, how, "none", "thread"], code=FORK_IN_FLIGHT,
+                                 timeout=120)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"exited": True, "status": 0, "exact": True}, done.stderr[-2000:]
+    assert "finish did not raise" not in done.stderr

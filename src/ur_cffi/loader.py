@@ -24,6 +24,7 @@ malformed selector reliably: by release, UR ignores it, drops every adapter, ans
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import re
 import sys
@@ -196,6 +197,20 @@ def _exit_past_the_runtime() -> None:
 
     sys.exit = child_exit
     atexit.register(_leave_child)
+    _exit_before_the_runtime_in_c()
+
+
+def _exit_before_the_runtime_in_c() -> None:
+    """Where Python's exit steps never run (a child forked from a thread other than the main
+    one ends when that thread does, through the C library's ``exit``), have ``exit`` call
+    ``_exit`` with its status before the runtime's handlers: glibc's ``on_exit`` runs the
+    handlers registered last first, and ``_exit`` ignores the second argument it is given."""
+    try:
+        libc = ctypes.CDLL(None)
+        on_exit, quick_exit = libc.on_exit, libc._exit
+    except (OSError, AttributeError):  # not glibc: the child may hang at exit, as before
+        return
+    on_exit(ctypes.cast(quick_exit, ctypes.c_void_p), None)
 
 
 def _leave_child() -> None:
