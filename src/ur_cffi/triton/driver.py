@@ -31,7 +31,7 @@ from .. import _release
 from .._handle import Resource
 from .._interrupts import section
 from .._ur import ffi, lib
-from ..device import default_device
+from ..device import Device, default_device, devices
 from ..errors import URError, check
 from ..info import query
 from ..program import Kernel
@@ -110,17 +110,22 @@ class Utils:
         self._properties: dict = {}
 
     def get_device_properties(self, device_key) -> dict:
-        """What Triton reads of the device (``max_shared_mem`` before loading a kernel)."""
-        props = self._properties.get(device_key)
+        """What Triton reads of the device (``max_shared_mem`` before loading a kernel).
+        ``device_key``: ``driver.active.get_current_device()``, a ur_cffi Device, or an index
+        into ``ur_cffi.devices()`` (what Triton's own drivers and tutorials pass)."""
+        props = self._properties.get(device_key) if type(device_key) is tuple else None
         if props is None:
-            device = device_key[1]
-            props = self._properties[device_key] = {
-                "max_shared_mem": int(device.local_mem_size),
-                "multiprocessor_count": int(device.max_compute_units),
-                "max_work_group_size": int(device.max_work_group_size),
-                "sub_group_sizes": sorted(device.sub_group_sizes),
-                "name": device.name,
-            }
+            device = _device_of(device_key)
+            key = device_key if type(device_key) is tuple else (None, device)  # see _forget
+            props = self._properties.get(key)
+            if props is None:
+                props = self._properties[key] = {
+                    "max_shared_mem": int(device.local_mem_size),
+                    "multiprocessor_count": int(device.max_compute_units),
+                    "max_work_group_size": int(device.max_work_group_size),
+                    "sub_group_sizes": sorted(device.sub_group_sizes),
+                    "name": device.name,
+                }
         return props
 
     def load_binary(self, name: str, binary: bytes, shared: int, *rest):
@@ -142,6 +147,24 @@ class Utils:
     def wait(self) -> None:
         """Finish the current queue."""
         self._driver.scope().queue.finish()
+
+
+def _device_of(device_key) -> Device:
+    """The Device a ``get_device_properties`` argument names."""
+    if isinstance(device_key, Device):
+        return device_key
+    if isinstance(device_key, tuple) and len(device_key) == 2 and \
+            isinstance(device_key[1], Device):
+        return device_key[1]
+    if isinstance(device_key, int) and not isinstance(device_key, bool):
+        found = devices()
+        if not 0 <= device_key < len(found):
+            raise ValueError(f"get_device_properties: device index {device_key} is not one of "
+                             f"the {len(found)} of ur_cffi.devices()")
+        return found[device_key]
+    raise TypeError(f"get_device_properties takes driver.active.get_current_device(), a "
+                    f"ur_cffi Device or an index into ur_cffi.devices(), not "
+                    f"{type(device_key).__name__} {device_key!r}")
 
 
 def _kernel_info(kernel: Kernel, name: str) -> int:
@@ -394,7 +417,11 @@ class URDriver(DriverBase):
 
     def get_active_torch_device(self):
         """There is no torch device: ur_cffi.triton runs without PyTorch."""
-        raise RuntimeError("ur_cffi.triton runs without PyTorch: there is no torch device")
+        raise RuntimeError(
+            "ur_cffi.triton runs without PyTorch: there is no torch device. The queue Triton "
+            "launches on is driver.active.get_current_stream() (its device: .device); make "
+            "arrays with ur_cffi.empty(..., queue=queue) or ur_cffi.asarray(numpy_array, "
+            "queue=queue)")
 
     def get_benchmarker(self):
         """``do_bench`` on UR profiling events (``bench.py``)."""
