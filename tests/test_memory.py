@@ -90,6 +90,9 @@ def test_asarray_of_python_values_and_empty_shapes(queue):
     assert np.array_equal(ur_cffi.asarray([1.5, 2.5], queue=queue).to_numpy(), [1.5, 2.5])
     scalar = ur_cffi.asarray(np.float32(3.25), queue=queue)
     assert scalar.shape == () and scalar.to_numpy() == np.float32(3.25)
+    assert scalar.tolist() == 3.25 and type(scalar.tolist()) is float
+    matrix = ur_cffi.asarray(np.arange(6, dtype=np.int16).reshape(2, 3), queue=queue)
+    assert matrix.T.tolist() == [[0, 3], [1, 4], [2, 5]]  # a view: only its elements
     for shape in [(0,), (0, 4)]:
         empty = ur_cffi.asarray(np.zeros(shape, np.float32), queue=queue)
         assert empty.shape == shape and empty.size == 0 and empty.nbytes == 0

@@ -739,6 +739,11 @@ class USMArray(_handle.Resource):
                                self.data_ptr() + offset * self.itemsize,
                                destination.nbytes, blocking, wait_for, (self, destination))
 
+    def tolist(self):
+        """The elements as nested Python lists (numpy's and PyTorch's ``tolist``): a blocking
+        read, as :meth:`to_numpy`."""
+        return self.to_numpy().tolist()
+
     def to_numpy(self, *, queue: Queue | None = None, wait_for=()) -> np.ndarray:
         """A new numpy array holding this array's (or view's) elements, and reading only
         them: a blocking copy, ordered as :meth:`copy_to` orders it."""
