@@ -723,6 +723,17 @@ def test_do_bench_on_a_queue_without_profiling(context, device, rng):
         np.testing.assert_allclose(y.to_numpy(), 2.0 * x.to_numpy().astype(np.float64))
 
 
+def launch_tuned_add(tuned_add, tq, rng):
+    """An autotuned add over a random size (the first call tunes), checked exactly."""
+    n = int(rng.integers(5000, 20000))
+    xh, yh = random32(rng, n), random32(rng, n)
+    x, y = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq)
+    out = poisoned(n, tq)
+    tuned_add[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+    tq.finish()
+    np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
+
+
 def test_autotune_picks_a_config(tq, rng):
     configs = [triton.Config({"BLOCK": 128}, num_warps=1),
                triton.Config({"BLOCK": 1024}, num_warps=4)]
@@ -736,16 +747,10 @@ def test_autotune_picks_a_config(tq, rng):
         x = tl.load(x_ptr + offsets, mask=mask)
         tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
 
-    n = int(rng.integers(5000, 20000))
-    xh, yh = random32(rng, n), random32(rng, n)
-    x, y = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq)
-    out = poisoned(n, tq)
-    tuned_add[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
-    tq.finish()
+    launch_tuned_add(tuned_add, tq, rng)
     assert tuned_add.best_config in configs
     assert len(tuned_add.configs_timings) == 2
     assert all(t[0] > 0 for t in tuned_add.configs_timings.values())
-    np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
 
 
 @pytest.mark.cpu_device("threads_per_warp=7 and the work-group limit are the CPU device's")
@@ -755,22 +760,9 @@ def test_autotune_skips_configs_the_device_cannot_run(tq, rng):
                triton.Config({"BLOCK": 256}, num_warps=2, num_ctas=2),
                triton.Config({"BLOCK": 256, "threads_per_warp": 7}, num_warps=2), good]
 
-    @triton.autotune(configs=configs, key=["n"])
-    @triton.jit
-    def tuned_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        x = tl.load(x_ptr + offsets, mask=mask)
-        tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
-
-    n = int(rng.integers(5000, 20000))
-    xh, yh = random32(rng, n), random32(rng, n)
-    x, y = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq)
-    out = poisoned(n, tq)
-    tuned_add[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
-    tq.finish()
+    tuned_add = triton.autotune(configs=configs, key=["n"])(add)
+    launch_tuned_add(tuned_add, tq, rng)
     assert tuned_add.best_config is good
-    np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
 
 
 def test_autotune_resets_and_restores_arguments_as_asked(tq, rng):
