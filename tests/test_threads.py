@@ -427,13 +427,11 @@ CLOSE_WHILE_ENQUEUEING = textwrap.dedent("""
 """)
 
 
-def test_closing_a_queue_while_another_thread_enqueues_raises_closed_error(tmp_path, kernels):
+def test_closing_a_queue_while_another_thread_enqueues_raises_closed_error(kernels):
     """Not a supported use (closing an object another thread uses), but no crash: the queue's
     release waits for an enqueue that read its handle, and later ones raise ClosedError.  (A
     launch used to call UR with the released queue: a segmentation fault in 3 of 3 runs.)"""
-    script = tmp_path / "close_while_enqueueing.py"
-    script.write_text(CLOSE_WHILE_ENQUEUEING)
-    done = crash_probe.run_child([kernels], script=script, check=False,
+    done = crash_probe.run_child([kernels], code=CLOSE_WHILE_ENQUEUEING, check=False,
                                  timeout=CHILD_SECONDS)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "closed cleanly" in done.stdout
