@@ -163,6 +163,7 @@ def test_bfloat16_rounds_float64_once(rng):
 
 
 def test_i1_values_are_truth_values():
+    assert abi.CONVERSIONS["i1"] is abi.CONVERSIONS["u1"] is abi.boolean_value  # 3.3, 3.6
     assert [abi.boolean_value(v) for v in (True, False, 1, 0, np.True_, np.int8(1))] == \
         [1, 0, 1, 0, 1, 1]
     for value in (2, -1, 255, np.int64(2)):  # the kernel reads one bit: 2 would be False

@@ -85,6 +85,10 @@ def test_launcher_agrees_with_the_cubin(driver, name, signature, constants, opti
 def test_clusters_are_refused(driver):
     with pytest.raises(NotImplementedError, match="num_ctas=2"):  # before compiling
         compile_for_sm90(kernels.scale, SCALE, {"BLOCK": 1024}, num_ctas=2)
+    # Before Triton's own refusal too (a plain ValueError for GPUs older than sm_90 in 3.6):
+    # ours is an OutOfResources, which @triton.autotune skips.
+    with pytest.raises(triton.runtime.errors.OutOfResources, match="num_ctas=2"):
+        cuda.compile(kernels.scale, SCALE, {"BLOCK": 1024}, arch=80, num_ctas=2)
     compiled = compile_for_sm90(kernels.scale, SCALE, {"BLOCK": 1024})
     with pytest.raises(NotImplementedError, match="num_ctas=2"):  # compiled elsewhere
         launcher.Launcher(compiled.src, compiled.metadata._replace(num_ctas=2), driver)

@@ -228,5 +228,6 @@ def boolean_value(value) -> int:
     raise TypeError(f"{type(value).__name__} {value!r} is not a truth value")
 
 
-CONVERSIONS = {"bf16": bfloat16_bits, "i1": boolean_value}
-"""Scalar types whose values are converted (and checked) before ``struct`` packs them."""
+CONVERSIONS = {"bf16": bfloat16_bits, "i1": boolean_value, "u1": boolean_value}
+"""Scalar types whose values are converted (and checked) before ``struct`` packs them
+(Triton 3.6 types a bool, and a ``tl.int1`` parameter, as ``u1``; 3.3 as ``i1``)."""

@@ -121,8 +121,10 @@ def install_option_check(patches) -> None:
 
 def _checked(parse_options):
     def checked_parse_options(self, options):
+        # Before Triton's own: for GPUs older than sm_90 it refuses num_ctas > 1 with a plain
+        # ValueError, which would end an autotune instead of skipping the config.
+        check_num_ctas(options.get("num_ctas", 1))
         parsed = parse_options(self, options)
-        check_num_ctas(getattr(parsed, "num_ctas", 1))
         arch = self.target.arch
         if isinstance(arch, dict):  # Intel: the device's properties (target.py)
             check_work_group(arch.get("name"), arch.get("sub_group_sizes"),
