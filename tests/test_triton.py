@@ -518,6 +518,9 @@ def test_target_comes_from_the_device(tq, device):
     # Triton's tutorials pass a device index (DEVICE.index); a Device works too.
     assert utils.get_device_properties(ur_cffi.devices().index(device)) == props
     assert utils.get_device_properties(device) == props
+    assert props["warpSize"] == ur_triton.active_driver().get_current_target().warp_size
+    interface = ur_triton.active_driver().get_device_interface()
+    assert interface.current_device() == ur_triton.active_driver().get_current_device()
     with pytest.raises(ValueError, match="device index 99 is not one of"):
         utils.get_device_properties(99)
     with pytest.raises(TypeError, match="get_device_properties takes"):

@@ -117,6 +117,14 @@ class DeviceInterface:
         """Finish the current queue."""
         _current_queue().finish()
 
+    @staticmethod
+    def current_device():
+        """The current ``(context, device)``, as ``driver.active.get_current_device()``
+        (Triton 3.6's ``get_dram_gbps`` asks)."""
+        from . import _state
+
+        return _state["driver"].get_current_device()
+
 
 def empty_cache(queue):
     """A device buffer twice the device's global-memory cache (``do_bench`` clears it)."""

@@ -119,13 +119,7 @@ class Utils:
             key = device_key if type(device_key) is tuple else (None, device)  # see _forget
             props = self._properties.get(key)
             if props is None:
-                props = self._properties[key] = {
-                    "max_shared_mem": int(device.local_mem_size),
-                    "multiprocessor_count": int(device.max_compute_units),
-                    "max_work_group_size": int(device.max_work_group_size),
-                    "sub_group_sizes": sorted(device.sub_group_sizes),
-                    "name": device.name,
-                }
+                props = self._properties[key] = _device_properties(device)
         return props
 
     def load_binary(self, name: str, binary: bytes, shared: int, *rest):
@@ -147,6 +141,31 @@ class Utils:
     def wait(self) -> None:
         """Finish the current queue."""
         self._driver.scope().queue.finish()
+
+
+def _device_properties(device: Device) -> dict:
+    """The properties Triton's drivers report, as far as UR says them: the clock rates in kHz
+    and the bus width in bits (``triton.testing.get_dram_gbps``) only where the adapter
+    reports them (CUDA's does, the OpenCL CPU one does not)."""
+    props = {
+        "max_shared_mem": int(device.local_mem_size),
+        "multiprocessor_count": int(device.max_compute_units),
+        "max_work_group_size": int(device.max_work_group_size),
+        "sub_group_sizes": sorted(device.sub_group_sizes),
+        "warpSize": backend.gpu_target(device).warp_size,
+        "name": device.name,
+    }
+    for key, name, scale in (("sm_clock_rate", "UR_DEVICE_INFO_MAX_CLOCK_FREQUENCY", 1000),
+                             ("mem_clock_rate", "UR_DEVICE_INFO_MEMORY_CLOCK_RATE", 1000),
+                             ("mem_bus_width", "UR_DEVICE_INFO_MEMORY_BUS_WIDTH", 1)):
+        prop = _release.enumerator("ur_device_info_t", name)
+        try:
+            value = int(device.info(prop)) * scale if prop is not None else 0
+        except URError:
+            value = 0
+        if value:
+            props[key] = value
+    return props
 
 
 def _device_of(device_key) -> Device:
