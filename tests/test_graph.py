@@ -825,3 +825,35 @@ def test_memory_under_a_wrapper_is_checked_as_the_array_would_be(native, tq, rng
         graph.replay(tq)
     assert np.array_equal(victim.to_numpy(), np.full(n, 7.0, np.float32))
     graph.close()
+
+
+GRAPH_COLLECTED_UNDER_THE_ENQUEUE_LOCK = """
+import gc, threading
+import ur_cffi
+import device_under_test
+from ur_cffi.queue import enqueue_lock
+
+context = device_under_test.get().create_context()
+
+def work():
+    graph = ur_cffi.Graph(context, native=False)
+    with graph.recording():  # the graph makes a queue of its own
+        pass
+    cycle = [graph]
+    cycle.append(cycle)
+    del graph, cycle
+    with enqueue_lock:  # as a collection that starts inside any enqueue
+        gc.collect()
+
+worker = threading.Thread(target=work, daemon=True)
+worker.start()
+worker.join(30)
+print("deadlock" if worker.is_alive() else "collected")
+"""
+
+
+def test_a_graph_collected_inside_an_enqueue_releases_its_queue():
+    """The graph's release closed its own queue with Queue.close, which takes the enqueue
+    lock: a collection inside an enqueue (holding it) then waited for itself forever."""
+    done = crash_probe.run_child(code=GRAPH_COLLECTED_UNDER_THE_ENQUEUE_LOCK, timeout=60)
+    assert done.stdout.split() == ["collected"], done.stderr[-2000:]

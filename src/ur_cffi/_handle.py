@@ -147,12 +147,20 @@ class Resource:
         """True once :meth:`close` ran or the handle was released (``loader.teardown()``)."""
         return self._handle is None
 
+    _close_lock = None
+    """A lock :meth:`close` drops the handle under (a queue's: the enqueue lock, so that an
+    enqueue that read the handle has made its call before the release)."""
+
     def close(self) -> None:
         """Release the UR handle now; closing twice is harmless."""
         if self._handle is None:
             return
         with section:
-            self._handle = None
+            if self._close_lock is None:
+                self._handle = None
+            else:
+                with self._close_lock:
+                    self._handle = None
             result = _release_entry(self._serial)
         if result:
             check(result, self._release_function)

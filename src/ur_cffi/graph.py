@@ -678,12 +678,9 @@ def _release_graph(state: _State) -> int:
         results.append(lib.urKernelRelease(kernel))
     state.kernels.clear()
     state.commands.clear()
-    queue, state.queue = state.queue, None
-    if queue is not None:
-        try:
-            queue.close()
-        except URError as error:
-            results.append(error.result)
+    # The graph's own queue, on which nothing runs: dropped, its collection releases it.  Not
+    # Queue.close, which takes the enqueue lock: a collection in a launch runs this holding it.
+    state.queue = None
     return next((result for result in results if result), 0)
 
 

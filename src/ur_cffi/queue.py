@@ -341,6 +341,9 @@ class Queue(_handle.Resource):
     __slots__ = ("context", "device", "flags", "_last_event", "_window", "_window_start",
                  "_pools", "_closers", "_in_order_untimed", "ref")
     _release_function = "urQueueRelease"
+    # An enqueue reads the handle and makes its call under the enqueue lock: one racing a
+    # close either enqueues before the release or finds the queue closed (not released).
+    _close_lock = raw_enqueue_lock
 
     def __init__(self, context, device=None, *, out_of_order: bool = False,
                  profiling: bool = False):
@@ -402,15 +405,7 @@ class Queue(_handle.Resource):
                 self.finish()
             except (URError, _handle.ClosedError):
                 pass  # closed by another thread meanwhile, or the release's finish reports it
-            with section:
-                # Under the enqueue lock: an enqueue that read the handle has made its call
-                # by now, and a later one finds the queue closed (it would have used a
-                # released queue, a crash).
-                with raw_enqueue_lock:
-                    handle, self._handle = self._handle, None
-                result = _handle._release_entry(self._serial) if handle is not None else 0
-            if result:
-                check(result, self._release_function)
+            super().close()
         finally:
             with self.device.queues_lock:
                 self._closers -= 1
