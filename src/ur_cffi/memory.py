@@ -18,7 +18,7 @@ from ._interrupts import hold_back_in, section
 from ._ur import ffi, lib
 from .enums import ur_mem_flag_t, ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
-from .queue import Event, Queue, enqueue, enqueue_command, recording, wait_list
+from .queue import Event, Queue, enqueue_command, recording, wait_list
 
 USM_KINDS = ("device", "host", "shared")
 
@@ -598,12 +598,8 @@ class USMArray(_handle.Resource):
         # The copies make no events of their own; a barrier after them is the Event of all.
         # (Not one event per copy: oneAPI 2026.2's leak checker does not register the events
         # of urEnqueueUSMMemcpy2D and reports every later use of them.)
-        count, events = wait_list(wait_for, queue.context)
-        with section:
-            for function, args in commands:
-                enqueue(function, queue, *args, count, events, ffi.NULL)
-        return enqueue_command(queue, lib.urEnqueueEventsWaitWithBarrier, (), (), keep_alive,
-                               blocking)
+        return enqueue_command(queue, lib.urEnqueueEventsWaitWithBarrier, (), wait_for,
+                               keep_alive, blocking, before=tuple(commands))
 
     def _overlaps(self, other: USMArray) -> bool:
         return _overlap(self._address, self.shape, self._strides, self.itemsize,

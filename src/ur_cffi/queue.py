@@ -46,21 +46,15 @@ recording: dict = {}
 and the commands of :func:`enqueue_command` submitted to them go into the graph instead."""
 
 
-def enqueue(function, queue: Queue, *args) -> None:
-    """Call the UR enqueue ``function(queue's handle, *args)`` under :data:`enqueue_lock`;
-    raise on failure (``ClosedError`` if the queue is closed)."""
-    with enqueue_lock:
-        result = function(queue.handle, *args)
-    if result:
-        check(result, function.__name__)
-
-
 def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: tuple,
-                     blocking: bool, takes_time: bool = True) -> Event:
+                    blocking: bool, takes_time: bool = True, before: tuple = ()) -> Event:
     """Enqueue ``function(queue, *args, wait list, event)``; the Event keeps ``keep_alive``
     until the command completes and is waited for if ``blocking`` (interruptibly, unlike UR's
     own blocking copies).  ``takes_time=False``: the command does no work of its own (a
-    barrier), so a wait for it need not be interruptible on its account (``_durations``)."""
+    barrier), so a wait for it need not be interruptible on its account (``_durations``).
+    ``before``: ``(function, args)`` of commands enqueued first, with the same wait list and
+    no event (the rows of a strided copy, with a barrier as the command), under the same
+    hold of the enqueue lock, so that a close cannot come between them."""
     if recording and queue in recording:  # a ur_cffi.Graph records it instead (graph.py)
         return recording[queue].record_command(queue, function, args, wait_for, keep_alive,
                                                blocking)
@@ -69,11 +63,20 @@ def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: t
     with section:  # Ctrl-C waits until the Event owns the command's event and memory
         try:
             with enqueue_lock:  # Queue.close takes it too: the handle stays valid meanwhile
-                result = function(queue.handle, *args, count, events, out)
+                handle = queue.handle
+                failed = function
+                for failed, first_args in before:
+                    result = failed(handle, *first_args, count, events, ffi.NULL)
+                    if result:
+                        lib.urQueueFinish(handle)  # those enqueued use keep_alive
+                        break
+                else:
+                    failed = function
+                    result = function(handle, *args, count, events, out)
                 if takes_time and not result:
                     queue._note_work(None, 1)
             if result:
-                check(result, function.__name__)
+                check(result, failed.__name__)
             event = Event(out[0], queue, keep_alive)
         except BaseException:
             adopt(out[0], keep_alive)
