@@ -342,7 +342,7 @@ class Queue(_handle.Resource):
     """
 
     __slots__ = ("context", "device", "flags", "_last_event", "_window", "_window_start",
-                 "_pools", "_closers", "_in_order_untimed", "ref")
+                 "_pools", "_closers", "_in_order_untimed", "_out_of_order", "ref")
     _release_function = "urQueueRelease"
     # An enqueue reads the handle and makes its call under the enqueue lock: one racing a
     # close either enqueues before the release or finds the queue closed (not released).
@@ -376,6 +376,7 @@ class Queue(_handle.Resource):
         # A marker enqueued after a command completes with it, and no timestamps are asked
         # for: a launch may leave its event to one made later (ur_cffi.triton's last_event).
         self._in_order_untimed = not (out_of_order or profiling)
+        self._out_of_order = bool(out_of_order)  # read by every copy: not from the flags
         self._last_event = None  # the registry serial of the latest command's Event
         # The work enqueued since the last completed wait, and when the first of it was.
         self._window, self._window_start = {}, 0.0
@@ -422,7 +423,7 @@ class Queue(_handle.Resource):
     @property
     def out_of_order(self) -> bool:
         """Whether commands may run out of submission order."""
-        return bool(self.flags & ur_queue_flag_t.UR_QUEUE_FLAG_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        return self._out_of_order
 
     @property
     def profiling(self) -> bool:
