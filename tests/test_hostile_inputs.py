@@ -178,6 +178,11 @@ def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
             program.build_log(device)
         with pytest.raises(ValueError, match="is not a device of"):
             ur_cffi.Program.from_binary(context, program.binaries[0], device=device)
+        with pytest.raises(ValueError, match="is not a device of"):
+            ur_cffi.Graph(context, device)
+        with ur_cffi.Buffer(context, 64) as buffer, \
+                pytest.raises(ValueError, match="is not a device of"):
+            buffer.native_handle(device)
     with pytest.raises(ValueError, match="contains a NUL character"):
         program.kernel(kernel.name + "\0junk")
     with pytest.raises(ValueError, match="options .* contains a NUL character"):

@@ -458,6 +458,9 @@ def test_threads_per_warp_and_num_warps(tq, rng):
         ur_triton.compile(add, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
                                 "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 128},
                           device=tq.device, threads_per_warp=3)  # before Triton's compiler
+    with pytest.raises(TypeError, match="device must be a ur_cffi Device, not int 0"):
+        ur_triton.compile(add, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
+                                "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 128}, device=0)
     with pytest.raises(ValueError, match="largest work-group"):
         ur_triton.active_driver().check_work_group(1024, 32)
     for options, error, match in (({"threads_per_warp": 7}, ValueError, "not a sub-group size"),

@@ -177,7 +177,7 @@ class Graph(_handle.Resource):
         if not isinstance(context, Context):
             raise TypeError(f"context must be a ur_cffi Context, not {type(context).__name__}")
         context.handle  # noqa: B018 - raises ClosedError
-        device = device or context.devices[0]
+        device = context.devices[0] if device is None else device
         if device not in context.devices:
             raise ValueError(f"{device!r} is not a device of {context!r}")
         supported, capabilities, why = command_buffer_support(device)

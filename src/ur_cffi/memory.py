@@ -875,7 +875,9 @@ class Buffer(_handle.Resource):
 
     def native_handle(self, device=None) -> int:
         """The backend's own handle for this buffer (a ``cl_mem`` on OpenCL), as an integer."""
-        device = device or self.context.devices[0]
+        device = self.context.devices[0] if device is None else device
+        if device not in self.context.devices:
+            raise ValueError(f"{device!r} is not a device of {self.context!r}")
         out = ffi.new("ur_native_handle_t *")
         check(lib.urMemGetNativeHandle(self.handle, device.handle, out), "urMemGetNativeHandle")
         return int(out[0])

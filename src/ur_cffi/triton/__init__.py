@@ -196,9 +196,12 @@ def compile(fn, signature: dict, constants: dict | None = None, *, device=None, 
     from triton.compiler import ASTSource
 
     from . import _no_torch, backend
-    from ..device import default_device
+    from ..device import Device, default_device
 
-    device = device or default_device()
+    device = default_device() if device is None else device
+    if not isinstance(device, Device):
+        raise TypeError(f"device must be a ur_cffi Device, not {type(device).__name__} "
+                        f"{device!r}")
     threads = options.get("threads_per_warp")
     if threads is not None and backend.triton_backend(device) == "intel" and \
             threads not in device.sub_group_sizes:  # Triton's compiler fails on it, obscurely
