@@ -28,6 +28,7 @@ import crash_probe
 import device_under_test
 import ur_cffi
 from ur_cffi import errors
+from ur_cffi.enums import ur_event_status_t
 
 BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
 NUMERIC = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
@@ -217,7 +218,7 @@ def test_overlapping_copies_onto_itself_are_refused(queue):
 
 
 @pytest.mark.parametrize("read", ["to_numpy", "copy_to", "copy_from", "setitem", "copy",
-                                  "copy_", "fill_after_read"])
+                                  "copy_", "fill_after_read", "buffer_write", "buffer_read"])
 def test_copies_on_an_out_of_order_queue_follow_earlier_kernels(context, device, kernels, rng,
                                                                 read):
     """A long kernel, then at once a copy (or fill) without wait_for: it waits for the kernel,
@@ -233,8 +234,16 @@ def test_copies_on_an_out_of_order_queue_follow_earlier_kernels(context, device,
         out = ur_cffi.empty(n, np.int32, queue=queue)
         out.fill(0)
         copied = ur_cffi.zeros(n, np.int32, queue=queue)
-        lcg.launch(queue, n // BLOCK * LOCAL, LOCAL, source, out, n, steps)
-        if read == "to_numpy":
+        launched = lcg.launch(queue, n // BLOCK * LOCAL, LOCAL, source, out, n, steps)
+        if read.startswith("buffer"):  # a blocking Buffer copy: ordered after the kernel too
+            with ur_cffi.Buffer(context, 64) as buffer:
+                if read == "buffer_write":
+                    buffer.write(queue, np.zeros(16, np.float32))
+                else:
+                    buffer.read(queue, np.empty(16, np.float32))
+                assert launched.status == ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+            result = out.to_numpy()
+        elif read == "to_numpy":
             result = out.to_numpy()
         elif read == "copy_to":
             result = np.full(n, -1, np.int32)

@@ -868,7 +868,7 @@ class Buffer(_handle.Resource):
             raise TypeError(f"flags must be ur_mem_flag_t, not {type(flags).__name__} {flags!r}")
         out = ffi.new("ur_mem_handle_t *")
         self.context, self.nbytes = context, int(nbytes)
-        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+        with section:
             check(lib.urMemBufferCreate(context.handle, flags, nbytes, ffi.NULL, out),
                   "urMemBufferCreate", f"{nbytes} bytes")
             self._own(out[0], parents=(context,), release=_release_buffer)
@@ -901,8 +901,8 @@ class Buffer(_handle.Resource):
         offset = self._check("write", queue, offset, host)
         return enqueue_command(
             queue, lib.urEnqueueMemBufferWrite,
-            (self.handle, False, offset, host.nbytes, ffi.from_buffer(host)), wait_for, (host,),
-            blocking)
+            (self.handle, False, offset, host.nbytes, ffi.from_buffer(host)),
+            _ordered(queue, wait_for), (host,), blocking)
 
     def read(self, queue: Queue, destination: np.ndarray, *, offset: int = 0,
              blocking: bool = True, wait_for=()) -> Event:
@@ -915,4 +915,4 @@ class Buffer(_handle.Resource):
         return enqueue_command(
             queue, lib.urEnqueueMemBufferRead,
             (self.handle, False, offset, destination.nbytes, ffi.from_buffer(destination)),
-            wait_for, (destination,), blocking)
+            _ordered(queue, wait_for), (destination,), blocking)
