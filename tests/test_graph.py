@@ -516,6 +516,7 @@ def test_recording_errors_raise_at_record_time(native, add, queue, context, devi
             out.fill(np.nan, blocking=False)
             with pytest.raises(RuntimeError, match="a replay cannot be recorded"):
                 replayed.replay(queue)  # would have run now, not at graph's replays
+            assert not replayed.finalized  # refused before anything changed
             kernel.launch(queue, local, local, x, y, out, np.int32(n))
             with pytest.raises(RuntimeError, match="finalize the graph after"):
                 graph.finalize()

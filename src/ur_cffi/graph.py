@@ -209,7 +209,7 @@ class Graph(_handle.Resource):
                 "stype": _STYPE.UR_STRUCTURE_TYPE_EXP_COMMAND_BUFFER_DESC,
                 "isUpdatable": capabilities != 0, "isInOrder": in_order})
             out = ffi.new("ur_exp_command_buffer_handle_t *")
-        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+        with section:
             if native:
                 check(lib.urCommandBufferCreateExp(context.handle, device.handle, desc, out),
                       "urCommandBufferCreateExp")
@@ -346,14 +346,14 @@ class Graph(_handle.Resource):
         None with ``event=False``.  Finalizes the graph first if needed.
 
         Raises ``ClosedError`` if the graph, the queue or an array a command uses is closed."""
-        if not self._finalized:
-            self.finalize()
-        if queue is not self._replay_queue:
-            self._replay_queue = self._check_queue(queue, "replay")
         if recording and queue in recording:
             raise RuntimeError(f"replay on {queue!r}, which is recording into another graph: "
                                "a replay cannot be recorded (UR command buffers do not nest); "
                                "replay it before or after the recording block")
+        if not self._finalized:
+            self.finalize()
+        if queue is not self._replay_queue:
+            self._replay_queue = self._check_queue(queue, "replay")
         if self._checked != _handle.released:
             self._check_memory()
         state = self._state
