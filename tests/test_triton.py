@@ -395,7 +395,8 @@ def test_a_grid_of_no_or_more_than_three_dimensions_is_refused(tq, rng):
     with pytest.raises(TypeError, match=r"grid 2: a grid is a tuple of 1 to 3 sizes, e.g. \(2,\)"):
         add[2](x, x, y, n, BLOCK=128)
     assert np.isnan(y.to_numpy()).all()
-    add[[2]](x, x, y, n, BLOCK=128)  # a list is a grid too, as in Triton
+    add[[2]](x, x, y, n, BLOCK=128)  # a list or an array is a grid too, as in Triton
+    add[np.array([2])](x, x, y, n, BLOCK=128)
     tq.finish()
     np.testing.assert_allclose(y.to_numpy(), 2.0 * x.to_numpy().astype(np.float64), rtol=1e-6)
 

@@ -556,13 +556,17 @@ def _checked_grid(grid):
 
 
 def _grid_cells(cells, what: str) -> None:
-    """Raise unless ``cells`` is a tuple or list of 1 to 3 grid sizes."""
-    if not isinstance(cells, (tuple, list)):
+    """Raise unless ``cells`` is a sequence (a tuple, a list, a numpy array: what Triton
+    takes) of 1 to 3 grid sizes."""
+    try:
+        dimensions = len(cells)
+    except TypeError:
         raise TypeError(f"{what} {cells!r}: a grid is a tuple of 1 to 3 sizes, e.g. "
-                        f"({cells!r},), or a callable of the meta-parameters returning one")
-    if not 0 < len(cells) < 4:
+                        f"({cells!r},), or a callable of the meta-parameters returning one") \
+            from None
+    if not 0 < dimensions < 4:
         raise ValueError(f"{what} {tuple(cells)!r}: a grid has 1 to 3 dimensions, not "
-                         f"{len(cells)}")
+                         f"{dimensions}")
 
 
 def _explain_closed(function, args, kwargs, error) -> None:
