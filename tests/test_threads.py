@@ -428,9 +428,9 @@ CLOSE_WHILE_ENQUEUEING = textwrap.dedent("""
 
 
 def test_closing_a_queue_while_another_thread_enqueues_raises_closed_error(kernels):
-    """Not a supported use (closing an object another thread uses), but no crash: the queue's
-    release waits for an enqueue that read its handle, and later ones raise ClosedError.  (A
-    launch used to call UR with the released queue: a segmentation fault in 3 of 3 runs.)"""
+    """The queue's release waits for an enqueue that read its handle, and later ones raise
+    ClosedError in the enqueuing thread.  (A launch used to call UR with the released queue:
+    a segmentation fault in 3 of 3 runs.)"""
     done = crash_probe.run_child([kernels], code=CLOSE_WHILE_ENQUEUEING, check=False,
                                  timeout=CHILD_SECONDS)
     assert done.returncode == 0, done.stderr[-2000:]

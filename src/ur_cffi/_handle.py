@@ -120,7 +120,8 @@ class Resource:
     def _own(self, handle, parents: tuple = (), release_args: tuple | None = None,
              release=None) -> weakref.ref:
         """Take ownership of ``handle``, released by ``release(*release_args)``; returns the
-        registry's weak reference to ``self``.
+        registry's weak reference to ``self``.  Called in the same ``_interrupts.section`` as
+        the UR call that made the handle: a Ctrl-C between the two would leak it.
 
         The defaults are the class's ``_release_function`` and ``(handle,)``.  ``parents``
         stay alive until the release has run.

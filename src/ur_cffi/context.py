@@ -33,7 +33,7 @@ class Context(_handle.Resource):
         handles = ffi.new("ur_device_handle_t[]", [d.handle for d in devices])
         out = ffi.new("ur_context_handle_t *")
         self.devices = tuple(devices)
-        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+        with section:
             check(lib.urContextCreate(len(devices), handles, ffi.NULL, out), "urContextCreate")
             self._own(out[0], parents=self.devices)
 

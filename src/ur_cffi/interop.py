@@ -457,7 +457,7 @@ def context_from_dpctl(sycl_queue):
         "isNativeHandleOwned": False})
     context = Context.__new__(Context)
     context.devices = (device,)
-    with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+    with section:
         check(lib.urContextCreateWithNativeHandle(native, device.platform.adapter.handle, 1,
                                                   handles, properties, out),
               "urContextCreateWithNativeHandle")

@@ -205,12 +205,21 @@ def _exit_before_the_runtime_in_c() -> None:
     one ends when that thread does, through the C library's ``exit``), have ``exit`` call
     ``_exit`` with its status before the runtime's handlers: glibc's ``on_exit`` runs the
     handlers registered last first, and ``_exit`` ignores the second argument it is given."""
+    if _ON_EXIT is not None:
+        _ON_EXIT(_EXIT_NOW, None)  # nonzero: not registered, and nothing to do about it here
+
+
+def _c_exit_functions() -> tuple:
+    """``(on_exit, _exit as a pointer)`` of glibc, or ``(None, None)`` elsewhere (the child
+    may then hang at exit, as before)."""
     try:
         libc = ctypes.CDLL(None)
-        on_exit, quick_exit = libc.on_exit, libc._exit
-    except (OSError, AttributeError):  # not glibc: the child may hang at exit, as before
-        return
-    on_exit(ctypes.cast(quick_exit, ctypes.c_void_p), None)
+        return libc.on_exit, ctypes.cast(libc._exit, ctypes.c_void_p)
+    except (OSError, AttributeError):
+        return None, None
+
+
+_ON_EXIT, _EXIT_NOW = _c_exit_functions()  # found in the parent: the child only registers
 
 
 def _leave_child() -> None:

@@ -53,7 +53,7 @@ class Program(_handle.Resource):
         if il[:4] in (spirv.MAGIC.to_bytes(4, "little"), spirv.MAGIC.to_bytes(4, "big")):
             spirv.validate(il)  # the CPU runtime crashes on truncated modules
         out = ffi.new("ur_program_handle_t *")
-        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+        with section:
             check(lib.urProgramCreateWithIL(context.handle, il, len(il), ffi.NULL, out),
                   "urProgramCreateWithIL")
             program = cls(context, out[0])
@@ -70,7 +70,7 @@ class Program(_handle.Resource):
             raise ValueError(f"device {device!r} is not a device of {context!r}")
         binary = _bytes("binary", binary)
         entries = signatures.binary_entries(device, binary)
-        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+        with section:
             program = cls(context, _release.program_from_binary(context.handle, device.handle,
                                                                 binary))
         program.binary_entries = entries
@@ -267,7 +267,7 @@ class Kernel(_handle.Resource):
         declared = signature + (None,) * len(hidden_args) \
             if signature is not None and hidden_args else signature
         out = ffi.new("ur_kernel_handle_t *")
-        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+        with section:
             check(lib.urKernelCreate(program.handle, encoded, out), "urKernelCreate",
                   f"kernel name {name!r}")
             self._own(out[0], parents=(program,))

@@ -385,7 +385,7 @@ class Queue(_handle.Resource):
         _interrupts.install()  # launches hold Ctrl-C back without a section
         self.ref = ref = QueueRef(self)
         ref.finished = False
-        with section:  # owned before a Ctrl-C can come between (it would leak the handle)
+        with section:
             check(lib.urQueueCreate(context.handle, device.handle, properties, out),
                   "urQueueCreate")
             self._own(out[0], parents=(context, device),
