@@ -66,6 +66,7 @@ class _RefusedConfig(OutOfResources):
     which ``@triton.autotune`` takes as "skip this config" and benchmarks the others."""
 
     def __init__(self, message: str):
+        # Not OutOfResources.__init__: its required/limit/name message does not fit these.
         Exception.__init__(self, message)
         self.required = self.limit = None
         self.name = message
