@@ -218,7 +218,8 @@ def test_overlapping_copies_onto_itself_are_refused(queue):
 
 
 @pytest.mark.parametrize("read", ["to_numpy", "copy_to", "copy_from", "setitem", "copy",
-                                  "copy_", "fill_after_read", "buffer_write", "buffer_read"])
+                                  "copy_", "fill_after_read", "buffer_write", "buffer_read",
+                                  "strided_setitem"])
 def test_copies_on_an_out_of_order_queue_follow_earlier_kernels(context, device, kernels, rng,
                                                                 read):
     """A long kernel, then at once a copy (or fill) without wait_for: it waits for the kernel,
@@ -235,6 +236,13 @@ def test_copies_on_an_out_of_order_queue_follow_earlier_kernels(context, device,
         out.fill(0)
         copied = ur_cffi.zeros(n, np.int32, queue=queue)
         launched = lcg.launch(queue, n // BLOCK * LOCAL, LOCAL, source, out, n, steps)
+        if read == "strided_setitem":  # row copies and their barrier, read with no finish
+            shared = ur_cffi.zeros((n // 2, 2), np.int32, queue=queue, kind="shared")
+            shared[:, 0] = out[::2]
+            result = np.asarray(shared)[:, 0].copy()
+            assert np.array_equal(result, lcg_reference(x, steps)[::2])
+            assert not np.asarray(shared)[:, 1].any()
+            return
         if read.startswith("buffer"):  # a blocking Buffer copy: ordered after the kernel too
             with ur_cffi.Buffer(context, 64) as buffer:
                 if read == "buffer_write":

@@ -52,9 +52,10 @@ def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: t
     until the command completes and is waited for if ``blocking`` (interruptibly, unlike UR's
     own blocking copies).  ``takes_time=False``: the command does no work of its own (a
     barrier), so a wait for it need not be interruptible on its account (``_durations``).
-    ``before``: ``(function, args)`` of commands enqueued first, with the same wait list and
-    no event (the rows of a strided copy, with a barrier as the command), under the same
-    hold of the enqueue lock, so that a close cannot come between them."""
+    ``before``: ``(function, args)`` of commands enqueued first, under the same hold of the
+    enqueue lock (so that a close cannot come between them), with the wait list and no event;
+    the command itself then waits for nothing (it is the barrier after them: a barrier given
+    a wait list waits for that list alone)."""
     if recording and queue in recording:  # a ur_cffi.Graph records it instead (graph.py)
         return recording[queue].record_command(queue, function, args, wait_for, keep_alive,
                                                blocking)
@@ -72,6 +73,8 @@ def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: t
                         break
                 else:
                     failed = function
+                    if before:
+                        count, events = 0, ffi.NULL
                     result = function(handle, *args, count, events, out)
                 if takes_time and not result:
                     queue._note_work(None, 1)
