@@ -169,6 +169,10 @@ def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
                   ctypes.c_wchar("a"), ctypes.c_void_p(0)):  # not numbers
         with pytest.raises(TypeError, match="has no C type; pass a numeric numpy scalar"):
             undeclared.launch(queue, LOCAL, LOCAL, x, x, x, np.float32(1.0), value)
+    from ur_cffi.program import _value_bytes
+
+    for value in (ur_cffi.bfloat16(1.5), ur_cffi.float8_e5m2(-2.0)):  # numbers too (kind "V")
+        assert _value_bytes("k", 0, value, None) == np.array(value).tobytes()
     for wrong in (None, context, "q"):
         with pytest.raises(TypeError, match="queue must be a ur_cffi Queue"):
             kernel.launch(wrong, LOCAL, LOCAL, x, x, x, 1.0, BLOCK)

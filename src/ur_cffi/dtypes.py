@@ -26,6 +26,14 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def is_number(value) -> bool:
+    """Whether ``value`` is a numpy scalar of a numeric type: numpy's own, or one of
+    :data:`NAMES` (``ml_dtypes``' scalars are ``np.generic`` of kind ``"V"``, not ``np.number``)."""
+    return isinstance(value, (np.number, np.bool_)) or (
+        isinstance(value, np.generic) and type(value).__name__ in _NAME_SET
+        and type(value).__module__.startswith("ml_dtypes"))
+
+
 _READ: dict = {}
 """Types and names read before (``np.float32``, ``"bfloat16"``) and their dtypes: reading one
 again is a dictionary lookup (every array constructor reads its dtype)."""

@@ -9,7 +9,7 @@ from time import perf_counter
 
 import numpy as np
 
-from . import _checks, _durations, _handle, _interrupts, _release, signatures, spirv
+from . import _checks, _durations, _handle, _interrupts, _release, dtypes, signatures, spirv
 from ._handle import _events, _serials
 from ._interrupts import hold_back_in, section
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
@@ -253,7 +253,7 @@ class Kernel(_handle.Resource):
                             f"{type(hidden_args).__name__} {hidden_args!r}")
         hidden_args = tuple(hidden_args)
         for index, value in enumerate(hidden_args):
-            if not isinstance(value, (np.number, np.bool_, Local)):
+            if not (isinstance(value, Local) or dtypes.is_number(value)):
                 raise TypeError(f"hidden_args[{index}] of {name!r} must be a numpy scalar or a "
                                 f"ur_cffi.Local, not {type(value).__name__} {value!r}")
         work_group_memory = _checks.integer("work_group_memory", work_group_memory, minimum=0)
@@ -657,7 +657,7 @@ def _value_bytes(kernel: str, index: int, arg, declared) -> bytes:
         return _checks.scalar(where, arg, declared).tobytes()
     if declared is not None:
         raise TypeError(f"{where} is declared {declared}, got {type(arg).__name__}")
-    if isinstance(arg, (np.number, np.bool_)):
+    if dtypes.is_number(arg):
         return arg.tobytes()
     if isinstance(arg, ctypes._SimpleCData) and arg._type_ in _NUMERIC_CTYPES:
         return bytes(arg)
