@@ -473,6 +473,46 @@ def test_triton_grid_updates_and_prepared_launches(updatable, tq, rng):
     out.fill(np.nan)
     graph.replay(tq).wait()
     assert np.array_equal(out.to_numpy(), expected)
+    # Updated as Triton launches: by name, checked by Triton's rules (a prepared launch was
+    # once a plain Kernel launch here: a float64 array passed for *fp32, and n any integer).
+    wide = ur_cffi.empty(n, np.float64, queue=tq)
+    for command in graph.commands:
+        with pytest.raises(TypeError, match="compiled for \\*fp32 but the USMArray holds"):
+            command.update(x_ptr=wide)
+        with pytest.raises(ValueError, match="divisible by 16"):
+            command.update(n=n - 1)
+        with pytest.raises(TypeError, match="updated by parameter name"):
+            command.update(x, y, out, n)
+    z = ur_cffi.asarray(random32(rng, n), queue=tq)
+    graph.commands[1].update(x_ptr=z, grid=(4,))
+    out.fill(np.nan)
+    graph.replay(tq).wait()
+    assert np.array_equal(out.to_numpy()[:4 * BLOCK], f32(
+        z.to_numpy().astype(np.float64) + y.to_numpy())[:4 * BLOCK])  # the later command's
+    assert np.array_equal(out.to_numpy()[4 * BLOCK:], expected[4 * BLOCK:])
+    graph.close()
+
+
+def test_triton_updates_keep_only_what_triton_compiled_in(updatable, tq, rng):
+    """The divisibility and alignment an update must keep are the compiled kernel's: a
+    launch recorded with n = 1001 and a misaligned view may take 1024 and an aligned array
+    and go back (the check once compared with the current values, and refused the way back)."""
+    n = 1001
+    x = ur_cffi.asarray(random32(rng, 2 * BLOCK * 8), queue=tq)
+    y = ur_cffi.asarray(random32(rng, 2 * BLOCK * 8), queue=tq)
+    out = ur_cffi.empty(2 * BLOCK * 8, np.float32, queue=tq)
+    graph = ur_cffi.Graph(tq.context, native=updatable)
+    with graph.recording(tq):
+        kernels.add[(triton.cdiv(1024, BLOCK),)](x[1:], y, out, n, BLOCK=BLOCK)
+    graph.finalize()
+    launch = graph.commands[0]
+    for view, count in ((x, 1024), (x[1:], n), (x[3:], 1000), (x[1:], n)):
+        launch.update(x_ptr=view, n=count)
+        out.fill(np.nan)
+        graph.replay(tq).wait()
+        result = out.to_numpy()
+        expected = f32(view.to_numpy()[:count].astype(np.float64) + y.to_numpy()[:count])
+        assert np.array_equal(result[:count], expected) and np.isnan(result[count:]).all()
     graph.close()
 
 

@@ -284,7 +284,7 @@ class Graph(_handle.Resource):
             if memory is not None:
                 memory.handle  # noqa: B018 - raises ClosedError
         return self._record(_Launch(launch.kernel, launch._call_args[0], launch.args,
-                                    keep=launch._buffers), after, True)
+                                    launcher=launch.launcher, keep=launch._buffers), after, True)
 
     def finalize(self) -> None:
         """End recording (``urCommandBufferFinalizeExp``); the first replay does it if needed.
@@ -303,10 +303,10 @@ class Graph(_handle.Resource):
     # Called by the hooks in program._launch, queue.enqueue_command and the Triton launcher
     # while a queue records into this graph.
 
-    def record_launch(self, kernel, queue, call_args, args, wait_for, event):
+    def record_launch(self, kernel, queue, call_args, args, wait_for, event, launcher=None):
         """Record a checked launch of ``kernel`` (``call_args`` as ``program._launch`` takes
-        them, packed from ``args``)."""
-        return self._record(_Launch(kernel, call_args, args), wait_for, event)
+        them, packed from ``args``; by a ``ur_cffi.triton`` ``launcher``'s rules, if given)."""
+        return self._record(_Launch(kernel, call_args, args, launcher=launcher), wait_for, event)
 
     def record_triton(self, launcher, grid, queue, function, addresses, values, args, owners,
                       wait_for):
@@ -873,10 +873,10 @@ class _Launch:
                 if not address:  # (None reads as a null pointer where Triton compiled one in)
                     raise TypeError(f"argument {name!r} of kernel {launcher.name!r}: {value!r} "
                                     "is no memory; the launch was recorded with an array")
-                if word % 16 == 0 and address % 16:
+                if address % 16 and _specialized(launcher, name, word):
                     raise ValueError(f"argument {name!r} of kernel {launcher.name!r}: address "
-                                     f"0x{address:x} is not 16-byte aligned, as the recorded "
-                                     "one was and Triton compiled the kernel for")
+                                     f"0x{address:x} is not 16-byte aligned, which Triton "
+                                     "compiled the kernel for")
                 write_argument(words, index, POINTER, size, address)
             else:
                 _write_scalar(launcher, name, ty, ffi.cast("char *", word), size, value)
@@ -909,6 +909,13 @@ class _Launch:
         return changed, sizes
 
 
+def _specialized(launcher, name: str, current: int) -> bool:
+    """Whether Triton compiled the launch's kernel for ``name`` divisible by 16 (aligned):
+    its attributes say, else (a kernel compiled elsewhere) whether the current value is."""
+    divisible = launcher.divisible
+    return current % 16 == 0 if divisible is None else name in divisible
+
+
 def _write_scalar(launcher, name: str, ty: str, target, size: int, value) -> None:
     """Write ``value`` as Triton passes a ``ty`` scalar to ``target``, keeping the kernel's
     specialization: an integer recorded divisible by 16 must stay so."""
@@ -922,12 +929,11 @@ def _write_scalar(launcher, name: str, ty: str, target, size: int, value) -> Non
     except (struct.error, OverflowError, TypeError):
         raise TypeError(f"argument {name!r} of kernel {launcher.name!r} is {ty}: "
                         f"{type(value).__name__} {value!r} cannot be passed as {ty}") from None
-    if ty in _INTEGERS:
+    if ty in _INTEGERS and value % 16:
         (old,) = struct.unpack(fmt, ffi.buffer(target, size))
-        if old % 16 == 0 and value % 16:
+        if _specialized(launcher, name, old):
             raise ValueError(f"argument {name!r} of kernel {launcher.name!r}: {value!r} is not "
-                             f"divisible by 16 as the recorded {old} was, which Triton compiled "
-                             "the kernel for")
+                             "divisible by 16, which Triton compiled the kernel for")
     ffi.memmove(target, data, size)
 
 

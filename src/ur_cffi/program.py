@@ -449,14 +449,15 @@ class PreparedLaunch:
     """One kernel launch on one queue, checked once (:meth:`Kernel.prepare`); each call
     enqueues it.  It holds its kernel, queue and arguments."""
 
-    __slots__ = ("kernel", "queue", "args", "_call_args", "_buffers", "_released",
+    __slots__ = ("kernel", "queue", "args", "launcher", "_call_args", "_buffers", "_released",
                  "_launch_args")
 
     def __init__(self, kernel: Kernel, queue: Queue, args: tuple, call_args: tuple,
-                 held: tuple):
+                 held: tuple, launcher=None):
         """``call_args``: ``(the arguments of the launch after the kernel up to its wait list,
-        its work-items)``."""
-        self.kernel, self.queue, self.args = kernel, queue, args
+        its work-items)``; ``launcher``: the ``ur_cffi.triton`` launcher that prepared it (a
+        Graph updates its launch by Triton's rules)."""
+        self.kernel, self.queue, self.args, self.launcher = kernel, queue, args, launcher
         self._call_args = call_args
         self._launch_args = _without_event(call_args)
         self._released, self._buffers = held
@@ -474,7 +475,8 @@ class PreparedLaunch:
             launch_args, items = self._launch_args  # (a call with * would not be inlined)
             return _launch_without_event(self.kernel, self.queue, launch_args, items)
         head, items = self._call_args
-        return _launch(self.kernel, self.queue, head, items, wait_for, event, self.args)
+        return _launch(self.kernel, self.queue, head, items, wait_for, event, self.args,
+                       self.launcher)
 
     def __repr__(self) -> str:
         return f"<PreparedLaunch of {self.kernel.name!r} on {self.queue!r}>"
@@ -482,13 +484,14 @@ class PreparedLaunch:
 
 @hold_back_in  # Ctrl-C waits until the Event owns the launch's event (_interrupts)
 def _launch(kernel: Kernel, queue: Queue, call_args: tuple, items: int, wait_for, event: bool,
-            args: tuple = ()):
+            args: tuple = (), launcher=None):
     """Enqueue with ``call_args``, the launch arguments after the kernel up to its wait list
     (``_release.enqueue_launch``), after ``wait_for``, with an Event if ``event``.  ``items``:
     its work-items; ``args``: the objects ``call_args`` were packed from (a graph recording
     the launch keeps them)."""
     if recording and queue in recording:  # a ur_cffi.Graph records it instead (graph.py)
-        return recording[queue].record_launch(kernel, queue, call_args, args, wait_for, event)
+        return recording[queue].record_launch(kernel, queue, call_args, args, wait_for, event,
+                                              launcher)
     if wait_for is _NO_EVENTS:
         count, events, timing = 0, _NULL, kernel.timing
     else:

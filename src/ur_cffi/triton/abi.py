@@ -127,6 +127,22 @@ def _named(items):
             yield name, ty
 
 
+def divisible_parameters(src) -> frozenset | None:
+    """Names (as :meth:`Rules.parameters` gives them) of the parameters Triton compiled the
+    kernel for as divisible by 16 (integers) or 16-byte aligned (pointers): its
+    ``tt.divisibility`` attributes, keyed by their path in ``src.signature`` (3.3 to 3.6).
+    None where ``src`` says nothing of them."""
+    attrs = getattr(src, "attrs", None)
+    if not isinstance(attrs, dict):
+        return None
+    names = list(src.signature)
+    found = set()
+    for path, values in attrs.items():
+        if any(value and value[0] == "tt.divisibility" for value in values):
+            found.add(names[path[0]] + "".join(f"[{index}]" for index in path[1:]))
+    return frozenset(found)
+
+
 def has_tuples(signature: dict) -> bool:
     """Whether any argument is a tuple (the launcher then flattens ``*args`` first)."""
     return any(isinstance(ty, tuple) for ty in signature.values())

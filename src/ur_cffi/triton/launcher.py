@@ -81,6 +81,8 @@ class Launcher:
         self.name = metadata.name
         self.rules = rules
         self.arg_count = rules.argument_count(signature)
+        # What a graph update must keep (None: unknown, the recorded values are kept instead).
+        self.divisible = abi.divisible_parameters(src)
         self.flatten = abi.has_tuples(signature)
         threads_per_warp = rules.threads_per_warp(metadata)
         self.local_size = metadata.num_warps * threads_per_warp
@@ -343,7 +345,8 @@ class Launcher:
         items = grid[0] * grid[1] * grid[2] * self.local_size
         # Release count -1: the first call checks that no argument was closed meanwhile.
         held = (block, self._properties, owners) if owners or self._properties else block
-        return PreparedLaunch(function, stream, tuple(args), (call_args, items), (-1, held))
+        return PreparedLaunch(function, stream, tuple(args), (call_args, items), (-1, held),
+                              self)
 
     def _fill(self, words, buffer, addresses, values, grid, args) -> None:
         """Write a launch's pointer addresses, scalars and work sizes into an argument block
