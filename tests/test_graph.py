@@ -408,6 +408,14 @@ def test_triton_launches_are_recorded_with_autotune_settled(updatable, tq, rng):
 
     x, y, other = (ur_cffi.asarray(random32(rng, n), queue=tq) for _ in range(3))
     total, scaled = (ur_cffi.empty(n, np.float32, queue=tq) for _ in range(2))
+    early = ur_cffi.Graph(tq.context, native=updatable)
+    with early.recording(tq):  # nothing runs in a recording: no benchmark, nothing recorded
+        with pytest.raises(RuntimeError, match="autotune's benchmark inside a Graph"):
+            tuned[grid](x, y, total, n)
+        with pytest.raises(RuntimeError, match="do_bench inside a Graph recording"):
+            triton.testing.do_bench(lambda: kernels.add[(1,)](x, y, total, n, BLOCK=64))
+    assert early.commands == () and not tuned.cache
+    early.close()
     tuned[grid](x, y, total, n)  # settles the autotuner: it benchmarks here, not below
     kernels.scale[(triton.cdiv(n, BLOCK),)](total, scaled, 3.0, n, BLOCK=BLOCK)
     tq.finish()

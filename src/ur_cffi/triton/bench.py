@@ -29,6 +29,20 @@ def _current_queue():
     return current_queue()
 
 
+def not_recording(what: str) -> None:
+    """Raise where the current queue records into a Graph: nothing runs there, so there is
+    nothing to time, and what the timing enqueued would go into the graph."""
+    from ..queue import recording
+
+    if recording:
+        queue = _current_queue()
+        if queue in recording:
+            raise RuntimeError(
+                f"{what} inside a Graph recording of {queue!r}: nothing runs while recording, "
+                "so there is nothing to time. Launch the kernel once before the recording "
+                "block (an autotuned kernel then records the config it chose)")
+
+
 def supports_elapsed_time() -> bool:
     """Whether launches go to a profiling queue (``triton.testing._support_elapsed_time``)."""
     from . import is_active
@@ -95,6 +109,7 @@ def benchmark(kernel_call, quantiles=None, **kwargs):
 
     from . import _state
 
+    not_recording("@triton.autotune's benchmark")
     driver, thread = _state["driver"], get_ident()
     preparing = driver is not None and thread in driver.preparing
     if preparing:

@@ -447,7 +447,9 @@ class URDriver(DriverBase):
         return bench.benchmark
 
     def get_device_interface(self):
-        """What ``do_bench`` uses for ``synchronize()``."""
+        """What ``do_bench`` uses for ``synchronize()``; asked before its first call of the
+        function it times, so refused in a Graph recording there (``bench.not_recording``)."""
+        bench.not_recording("triton.testing.do_bench")
         return bench.DeviceInterface()
 
     def get_empty_cache_for_benchmark(self):
