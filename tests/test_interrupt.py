@@ -104,6 +104,17 @@ SCRIPT = textwrap.dedent("""
                 tail = lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 1000)
                 interrupt_inside(waiting)
                 queue.finish()
+        elif wait.startswith("graph"):  # an update, or close, waits for the latest replay
+            graph = ur_cffi.Graph(context, native=False)
+            with graph.recording(queue):
+                spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS, *crash_probe.spin_local())
+                command = lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 1000)
+            event = graph.replay(queue)
+            interrupt_inside(waiting)
+            if wait == "graph update":
+                command.update(source, target, BLOCK, 1000)
+            else:
+                graph.close()
         else:
             event = spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS,
                                 *crash_probe.spin_local())
@@ -175,7 +186,7 @@ def interrupt(tmp_path, kernels, wait, after, validation="0") -> dict:
 
 @pytest.mark.parametrize("wait", [
     "finish", "event.wait", "synchronize", "with block", "blocking copy",
-    "finish after dropped launches"])
+    "finish after dropped launches", "graph update", "graph close"])
 def test_ctrl_c_interrupts_a_wait_promptly_and_the_queue_still_works(tmp_path, kernels, wait):
     """Promptness is timed against the child's control, and retried (see the module's text);
     everything else is decided by order, in every run."""

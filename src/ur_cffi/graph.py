@@ -60,7 +60,7 @@ import threading
 
 import numpy as np
 
-from . import _durations, _handle, _release
+from . import _durations, _handle, _release, _waiting
 from ._interrupts import section
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argument
 from ._ur import ffi, lib
@@ -585,10 +585,20 @@ class Graph(_handle.Resource):
             resource.handle  # noqa: B018 - raises ClosedError
         self._checked = released
 
+    def close(self) -> None:
+        """Wait for the latest replay (Ctrl-C interrupts that wait), then release the graph
+        and what it holds; closing twice is harmless."""
+        if self._handle is not None:
+            with self._lock:
+                self._wait_for_latest()
+        super().close()
+
     def _wait_for_latest(self) -> None:
+        """Wait for the latest replay, interruptibly (the wait keeps its own reference)."""
         latest = self._state.latest
         if latest is not None:
-            check(lib.urEventWait(1, ffi.new("ur_event_handle_t[1]", [latest])), "urEventWait")
+            _waiting.wait(lib.urEventWait, "urEventWait", 1,
+                          ffi.new("ur_event_handle_t[1]", [latest]))
 
     def _update(self, launch, args, by_name, global_size, local_size, global_offset,
                 grid) -> None:
