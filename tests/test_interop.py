@@ -35,6 +35,30 @@ def test_host_and_shared_usm_are_numpy_views(queue, rng, kind):
     assert bf.dtype == ml_dtypes.bfloat16 and np.array_equal(bf, np.ones(4))
 
 
+@pytest.mark.parametrize("export", ["asarray", "from_dlpack"])
+def test_closing_an_array_leaves_its_memory_to_numpy_views(context, device, rng, export):
+    """Closing gave the memory back while a numpy view still read it: the next array of the
+    size took it (the view showed its data), and after empty_cache() reading the view ended
+    the process."""
+    with ur_cffi.Queue(context, device) as queue:
+        values = rng.standard_normal(4096).astype(np.float32)
+        array = ur_cffi.asarray(values, queue=queue, kind="host")
+        seen = np.asarray(array[::2]) if export == "asarray" else np.from_dlpack(array[::2])
+        before, address = ur_cffi.memory_stats()["allocated_bytes"], array.data_ptr()
+        array.close()
+        with pytest.raises(ur_cffi.ClosedError):
+            array.data_ptr()
+        other = ur_cffi.full(4096, -7.0, np.float32, queue=queue, kind="host")
+        assert other.data_ptr() != address and np.array_equal(seen, values[::2])
+        ur_cffi.empty_cache()
+        assert np.array_equal(seen, values[::2])
+        assert ur_cffi.memory_stats()["allocated_bytes"] == before + other.nbytes
+        del seen
+        gc.collect()
+        assert ur_cffi.memory_stats()["allocated_bytes"] == before + other.nbytes - 4096 * 4
+        other.close()
+
+
 def test_device_usm_refuses_numpy_and_names_to_numpy(queue):
     array = ur_cffi.zeros(4, queue=queue)
     with pytest.raises(TypeError, match=r"to_numpy\(\)"):

@@ -30,8 +30,8 @@ from ._interrupts import section
 from ._ur import ffi, lib
 from .enums import ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
-from .memory import (USMArray, _check_queue, _dtype, _element_stride, _no_objects, _shape,
-                     _usm_type, asarray)
+from .memory import (ExportPin, USMArray, _check_queue, _dtype, _element_stride, _no_objects,
+                     _shape, _usm_type, asarray)
 
 KDL_CPU, KDL_ONEAPI = 1, 14
 _NULL = ffi.NULL
@@ -104,12 +104,13 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
 # --- numpy -----------------------------------------------------------------------------------
 
 class _HostView:
-    """What numpy reads through ``__array_interface__``; it keeps the USMArray alive."""
+    """What numpy reads through ``__array_interface__``; it keeps the USMArray alive, and its
+    memory even past the array's ``close()`` (an :class:`ExportPin`)."""
 
-    __slots__ = ("array", "__array_interface__")
+    __slots__ = ("pin", "__array_interface__")
 
     def __init__(self, array: USMArray):
-        self.array = array
+        self.pin = ExportPin(array)
         dtype = array.dtype
         # numpy cannot name extension dtypes (ml_dtypes' float8_e5m2 is "<f1"): raw bytes,
         # which to_host_view views as the dtype
@@ -278,8 +279,8 @@ def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
     elif copy:
         source = array.copy()
     return _capsule(source.data_ptr(), source.shape, source.strides, source.dtype,
-                    dl_device if dl_device is not None else dlpack_device(source), source,
-                    max_version)
+                    dl_device if dl_device is not None else dlpack_device(source),
+                    ExportPin(source), max_version)
 
 
 def _pair(name: str, value) -> tuple[int, int] | None:
@@ -379,11 +380,11 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     data = (tensor.data or 0) + tensor.byte_offset
     _capsule_rename(capsule, _USED[name])
     ours = _exported.get(address)
-    if ours is not None and isinstance(ours[3], USMArray) and \
-            ours[3].context is queue.context:  # our own export: a view, closed with its array
+    if ours is not None and isinstance(ours[3], ExportPin) and \
+            ours[3].array.context is queue.context:  # our own export: a view, closed with it
+        source = ours[3].array
         del _exported[address]
         _unconsumed.pop(address, None)
-        source = ours[3]
         result = source._view(shape, strides or _strided.contiguous_strides(
             shape, dtype.itemsize), data - source.data_ptr())
         result.queue = queue  # (of the same context: copies go there, as from_pointer's)

@@ -10,6 +10,7 @@ fit raises instead of writing past an allocation.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -140,6 +141,36 @@ def _usm_type(context_handle, address: int) -> int:
                                       ffi.sizeof("ur_usm_type_t"), out, ffi.NULL)
     return out[0] if result == 0 else _USM_UNKNOWN
 
+
+class ExportPin:
+    """Held by what shows an array's memory outside ur_cffi (``np.asarray``'s view, a DLPack
+    tensor): while one lives, closing the array (or its base) leaves the memory in place for
+    it, and the last one to go gives it back.  Numpy and CuPy free memory only when no view
+    of it remains; an explicit close cannot take it from under them either."""
+
+    __slots__ = ("array", "_serial")
+
+    def __init__(self, array: USMArray):
+        self.array = array
+        root = array if array._base is None else array._base
+        self._serial = serial = root._serial
+        with _pins_lock:
+            _pinned[serial] = _pinned.get(serial, 0) + 1
+
+    def __del__(self):
+        serial = self._serial
+        with _pins_lock:
+            left = _pinned.pop(serial) - 1
+            if left:
+                _pinned[serial] = left
+        array = self.array
+        root = array if array._base is None else array._base
+        if not left and root._handle is None:  # closed meanwhile: its release was left here
+            _handle._release_entry(serial)
+
+
+_pinned: dict[int, int] = {}  # serial of a root array -> its live ExportPins
+_pins_lock = threading.Lock()
 
 _USM_TYPE = int(ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_TYPE)
 _USM_UNKNOWN = int(ur_usm_type_t.UR_USM_TYPE_UNKNOWN)
@@ -387,14 +418,16 @@ class USMArray(_handle.Resource):
 
     @hold_back_in  # a release is never cut in half by Ctrl-C (_interrupts)
     def close(self) -> None:
-        """Give the memory back (to the caching allocator) now.  Closing a view closes only the
-        view; closing the base makes its views raise ``ClosedError``."""
+        """Give the memory back (to the caching allocator) now, or, while a numpy view or
+        DLPack tensor of it lives (:class:`ExportPin`), once the last of them is gone.
+        Closing a view closes only the view; closing the base makes its views raise
+        ``ClosedError``."""
         if self._handle is None:
             return
         if _interrupts._installed is None:
             _interrupts.install()
         self._handle = None
-        if self._base is not None:
+        if self._base is not None or (_pinned and self._serial in _pinned):
             _handle.note_release()  # launches reusing this view's argument block recheck
         else:
             _handle._release_entry(self._serial)  # _give_back or _forget: they cannot fail
