@@ -480,3 +480,29 @@ def test_closing_a_context_frees_its_cached_memory(device):
     context.close()  # the context object stays referenced: only close() can free it
     assert ur_cffi.memory_stats(context)["reserved_bytes"] == 0
     assert len(_handle._live) == live
+
+
+PEAK = """
+import numpy as np
+import ur_cffi
+import device_under_test
+
+device = device_under_test.get()
+context = device.create_context()
+queue = ur_cffi.Queue(context, device)
+for kind in ("device", "host", "shared"):  # one MiB at a time, of each kind
+    ur_cffi.empty(1 << 20, np.uint8, queue=queue, kind=kind).close()
+alone = ur_cffi.memory_stats()["peak_allocated_bytes"]
+both = [ur_cffi.empty(1 << 20, np.uint8, queue=queue, kind=kind) for kind in ("host", "shared")]
+together = ur_cffi.memory_stats(context)["peak_allocated_bytes"]
+other = device.create_context()
+ur_cffi.empty(1 << 20, np.uint8, queue=ur_cffi.Queue(other, device)).close()
+print(alone, together, ur_cffi.memory_stats(other)["peak_allocated_bytes"],
+      ur_cffi.memory_stats()["peak_allocated_bytes"])
+"""
+
+
+def test_the_peak_is_the_most_in_use_at_once():
+    """It was the sum of each pool's own peak: 3 MiB for three kinds used one after another."""
+    done = crash_probe.run_child(code=PEAK, timeout=60)
+    assert done.stdout.split() == [str(1 << 20), str(2 << 20), str(1 << 20), str(3 << 20)]

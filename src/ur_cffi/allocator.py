@@ -54,8 +54,10 @@ _pools: dict = {}  # (id(context), id(device) or 0, kind) -> _Pool
 _totals = {"reserved": 0, "limit": None}
 _returned: list = []  # (pool, block, queue) given back, (pool, None, None) released, later
 # Each pool's counters: the fewest kept per allocation and free; memory_stats adds the others.
-_POOL_STATS = ("allocated_bytes", "reserved_bytes", "peak_allocated_bytes", "cache_hits",
-               "frees", "ur_allocations", "ur_frees", "oom_retries", "cross_queue_reuses")
+_POOL_STATS = ("allocated_bytes", "reserved_bytes", "cache_hits", "frees", "ur_allocations",
+               "ur_frees", "oom_retries", "cross_queue_reuses")
+# Bytes in use and their high-water mark, of every pool: a peak is not a sum of pools' peaks.
+_usage = [0, 0]
 
 
 def rounded(nbytes: int) -> int:
@@ -97,11 +99,12 @@ class _Pool(_handle.Resource):
     when its context object is collected, at :func:`empty_cache`, or at teardown."""
 
     __slots__ = ("context_ref", "context_handle", "device", "kind", "key", "_free", "_ur_pool",
-                 "_device_memory", "stats")
+                 "_device_memory", "stats", "context_usage")
     _release_function = "urUSMFree"
 
-    def __init__(self, context, device, kind: str, key):
+    def __init__(self, context, device, kind: str, key, context_usage: list):
         self.device, self.kind, self.key = device, kind, key
+        self.context_usage = context_usage  # [in use, peak] of the context's pools, shared
         self._device_memory = kind == "device"
         self._free: dict[int, list[Block]] = {}
         self.stats = dict.fromkeys(_POOL_STATS, 0)
@@ -119,6 +122,8 @@ class _Pool(_handle.Resource):
 
     @_interrupts.hold_back_in  # a weak reference's callback
     def _context_collected(self, _ref) -> None:
+        if _lock is None:  # at interpreter exit, module globals gone: teardown releases it
+            return
         if not _lock.acquire(blocking=False):  # see give_back
             _returned.append((self, None, None))
             return
@@ -154,9 +159,14 @@ class _Pool(_handle.Resource):
                 block = self._allocate(queue, size, array)
             else:
                 stats["cache_hits"] += 1
-            allocated = stats["allocated_bytes"] = stats["allocated_bytes"] + size
-            if allocated > stats["peak_allocated_bytes"]:
-                stats["peak_allocated_bytes"] = allocated
+            stats["allocated_bytes"] += size
+            usage = self.context_usage
+            in_use = usage[0] = usage[0] + size
+            if in_use > usage[1]:
+                usage[1] = in_use
+            in_use = _usage[0] = _usage[0] + size
+            if in_use > _usage[1]:
+                _usage[1] = in_use
         finally:
             _lock.release()
         return block
@@ -296,6 +306,8 @@ class _Pool(_handle.Resource):
         stats = self.stats
         stats["frees"] += 1
         stats["allocated_bytes"] -= block.size
+        self.context_usage[0] -= block.size
+        _usage[0] -= block.size
         block.queue_ref = queue.ref if open_queue else None
         block.used_on, block.waits, block.event = None, waits, event
         if self._handle is None:  # this pool was released: free at once
@@ -471,7 +483,9 @@ def pool_for(queue, kind: str) -> _Pool:
     pool = _pools.get(key)
     if pool is None or pool.context_ref() is not context or pool._handle is None:
         with _lock:
-            pool = _pools[key] = _Pool(context, device, kind, key)
+            usage = next((other.context_usage for other in _pools.values()
+                          if other.context_ref() is context), [0, 0])
+            pool = _pools[key] = _Pool(context, device, kind, key, usage)
     queue._pools[kind] = pool
     return pool
 
@@ -536,6 +550,8 @@ def memory_stats(context=None) -> dict:
         for pool in pools:
             for name, value in pool.stats.items():
                 totals[name] += value
+        totals["peak_allocated_bytes"] = _usage[1] if context is None else max(
+            (pool.context_usage[1] for pool in pools), default=0)
     totals["cached_bytes"] = totals["reserved_bytes"] - totals["allocated_bytes"]
     totals["allocations"] = totals["cache_hits"] + totals["ur_allocations"]
     totals["limit_bytes"] = _totals["limit"]
