@@ -164,6 +164,10 @@ def test_a_context_and_queue_from_dpctl_share_its_memory(dpctl_queue, rng):
     values[::2] = 0.0
     assert np.array_equal(memory.copy_to_host().view(np.float32), values)
     # ur_cffi's memory in dpctl, without a copy
+    for dtype, typestr in ((ur_cffi.bfloat16, "|V2"), (ur_cffi.float8_e5m2, "|V1"),
+                           (np.float32, "<f4")):  # raw bytes where numpy has no name
+        interface = ur_cffi.zeros(4, dtype, queue=queue).__sycl_usm_array_interface__
+        assert interface["typestr"] == typestr
     mine = ur_cffi.asarray(values * 3, queue=queue)
     interface = mine.__sycl_usm_array_interface__
     assert interface["syclobj"] is dpctl_queue and interface["data"][0] == mine.data_ptr()
@@ -324,6 +328,17 @@ def test_from_dlpack_copies_when_asked_and_keeps_0d_shapes(queue, rng):
     assert np.array_equal(array.to_numpy(), host)
     scalar = ur_cffi.from_dlpack(np.array(3.5), queue=queue)
     assert scalar.shape == () and scalar.item() == 3.5
+
+
+def test_dlpack_refuses_what_it_cannot_describe(queue):
+    """longdouble went out as an IEEE kDLFloat of 128 bits (clongdouble: 0 bits); extents of
+    2**63 and more, which numpy refuses too, wrapped to negative ones."""
+    for dtype in (np.longdouble, np.clongdouble):
+        with pytest.raises(BufferError, match="DLPack has no type for"):
+            ur_cffi.zeros(4, dtype, queue=queue).__dlpack__()
+    with pytest.raises(ValueError, match=r"extent 9223372036854775808 is out of range"):
+        ur_cffi.empty((2**63, 0), np.float32, queue=queue)
+    assert ur_cffi.empty((2**63 - 1, 0), np.float32, queue=queue).size == 0
 
 
 def test_a_dlpack_import_of_a_ur_cffi_array_closes_with_it(queue, rng):

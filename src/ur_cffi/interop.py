@@ -103,6 +103,12 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
 
 # --- numpy -----------------------------------------------------------------------------------
 
+def _typestr(dtype: np.dtype) -> str:
+    """An array interface's typestr of ``dtype``: raw bytes for the dtypes numpy cannot name
+    (ml_dtypes' bfloat16 and float8 types: ``float8_e5m2`` would read ``<f1``)."""
+    return dtype.str if dtype.isbuiltin != 2 else f"|V{dtype.itemsize}"
+
+
 class _HostView:
     """What numpy reads through ``__array_interface__``; it keeps the USMArray alive, and its
     memory even past the array's ``close()`` (an :class:`ExportPin`)."""
@@ -114,7 +120,7 @@ class _HostView:
         dtype = array.dtype
         # numpy cannot name extension dtypes (ml_dtypes' float8_e5m2 is "<f1"): raw bytes,
         # which to_host_view views as the dtype
-        typestr = dtype.str if dtype.isbuiltin != 2 else f"|V{dtype.itemsize}"
+        typestr = _typestr(dtype)
         self.__array_interface__ = {
             "data": (array.data_ptr(), False), "shape": array.shape,
             "strides": array.strides, "typestr": typestr,
@@ -187,6 +193,7 @@ _exported: dict[int, tuple] = {}
 _unconsumed: dict[int, object] = {}  # address of a managed tensor -> its capsule
 _CODES = {"b": 6, "i": 0, "u": 1, "f": 2, "c": 5}  # kDLBool, kDLInt, kDLUInt, kDLFloat, kDLComplex
 _BFLOAT = 4  # kDLBfloat
+_IEEE = (np.float16, np.float32, np.float64, np.complex64, np.complex128)  # not longdouble
 _FLOAT8 = {"float8_e4m3fn": 10, "float8_e4m3fnuz": 11, "float8_e5m2": 12,
            "float8_e5m2fnuz": 13}  # DLPack 1.1's kDLFloat8_*
 
@@ -242,10 +249,12 @@ def _dl_dtype(dtype: np.dtype) -> _DLDataType:
         code = _BFLOAT
     elif name in _FLOAT8:
         code = _FLOAT8[name]
-    elif dtype.kind in _CODES and dtype.byteorder in "=|<":
+    elif dtype.kind in _CODES and dtype.byteorder in "=|<" and \
+            (dtype.kind not in "fc" or dtype.type in _IEEE):
         code = _CODES[dtype.kind]
     else:
-        raise BufferError(f"DLPack has no type for {dtype}")
+        raise BufferError(f"DLPack has no type for {dtype} (its floats are IEEE formats "
+                          "without padding: not longdouble)")
     return _DLDataType(code, dtype.itemsize * 8, 1)
 
 
@@ -306,6 +315,9 @@ def _capsule(data: int, shape, strides, dtype, device, keep, max_version):
         element_strides = [_element_stride(s, itemsize, "__dlpack__") for s in strides]
     except ValueError as error:
         raise BufferError(str(error)) from None
+    if any(not -2**63 <= n < 2**63 for n in (*shape, *element_strides)):
+        raise BufferError(f"__dlpack__: shape {tuple(shape)} or strides {tuple(strides)} do "
+                          "not fit DLPack's int64")
     shape = (ctypes.c_int64 * max(ndim, 1))(*shape)
     strides = (ctypes.c_int64 * max(ndim, 1))(*element_strides)
     tensor = _DLTensor(data, _DLDevice(*device), ndim, _dl_dtype(dtype), shape, strides, 0)
@@ -560,7 +572,7 @@ def sycl_usm_array_interface(array: USMArray) -> dict:
     return {"data": (array.data_ptr(), False), "shape": array.shape,
             "strides": None if array.is_contiguous() else tuple(
                 s // itemsize for s in array.strides),
-            "typestr": array.dtype.str, "version": 1, "syclobj": entry[1]}
+            "typestr": _typestr(array.dtype), "version": 1, "syclobj": entry[1]}
 
 
 def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:

@@ -36,7 +36,12 @@ def _shape(shape) -> tuple[int, ...]:
         shape = tuple(shape)
     except TypeError:
         raise TypeError(f"shape {shape!r} must be an integer or a sequence of integers") from None
-    return tuple(_checks.integer(f"shape {shape} extent", extent) for extent in shape)
+    # numpy's bound (an index-sized integer), even where another extent is 0
+    return tuple(_checks.integer(f"shape {shape} extent", extent, maximum=_INTP_MAX)
+                 for extent in shape)
+
+
+_INTP_MAX = np.iinfo(np.intp).max
 
 
 def _span(what: str, offset, count, size: int) -> tuple[int, int]:
