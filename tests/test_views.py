@@ -447,6 +447,21 @@ def test_assignment_broadcasts_and_casts_as_numpy_does(q, rng):
     with pytest.raises(TypeError, match="complex"):
         ur_cffi.zeros(2, np.float32, queue=q)[0:1] = [1 + 2j]
     assert np.array_equal(small.to_numpy(), np.zeros(4, np.uint8))
+    # One value, as numpy assigns it (it went through fill(), which refuses inexact values):
+    for dtype, value in ((np.int32, 2.5), (np.uint8, np.int64(-1)), (np.float16, 1e10),
+                         (ur_cffi.bfloat16, 1e300), (np.bool_, 0.5), (np.int32, True),
+                         (np.float32, "1.5"), (np.float32, 1 + 0j), (np.uint8, 300)):
+        reference, array = np.zeros(3, dtype), ur_cffi.zeros(3, dtype, queue=q)
+        try:
+            with np.errstate(over="ignore"):
+                reference[1:] = value
+        except (TypeError, ValueError, OverflowError) as error:
+            with pytest.raises(type(error)):
+                array[1:] = value
+        else:
+            with np.errstate(over="ignore"):
+                array[1:] = value
+        assert np.array_equal(array.to_numpy(), reference), (dtype, value)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -470,8 +470,10 @@ class USMArray(_handle.Resource):
             host = value if value.dtype == self.dtype else value.astype(self.dtype)
         elif np.ndim(value) != 0:
             host = np.asarray(value, dtype=self.dtype)  # numpy's checks of Python numbers
-        else:
-            target.fill(value)
+        else:  # numpy's assignment of one value: truncated, wrapped or refused as numpy does
+            cell = np.empty((), self.dtype)
+            cell[()] = value
+            target.fill(cell)
             return
         host = np.ascontiguousarray(np.broadcast_to(host, target.shape))
         if host is not value and not (host.base is value and host.shape == value.shape):
