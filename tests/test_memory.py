@@ -270,7 +270,8 @@ def test_types_are_checked_before_ur_is_called(queue, context, device):
         array.copy_to(np.zeros(10, np.int32))
     with pytest.raises(TypeError, match="dtype float64 does not match float32"):
         array.copy_from(ur_cffi.empty(10, np.float64, queue=queue))
-    with pytest.raises(TypeError, match="dtype float64 does not match float32"):
+    with pytest.raises(TypeError, match="copy_to: dtype float32 does not match the "
+                                        "destination's float64"):  # it named copy_from
         array.copy_to(ur_cffi.empty(4, np.float64, queue=queue))
     with pytest.raises(TypeError, match="not list"):
         array.copy_from([1.0] * 10)

@@ -529,3 +529,30 @@ def test_pytorchs_in_place_names(q, rng, kind):
     array.copy_(np.arange(6.0))  # broadcast, as PyTorch's copy_
     assert np.array_equal(array.to_numpy(), np.broadcast_to(np.arange(6.0), (4, 6)))
     assert array.zero_() is array and not array.to_numpy().any()
+
+
+def test_axes_of_a_0d_array_and_empty_views_as_numpy_has_them(q):
+    """0-d arrays have no axis -1 (permute(-1) was taken, stride(-1) and swapaxes(-1, -1) raised
+    a bare IndexError); an empty array takes view(dtype) as numpy's does."""
+    scalar = ur_cffi.zeros((), np.float32, queue=q)
+    for call in (lambda: scalar.stride(-1), lambda: scalar.swapaxes(-1, -1),
+                 lambda: scalar.permute(-1), lambda: scalar.transpose(0)):
+        with pytest.raises(ValueError, match="axis .* is out of range for 0 dimensions"):
+            call()
+    assert scalar.permute().shape == () and scalar.T.shape == ()
+    for shape in ((0, 0), (0, 4), (3, 0)):
+        empty = ur_cffi.zeros(shape, np.bool_, queue=q)
+        assert empty.view(ur_cffi.bfloat16).shape == \
+            np.zeros(shape, np.bool_).view(ur_cffi.bfloat16).shape
+
+
+def test_asarray_of_a_usm_array_copies_it(q, rng):
+    """It went through np.asarray, which device USM refuses."""
+    values = rng.standard_normal((3, 4))
+    source = ur_cffi.asarray(values, queue=q)
+    for kind in ("device", "host", "shared"):
+        copied = ur_cffi.asarray(source.T, queue=q, kind=kind)
+        assert copied.kind == kind and copied.data_ptr() != source.data_ptr()
+        assert np.array_equal(copied.to_numpy(), values.T)
+    other = ur_cffi.Queue(q.device.create_context(), q.device)
+    assert np.array_equal(ur_cffi.asarray(source, queue=other).to_numpy(), values)

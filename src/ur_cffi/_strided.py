@@ -178,10 +178,10 @@ def axes(ndim: int, given, what: str) -> tuple[int, ...]:
 
 def axis_index(ndim: int, axis, what: str) -> int:
     """``axis`` as an index in ``range(ndim)``; raises naming ``what``."""
-    axis = _checks.integer(f"{what}: axis", axis, minimum=-max(ndim, 1))
-    if axis >= ndim:
+    number = _checks.integer(f"{what}: axis", axis, minimum=-(2**63))
+    if not -ndim <= number < ndim:
         raise ValueError(f"{what}: axis {axis} is out of range for {ndim} dimensions")
-    return axis % ndim if ndim else axis
+    return number % ndim
 
 
 # --------------------------------------------------------------------------------------------

@@ -523,9 +523,12 @@ class USMArray(_handle.Resource):
             raise ValueError(f"view as {dtype}: the last axis of {last} bytes is not a "
                              f"multiple of {new}")
         strides = (*self._strides[:-1], new)
-        if any(s % new for s in strides) or self._address % new:
-            raise ValueError(f"view as {dtype}: strides {strides} or the address are not "
-                             f"multiples of its {new} bytes")
+        if self.size and any(s % new for s in strides):
+            raise ValueError(f"view as {dtype}: strides {strides} are not multiples of its "
+                             f"{new} bytes")
+        if self.size and self._address % new:
+            raise ValueError(f"view as {dtype}: the address 0x{self._address:x} is not a "
+                             f"multiple of its {new} bytes")
         return self._view((*self.shape[:-1], last // new), strides, dtype=dtype)
 
     def transpose(self, *axes) -> USMArray:
@@ -537,9 +540,8 @@ class USMArray(_handle.Resource):
 
     def permute(self, *dims) -> USMArray:
         """A view with the axes in the order ``dims`` (PyTorch's ``permute``)."""
-        return self._view(*zip(*((self.shape[a], self._strides[a]) for a in
-                                 _strided.axes(self.ndim, dims, "permute")))) if self.ndim \
-            else self._view((), ())
+        order = _strided.axes(self.ndim, dims, "permute")
+        return self._view([self.shape[a] for a in order], [self._strides[a] for a in order])
 
     def swapaxes(self, axis1, axis2) -> USMArray:
         """A view with two axes exchanged (numpy's ``swapaxes``, PyTorch's ``transpose``)."""
@@ -725,6 +727,9 @@ class USMArray(_handle.Resource):
         if isinstance(destination, USMArray):
             if destination.context is not self.context:
                 raise ValueError("copy_to: the destination array belongs to another context")
+            if destination.dtype != self.dtype:
+                raise TypeError(f"copy_to: dtype {self.dtype} does not match the "
+                                f"destination's {destination.dtype}")
             if offset == 0 and destination.shape == self.shape:
                 self._check_overlap(destination, "copy_to")
                 return destination.copy_from(self, queue=queue, blocking=blocking,
@@ -766,7 +771,8 @@ class USMArray(_handle.Resource):
             raise TypeError(f"copy_to: dtype {destination.dtype} does not match {self.dtype}")
         offset, _ = _span("copy_to", offset, destination.size, self.size)
         if not destination.is_contiguous():
-            raise ValueError("copy_to: a part of this array goes into a contiguous array only")
+            raise ValueError(f"copy_to: shape {destination.shape} does not match {self.shape}; "
+                             "a part of this array (offset=) goes into a contiguous array only")
         if _same_size_overlap(self._address + offset * self.itemsize, destination._address,
                               destination.nbytes):
             raise ValueError(f"copy_to: the part from offset {offset} overlaps the destination "
@@ -871,7 +877,12 @@ def zeros(shape, dtype=np.float32, *, queue: Queue, kind: str = "device") -> USM
 
 
 def asarray(array, *, queue: Queue, kind: str = "device") -> USMArray:
-    """A USMArray holding a copy of ``array`` (anything ``numpy.asarray`` accepts)."""
+    """A USMArray holding a copy of ``array`` (anything ``numpy.asarray`` accepts, or a
+    USMArray: of the queue's context, copied on the device as :meth:`USMArray.copy` does)."""
+    if isinstance(array, USMArray):
+        if array.context is queue.context:
+            return array.copy(queue=queue, kind=kind)
+        array = array.to_numpy()  # another context's: through the host
     host = np.asarray(array, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
     if host.dtype.hasobject and not (isinstance(array, np.ndarray) and array.dtype.hasobject):
         raise TypeError(f"asarray: {type(array).__name__} {array!r:.60} makes numpy objects "
