@@ -693,7 +693,8 @@ def test_a_replay_refuses_closed_memory(updatable, add, queue, rng):
         command = kernel.launch(queue, local, local, x, y, out, np.int32(n))
     graph.replay(queue).wait()
     y.close()
-    with pytest.raises(ClosedError):
+    with pytest.raises(ClosedError, match=r"command 0 \(launch of kernel 'add', argument 1\) "
+                                          "uses a USMArray that is closed"):
         graph.replay(queue)
     command.update(x, x, out, np.int32(n))  # no longer uses y
     out.fill(np.nan)

@@ -582,8 +582,24 @@ class Graph(_handle.Resource):
         was released since the last check)."""
         released = _handle.released
         for resource in self._memory:
-            resource.handle  # noqa: B018 - raises ClosedError
+            if resource.closed:
+                self._name_closed(resource)
         self._checked = released
+
+    def _name_closed(self, resource) -> None:
+        """Raise ``ClosedError`` naming the command (and argument) that uses ``resource``."""
+        for index, command in enumerate(self._commands):
+            if resource in command.memory():
+                what = f"command {index} ({command.kind}"
+                if command.kind == "launch":
+                    what += f" of kernel {command.kernel.name!r}"
+                    position = next((i for i, arg in enumerate(command.args)
+                                     if memory_of(arg) is resource), None)
+                    if position is not None:
+                        what += f", argument {position}"
+                raise _handle.ClosedError(f"replay: {what}) uses a {type(resource).__name__} "
+                                          "that is closed")
+        resource.handle  # noqa: B018 - raises ClosedError
 
     def close(self) -> None:
         """Wait for the latest replay (Ctrl-C interrupts that wait), then release the graph
