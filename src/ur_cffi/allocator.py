@@ -54,8 +54,9 @@ _pools: dict = {}  # (id(context), id(device) or 0, kind) -> _Pool
 _totals = {"reserved": 0, "limit": None}
 _returned: list = []  # (pool, block, queue) given back, (pool, None, None) released, later
 # Each pool's counters: the fewest kept per allocation and free; memory_stats adds the others.
-_POOL_STATS = ("allocated_bytes", "reserved_bytes", "cache_hits", "frees", "ur_allocations",
-               "ur_frees", "oom_retries", "cross_queue_reuses")
+_POOL_STATS = ("reserved_bytes", "ur_allocations", "ur_frees", "oom_retries",
+               "cross_queue_reuses")  # and, as attributes (every allocation and free counts
+_HOT_STATS = ("allocated_bytes", "cache_hits", "frees")  # them), these
 # Bytes in use and their high-water mark, of every pool: a peak is not a sum of pools' peaks.
 _usage = [0, 0]
 
@@ -99,7 +100,8 @@ class _Pool(_handle.Resource):
     when its context object is collected, at :func:`empty_cache`, or at teardown."""
 
     __slots__ = ("context_ref", "context_handle", "device", "kind", "key", "_free", "_ur_pool",
-                 "_device_memory", "stats", "context_usage")
+                 "_device_memory", "stats", "context_usage", "allocated_bytes", "cache_hits",
+                 "frees")
     _release_function = "urUSMFree"
 
     def __init__(self, context, device, kind: str, key, context_usage: list):
@@ -108,6 +110,7 @@ class _Pool(_handle.Resource):
         self._device_memory = kind == "device"
         self._free: dict[int, list[Block]] = {}
         self.stats = dict.fromkeys(_POOL_STATS, 0)
+        self.allocated_bytes = self.cache_hits = self.frees = 0
         self._ur_pool = _release.usm_pool(context.handle, device.handle) \
             if kind != "host" else None
         self.context_handle = context.handle  # each block holds a reference on it
@@ -154,12 +157,11 @@ class _Pool(_handle.Resource):
                 if block is not None:
                     blocks.append(block)
                 block = self._cached(queue, size)
-            stats = self.stats
             if block is None:
                 block = self._allocate(queue, size, array)
             else:
-                stats["cache_hits"] += 1
-            stats["allocated_bytes"] += size
+                self.cache_hits += 1
+            self.allocated_bytes += size
             usage = self.context_usage
             in_use = usage[0] = usage[0] + size
             if in_use > usage[1]:
@@ -303,9 +305,8 @@ class _Pool(_handle.Resource):
             if events is None:
                 return False
             waits, event = events
-        stats = self.stats
-        stats["frees"] += 1
-        stats["allocated_bytes"] -= block.size
+        self.frees += 1
+        self.allocated_bytes -= block.size
         self.context_usage[0] -= block.size
         _usage[0] -= block.size
         block.queue_ref = queue.ref if open_queue else None
@@ -374,7 +375,7 @@ class _Pool(_handle.Resource):
     def renew_ur_pool(self) -> int:
         """Release the UR pool for a new one if none of its memory is in use (``_lock``
         held); returns the first failing result or 0."""
-        if self._ur_pool is None or self._handle is None or self.stats["allocated_bytes"]:
+        if self._ur_pool is None or self._handle is None or self.allocated_bytes:
             return 0
         fresh = _release.usm_pool(self.context_handle, self.device.handle)
         if fresh is None:
@@ -392,7 +393,7 @@ class _Pool(_handle.Resource):
         allocations freed before the pool): at the pool's release, or at the last block
         given back after it."""
         with _lock:  # a release (any thread) and a block given back after it may both come
-            if self._ur_pool is None or self.stats["allocated_bytes"]:
+            if self._ur_pool is None or self.allocated_bytes:
                 return 0
             ur_pool, self._ur_pool = self._ur_pool, None
         return self._release_ur_pool_handle(ur_pool)
@@ -546,10 +547,12 @@ def memory_stats(context=None) -> dict:
         _give_back_returned(blocking=True)
         pools = [pool for pool in _pools.values()
                  if context is None or pool.context_ref() is context]
-        totals = dict.fromkeys(_POOL_STATS, 0)
+        totals = dict.fromkeys(_HOT_STATS + _POOL_STATS, 0)
         for pool in pools:
             for name, value in pool.stats.items():
                 totals[name] += value
+            for name in _HOT_STATS:
+                totals[name] += getattr(pool, name)
         totals["peak_allocated_bytes"] = _usage[1] if context is None else max(
             (pool.context_usage[1] for pool in pools), default=0)
     totals["cached_bytes"] = totals["reserved_bytes"] - totals["allocated_bytes"]
