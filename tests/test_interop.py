@@ -136,6 +136,9 @@ def test_from_pointer_wraps_usm_without_owning_it(queue, context, device):
             ur_cffi.from_pointer(address, 4096, np.float64, queue=queue)
         with pytest.raises(ValueError, match="address .* is out of range"):
             ur_cffi.from_pointer(0, 4, np.float64, queue=queue)
+        with pytest.raises(ValueError, match="is not aligned to float64's 8 bytes"):
+            ur_cffi.from_pointer(address + 4, 4, np.float64, queue=queue)  # kernels misread
+        assert ur_cffi.from_pointer(address + 4, 4, np.float32, queue=queue).shape == (4,)
     finally:
         queue.finish()
         assert lib.urUSMFree(context.handle, out[0]) == 0

@@ -67,8 +67,9 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
     """A USMArray over USM memory at ``address`` (an int) that something else allocated:
     ``shape`` and ``dtype``, ``strides`` in bytes (default C-contiguous).  ``owner`` is kept
     alive as long as the array or a view of it; nothing is freed.  Raises ``ValueError`` if
-    UR does not know the address as USM of ``queue``'s context, or the elements reach outside
-    the allocation that holds it (either end, negative strides included)."""
+    the address is not aligned to the dtype, UR does not know it as USM of ``queue``'s
+    context, or the elements reach outside the allocation that holds it (either end, negative
+    strides included)."""
     _check_queue(queue)
     address = _checks.integer("from_pointer: address", address, minimum=1)
     shape, dtype = _shape(shape), _dtype(dtype)
@@ -78,6 +79,9 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
                         for s in strides)
         if len(strides) != len(shape):
             raise ValueError(f"from_pointer: strides {strides} do not match shape {shape}")
+    if address % dtype.alignment:  # a kernel's loads of it would be misaligned
+        raise ValueError(f"from_pointer: address 0x{address:x} is not aligned to {dtype}'s "
+                         f"{dtype.alignment} bytes")
     kind = usm_kind(queue.context, address)
     if kind is None:
         raise ValueError(f"from_pointer: address 0x{address:x} is not USM memory of "
