@@ -291,9 +291,10 @@ def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
                             (KDL_CPU, 0), host, max_version)
     elif copy:
         source = array.copy()
+    pin = ExportPin(source)  # before the address is read: a close from now on leaves it
     return _capsule(source.data_ptr(), source.shape, source.strides, source.dtype,
-                    dl_device if dl_device is not None else dlpack_device(source),
-                    ExportPin(source), max_version)
+                    dl_device if dl_device is not None else dlpack_device(source), pin,
+                    max_version)
 
 
 def _pair(name: str, value) -> tuple[int, int] | None:

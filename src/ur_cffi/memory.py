@@ -10,6 +10,7 @@ fit raises instead of writing past an allocation.
 from __future__ import annotations
 
 import math
+import sys
 import threading
 
 import numpy as np
@@ -151,31 +152,48 @@ class ExportPin:
     """Held by what shows an array's memory outside ur_cffi (``np.asarray``'s view, a DLPack
     tensor): while one lives, closing the array (or its base) leaves the memory in place for
     it, and the last one to go gives it back.  Numpy and CuPy free memory only when no view
-    of it remains; an explicit close cannot take it from under them either."""
+    of it remains; an explicit close cannot take it from under them either.
 
-    __slots__ = ("array", "_serial")
+    Each root array keeps the ids of its live pins in a set (``_exports``): adding to and
+    discarding from a set are single steps under the GIL, so a finalizer running in any
+    thread, or inside the code it interrupts, needs no lock."""
 
+    __slots__ = ("array", "_root")
+
+    @hold_back_in  # Ctrl-C comes after the pin is counted
     def __init__(self, array: USMArray):
         self.array = array
-        root = array if array._base is None else array._base
-        self._serial = serial = root._serial
-        with _pins_lock:
-            _pinned[serial] = _pinned.get(serial, 0) + 1
+        self._root = root = array if array._base is None else array._base
+        exports = root._exports
+        if exports is None:
+            with _exports_lock:  # two first pins of one array in two threads: one set
+                exports = root._exports
+                if exports is None:
+                    exports = root._exports = set()
+        exports.add(id(self))
 
+    @hold_back_in  # a finalizer, as the registry's own callback is (_handle._collected)
     def __del__(self):
-        serial = self._serial
-        with _pins_lock:
-            left = _pinned.pop(serial) - 1
-            if left:
-                _pinned[serial] = left
-        array = self.array
-        root = array if array._base is None else array._base
-        if not left and root._handle is None:  # closed meanwhile: its release was left here
-            _handle._release_entry(serial)
+        root = getattr(self, "_root", None)
+        if root is None:  # __init__ did not get as far
+            return
+        exports = root._exports
+        exports.discard(id(self))
+        if not exports and root._handle is None:  # closed meanwhile: its release waits here
+            _handle._release_entry(root._serial)  # once: it pops the registry's entry
 
 
-_pinned: dict[int, int] = {}  # serial of a root array -> its live ExportPins
-_pins_lock = threading.Lock()
+_exports_lock = threading.Lock()  # never taken by a finalizer
+
+
+def _still_exported(array: USMArray) -> bool:
+    """Whether a pin of ``array`` lives, once the DLPack capsules nobody took are forgotten
+    (numpy drops the capsule of device memory it refuses: it must not hold the memory)."""
+    interop = sys.modules.get("ur_cffi.interop")
+    if interop is not None:
+        interop._forget_unused_capsules()
+    return bool(array._exports)
+
 
 _USM_TYPE = int(ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_TYPE)
 _USM_UNKNOWN = int(ur_usm_type_t.UR_USM_TYPE_UNKNOWN)
@@ -260,7 +278,7 @@ class USMArray(_handle.Resource):
     """
 
     __slots__ = ("queue", "shape", "dtype", "kind", "size", "nbytes", "_address", "_strides",
-                 "_base")
+                 "_base", "_exports")
     _release_function = "urUSMFree"
 
     def __init__(self, queue: Queue, shape, dtype=np.float32, kind: str = "device"):
@@ -287,7 +305,7 @@ class USMArray(_handle.Resource):
                              f"holds ({SIZE_MAX})")
         self._strides = (dtype.itemsize,) if len(shape) == 1 else \
             _strided.contiguous_strides(shape, dtype.itemsize)
-        self._base = None
+        self._base = self._exports = None
         self._take_memory(queue, kind, nbytes or 1)  # empty: a block still
 
     @hold_back_in  # Ctrl-C waits until this array owns the memory (_interrupts)
@@ -315,7 +333,7 @@ class USMArray(_handle.Resource):
         array.nbytes = array.size * dtype.itemsize
         array._strides = strides if strides is not None else \
             _strided.contiguous_strides(shape, dtype.itemsize)
-        array._base, array._address = None, address
+        array._base, array._exports, array._address = None, None, address
         array._own(_pointer(address), parents=(queue,), release_args=(owner,),
                    release=_forget)
         return array
@@ -432,8 +450,10 @@ class USMArray(_handle.Resource):
         if _interrupts._installed is None:
             _interrupts.install()
         self._handle = None
-        if self._base is not None or (_pinned and self._serial in _pinned):
+        if self._base is not None:
             _handle.note_release()  # launches reusing this view's argument block recheck
+        elif self._exports and _still_exported(self):
+            _handle.note_release()  # the last ExportPin to go releases the memory
         else:
             _handle._release_entry(self._serial)  # _give_back or _forget: they cannot fail
 
