@@ -746,14 +746,7 @@ def test_autotune_picks_a_config(tq, rng):
                triton.Config({"BLOCK": 1024}, num_warps=4)]
 
     # Decorated after activate(): the autotuner takes its benchmarker from the active driver.
-    @triton.autotune(configs=configs, key=["n"])
-    @triton.jit
-    def tuned_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        x = tl.load(x_ptr + offsets, mask=mask)
-        tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
-
+    tuned_add = triton.autotune(configs=configs, key=["n"])(add)
     launch_tuned_add(tuned_add, tq, rng)
     assert tuned_add.best_config in configs
     assert len(tuned_add.configs_timings) == 2
