@@ -403,6 +403,22 @@ def test_a_sycl_usm_array_interface_with_negative_strides(queue, rng):
     assert np.array_equal(imported.to_numpy(), host[::-1])
 
 
+def test_memory_marked_read_only_is_copied_not_wrapped(queue, rng):
+    host = rng.standard_normal(6).astype(np.float32)
+    array = ur_cffi.asarray(host, queue=queue, kind="host")
+    read_only = np.asarray(array)  # numpy's DLPack export carries its read-only flag
+    read_only.flags.writeable = False
+    imported = ur_cffi.from_dlpack(read_only, queue=queue)
+    assert imported.data_ptr() != array.data_ptr()
+    imported.fill(np.nan)
+    queue.finish()
+    assert np.array_equal(read_only, host)  # the producer's memory is untouched
+    with pytest.raises(BufferError, match=r"copy=False.*read-only"):
+        ur_cffi.from_dlpack(read_only, queue=queue, copy=False)
+    assert ur_cffi.from_dlpack(np.asarray(array), queue=queue, copy=False).data_ptr() == \
+        array.data_ptr()
+
+
 def test_a_malformed_sycl_usm_array_interface_is_named(queue):
     array = ur_cffi.zeros(4, np.float32, queue=queue)
     good = {"data": (array.data_ptr(), False), "shape": (4,), "typestr": "<f4", "version": 1}

@@ -197,6 +197,7 @@ _exported: dict[int, tuple] = {}
 _unconsumed: dict[int, object] = {}  # address of a managed tensor -> its capsule
 _CODES = {"b": 6, "i": 0, "u": 1, "f": 2, "c": 5}  # kDLBool, kDLInt, kDLUInt, kDLFloat, kDLComplex
 _BFLOAT = 4  # kDLBfloat
+_FLAG_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
 _IEEE = (np.float16, np.float32, np.float64, np.complex64, np.complex128)  # not longdouble
 _FLOAT8 = {"float8_e4m3fn": 10, "float8_e4m3fnuz": 11, "float8_e5m2": 12,
            "float8_e5m2fnuz": 13}  # DLPack 1.1's kDLFloat8_*
@@ -364,7 +365,9 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     ``queue``'s context is wrapped without a copy (the producer's memory stays alive with the
     array; a ur_cffi array comes back as a view of it, closed with it); CPU memory that is not
     USM is copied into device USM on ``queue``, unless ``copy=False`` (``BufferError``).
-    ``copy=True`` always copies."""
+    ``copy=True`` always copies, and so does ``copy=None`` for memory its producer marks
+    read-only (DLPack 1.x's flag): a USMArray has no read-only mode, so writes through a wrap
+    would reach it (``copy=False`` raises ``BufferError`` there)."""
     _check_queue(queue)
     _forget_unused_capsules()
     if hasattr(x, "__dlpack__"):
@@ -379,10 +382,12 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
         raise TypeError(f"from_dlpack needs an object with __dlpack__ or an unused DLPack "
                         f"capsule, not {type(x).__name__}")
     address = _capsule_pointer(capsule, name)
+    read_only = False
     if name == b"dltensor_versioned":
         managed = _DLManagedTensorVersioned.from_address(address)
         if managed.version.major != 1:
             raise BufferError(f"DLPack {managed.version.major}.x is not supported")
+        read_only = bool(managed.flags & _FLAG_READ_ONLY)
     else:
         managed = _DLManagedTensor.from_address(address)
     tensor = managed.dl_tensor
@@ -408,6 +413,11 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
         return result.copy(queue=queue) if copy else result
     owner = _Consumed(managed.deleter, address)
     if data and usm_kind(queue.context, data) is not None:
+        if read_only and copy is False:
+            raise BufferError("from_dlpack(copy=False): the DLPack tensor's flags mark its "
+                              "memory read-only, and a USMArray over it would let writes "
+                              "reach it; leave copy=None (a copy) or pass copy=True")
+        copy = copy or read_only
         result = from_pointer(data, shape, dtype, queue=queue, strides=strides,
                               owner=(owner, x))
         return result.copy(queue=queue) if copy else result
@@ -583,7 +593,11 @@ def sycl_usm_array_interface(array: USMArray) -> dict:
 def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:
     """A USMArray over the memory of ``obj`` (anything with ``__sycl_usm_array_interface__``,
     e.g. dpctl's USM memory), without a copy; ``queue`` defaults to one made with
-    :func:`queue_from_dpctl` on the interface's SYCL queue.  ``obj`` stays alive with it."""
+    :func:`queue_from_dpctl` on the interface's SYCL queue.  ``obj`` stays alive with it.
+
+    The flag in ``data`` is not read: the protocol calls it read-only, but dpctl's memory
+    objects set it True for writable memory (their documentation says so), so it cannot
+    tell the two apart."""
     interface = getattr(obj, "__sycl_usm_array_interface__", None)
     if not isinstance(interface, dict):
         raise TypeError(f"{type(obj).__name__} has no __sycl_usm_array_interface__")
