@@ -46,7 +46,8 @@ _interruptible = os.environ.get(INTERRUPTIBLE_ENV, "1") != "0"
 
 def set_interruptible_waits(enabled: bool) -> bool:
     """Whether waits in the main thread can be interrupted by Ctrl-C (the default) or are the
-    plain blocking UR calls, which are faster on a CPU device; returns the previous setting."""
+    plain blocking UR calls; returns the previous setting.  Not needed for speed: the default
+    waits block directly on work measured short, and Ctrl-C then waits for the device."""
     global _interruptible
     previous, _interruptible = _interruptible, bool(enabled)
     return previous

@@ -115,8 +115,9 @@ class GraphCommand:
 
     @property
     def kind(self) -> str:
-        """``"launch"``, ``"copy"``, ``"fill"``, or ``"marker"`` (a barrier or an empty copy:
-        no command of its own, a point to wait for)."""
+        """``"launch"``, ``"copy"``, ``"fill"``, or ``"marker"`` (a barrier, an empty copy,
+        or a strided copy recorded as one copy per row: no command of its own, a point to
+        wait for)."""
         return "marker" if self._command is None else self._command.kind
 
     @property

@@ -503,7 +503,8 @@ def _structure(name: str):
 
 def queue_from_dpctl(sycl_queue):
     """A ur_cffi Queue in :func:`context_from_dpctl`'s context on the same device (a UR queue
-    of its own: order it against the SYCL queue by waiting, e.g. ``sycl_queue.wait()``)."""
+    of its own: order it against the SYCL queue by waiting, e.g. ``sycl_queue.wait()``),
+    out of order unless ``sycl_queue`` is in order (dpctl's default queue is not)."""
     from .queue import Queue
 
     context = context_from_dpctl(sycl_queue)
