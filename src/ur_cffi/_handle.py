@@ -186,5 +186,7 @@ class Resource:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else hex(int(ffi.cast("uintptr_t", self._handle)))
+        handle = self._handle
+        state = "closed" if self.closed else hex(int(ffi.cast("uintptr_t", handle))) \
+            if isinstance(handle, ffi.CData) else "open"  # (an allocator pool's is its key)
         return f"<{type(self).__name__} {state}>"
