@@ -273,8 +273,10 @@ def default_device() -> Device:
     found = devices()
     if not found:
         if loader.device_selector() is not None:
+            hint = loader.selector_hint()
             raise RuntimeError(f"no UR device is selected by {loader.SELECTOR_ENV}="
-                               f"{os.environ[loader.SELECTOR_ENV]!r}; unset it to use every "
+                               f"{os.environ[loader.SELECTOR_ENV]!r}"
+                               f"{f' ({hint})' if hint else ''}; unset it to use every "
                                "device")
         raise RuntimeError("no UR device found; run `python -m ur_cffi` to see why")
     gpus = [d for d in found if d.type == ur_device_type_t.UR_DEVICE_TYPE_GPU]

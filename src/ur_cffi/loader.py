@@ -170,6 +170,21 @@ def device_selector() -> tuple | None:
     return tuple(terms)
 
 
+def selector_hint() -> str:
+    """Why ``ONEAPI_DEVICE_SELECTOR`` may select nothing on some releases although a newer one
+    reads it as meant (seen with PyPI's runtime wheels), with the form they all read; empty
+    where there is nothing to say.  (UR reads the selector itself, at ``urLoaderInit``.)"""
+    terms = device_selector() or ()
+    hints = []
+    if terms and all(negative for negative, _, _ in terms):
+        hints.append("oneAPI 2025.0's loader selects nothing with '!' terms alone: put "
+                     "'*:*;' in front")
+    if any(device != device.lower() for _, _, devices in terms for device in devices):
+        hints.append("oneAPI 2025.2's loader matches device types in lower case only: write "
+                     "'cpu', 'gpu', 'fpga'")
+    return "; ".join(hints)
+
+
 def _after_fork_in_child() -> None:
     # The child shares the parent's UR state but not its runtime threads; it must not use it,
     # release it or tear it down (the parent still owns it).
