@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import ur_cffi
-from ur_cffi import nvidia_binary
+from ur_cffi import _release, nvidia_binary
 from ur_cffi._ur import ffi
 
 triton = pytest.importorskip("triton")
@@ -64,6 +64,10 @@ def test_ptxas_and_target(driver):
 def test_launcher_agrees_with_the_cubin(driver, name, signature, constants, options):
     compiled = compile_for_sm90(getattr(kernels, name), signature, constants, **options)
     declared = nvidia_binary.entries(compiled.asm["cubin"])[compiled.metadata.name]
+    if compiled.metadata.shared and not _release.HAS_LAUNCH_WITH_ARGS:
+        with pytest.raises(NotImplementedError, match="from oneAPI 2026.0 on"):
+            launcher.Launcher(compiled.src, compiled.metadata, driver)  # no launch properties
+        return
     built = launcher.Launcher(compiled.src, compiled.metadata, driver)
     rules = abi.rules_for(triton.__version__, "cuda")
     assert built.rules is rules and rules.scratch_pointers == len(rules.scratch_metadata) >= 1
@@ -116,6 +120,10 @@ def test_launch_properties_flags():
     class Metadata:
         name, num_ctas, shared, launch_cooperative_grid, launch_pdl = "k", 1, 0, True, True
 
+    if not _release.HAS_LAUNCH_WITH_ARGS:  # before oneAPI 2026.0
+        with pytest.raises(NotImplementedError, match="from oneAPI 2026.0 on"):
+            cuda.launch_properties(Metadata)
+        return
     properties = cuda.launch_properties(Metadata)
     flags = ur_cffi.enums.ur_kernel_launch_flag_t
     assert properties[0].flags == (flags.UR_KERNEL_LAUNCH_FLAG_COOPERATIVE

@@ -320,7 +320,8 @@ def launch_properties(flags: int = 0, work_group_memory: int = 0):
         return _NULL
     if not HAS_LAUNCH_WITH_ARGS:
         raise NotImplementedError("launch properties (launch flags, work-group memory) need "
-                                  "UR 0.12's urEnqueueKernelLaunchWithArgsExp")
+                                  "urEnqueueKernelLaunchWithArgsExp, which UR has from oneAPI "
+                                  "2026.0 on; this ur_cffi was built against an older ur_api.h")
     structures = require("ur_structure_type_t", "UR_STRUCTURE_TYPE_KERNEL_LAUNCH_EXT_PROPERTIES")
     # Both structures in one owned array (they have the same size and alignment), so the
     # pointer the launch takes keeps the work-group memory entry alive too.

@@ -228,8 +228,8 @@ class Kernel(_handle.Resource):
     ``work_group_memory`` bytes of dynamic work-group (shared) memory are given to every launch
     as a launch property, for kernels that take it that way rather than as a ``"local"``
     argument (Triton's NVIDIA backend; ``ur_cffi.triton.kernel_options(compiled)`` says).
-    Launch properties need UR 0.12's ``urEnqueueKernelLaunchWithArgsExp``: on older releases
-    a non-zero ``work_group_memory`` raises ``NotImplementedError`` here.
+    Launch properties need ``urEnqueueKernelLaunchWithArgsExp`` (oneAPI 2026.0 on): on older
+    releases a non-zero ``work_group_memory`` raises ``NotImplementedError`` here.
     """
 
     __slots__ = ("program", "name", "num_args", "argument_sizes", "argument_source",
