@@ -276,6 +276,7 @@ def soak(kernels: Path, usm_cycles: int, program_cycles: int) -> dict:
             figures[f"{key}_cycles"] = count
             figures[f"{key}_rss_growth"] = rss_bytes() - before
         figures["live_objects"] = len(ur_cffi._handle._live) + len(ur_cffi._handle._events)
+        figures["adapters"] = len(ur_cffi.loader.adapters())
     return figures
 
 

@@ -34,8 +34,8 @@ REFERENCES = {
               "urQueueRetain", "urQueueRelease"),
     "event": ("urEventGetInfo", ur_event_info_t.UR_EVENT_INFO_REFERENCE_COUNT,
               "urEventRetain", "urEventRelease"),
-    "buffer": ("urMemGetInfo", ur_mem_info_t.UR_MEM_INFO_REFERENCE_COUNT,
-               "urMemRetain", "urMemRelease"),
+    "buffer": ("urMemGetInfo", getattr(ur_mem_info_t, "UR_MEM_INFO_REFERENCE_COUNT", None),
+               "urMemRetain", "urMemRelease"),  # (not in UR 0.10's header: oneAPI 2025.0)
     "program": ("urProgramGetInfo", ur_program_info_t.UR_PROGRAM_INFO_REFERENCE_COUNT,
                 "urProgramRetain", "urProgramRelease"),
     "kernel": ("urKernelGetInfo", ur_kernel_info_t.UR_KERNEL_INFO_REFERENCE_COUNT,
@@ -45,6 +45,8 @@ REFERENCES = {
 
 def references(kind, handle):
     function, prop, _, _ = REFERENCES[kind]
+    if prop is None:
+        pytest.skip(f"this UR header has no reference-count query for a {kind}")
     return info.query(function, handle, prop)
 
 
