@@ -13,7 +13,7 @@ import pytest
 
 import crash_probe
 import device_under_test
-from ur_cffi import loader
+from ur_cffi import _release, loader
 
 TESTS = Path(__file__).resolve().parent
 # Not test_threads.py: its overlap checks race a spinning kernel against other work on two
@@ -148,7 +148,11 @@ def test_without_the_variable_there_is_no_validation_layer(tmp_path):
     assert not (tmp_path / "logs").exists()
 
 
-def test_the_log_parser_drops_only_the_known_spurious_line():
+@pytest.mark.parametrize("records_events", [True, False])
+def test_the_log_parser_drops_only_the_known_spurious_lines(records_events, monkeypatch):
+    """Where UR's leak checker does not record events (UR 0.10), its reports of unknown
+    handles and negative counts are dropped too, with their backtraces; leaks stay."""
+    monkeypatch.setattr(_release, "LEAK_CHECKER_RECORDS_EVENTS", records_events)
     log = textwrap.dedent("""\
         <VALIDATION>[ERROR]: There are no valid references to handle 0
         <VALIDATION>[ERROR]: Retained 1 reference(s) to handle 0x5581
@@ -156,19 +160,27 @@ def test_the_log_parser_drops_only_the_known_spurious_line():
         <VALIDATION>[ERROR]: #0 libur_loader.so.0(+0x1ee40b) [0x7fc2]
         <VALIDATION>[ERROR]: #1 libur_loader.so.0(urContextCreate+0x94) [0x7fc3]
         <VALIDATION>[ERROR]: There are no valid references to handle 0x5590
+        <VALIDATION>[ERROR]: Attempting to release nonexistent handle 0x5591
+        <VALIDATION>[ERROR]: Retained -3 reference(s) to handle 0x5591
+        <VALIDATION>[ERROR]: Handle 0x5591 was recorded for first time here:
+        <VALIDATION>[ERROR]: #0 libur_loader.so.0(+0x1ee40b) [0x7fc4]
         <VALIDATION>[WARNING]: There are no valid references to handle 0 and more
         some line in no known format
     """)
     problems = loader.parse_validation_log(log)
-    assert problems == [
-        "[ERROR] Retained 1 reference(s) to handle 0x5581\n"
-        "    Handle 0x5581 was recorded for first time here:\n"
-        "    #0 libur_loader.so.0(+0x1ee40b) [0x7fc2]\n"
-        "    #1 libur_loader.so.0(urContextCreate+0x94) [0x7fc3]",
-        "[ERROR] There are no valid references to handle 0x5590",
-        "[WARNING] There are no valid references to handle 0 and more",
-        "some line in no known format",
-    ]
+    leak = ("[ERROR] Retained 1 reference(s) to handle 0x5581\n"
+            "    Handle 0x5581 was recorded for first time here:\n"
+            "    #0 libur_loader.so.0(+0x1ee40b) [0x7fc2]\n"
+            "    #1 libur_loader.so.0(urContextCreate+0x94) [0x7fc3]")
+    unrecorded = ["[ERROR] There are no valid references to handle 0x5590",
+                  "[ERROR] Attempting to release nonexistent handle 0x5591",
+                  "[ERROR] Retained -3 reference(s) to handle 0x5591\n"
+                  "    Handle 0x5591 was recorded for first time here:\n"
+                  "    #0 libur_loader.so.0(+0x1ee40b) [0x7fc4]"]
+    others = ["some line in no known format"]
+    if records_events:
+        others.insert(0, "[WARNING] There are no valid references to handle 0 and more")
+    assert problems == [leak] + (unrecorded if records_events else []) + others
 
 
 def test_the_validation_error_lists_every_problem():

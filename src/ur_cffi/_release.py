@@ -22,6 +22,9 @@ kernel launch                  ``urEnqueueKernelLaunchWithArgsExp`` from    :dat
                                ext-properties pointer in 2026.0/2026.1)
 device-wide wait               ``urDeviceWaitExp`` from 2026.0              :data:`HAS_
                                                                             DEVICE_WAIT`
+leak checker and events        unrecorded in UR 0.10 (2025.0): false        :data:`LEAK_
+                               reports of their release                     CHECKER_RECORDS_
+                                                                            EVENTS`
 info enumerators               e.g. ``UR_ADAPTER_INFO_VERSION`` (0.11+),    :func:`enumerator`
                                ``UR_KERNEL_INFO_SPILL_MEM_SIZE`` (0.12)
 command buffers (``Graph``)    ``urEnqueueCommandBufferExp``, updates by    :data:`HAS_COMMAND_
@@ -173,6 +176,16 @@ def program_from_binary(context_handle, device_handle, binary: bytes):
 
 HAS_DEVICE_WAIT = has("urDeviceWaitExp")
 """Whether ``urDeviceWaitExp`` exists; without it ``Device.synchronize`` finishes queues."""
+
+
+# --------------------------------------------------------------------------------------------
+# Validation mode
+
+LEAK_CHECKER_RECORDS_EVENTS = lib.UR_API_VERSION_CURRENT >= (0 << 16 | 11)
+"""Whether UR's leak-checking layer records the events that enqueue calls return.  UR 0.10's
+(oneAPI 2025.0) does not, so every use and release of such an event reads as a problem in a
+correct program (raw UR calls alone show it): :func:`loader.parse_validation_log` drops those
+reports there.  A behaviour, not a shape of the header: its API version is what tells."""
 
 
 # --------------------------------------------------------------------------------------------
