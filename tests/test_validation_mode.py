@@ -74,11 +74,12 @@ LEAKER = textwrap.dedent("""
     array = ur_cffi.zeros(100, queue=queue)
     assert ur_cffi.loader.validation_enabled()
     if sys.argv[1] == "leak":
-        lib.urContextRetain(context.handle)  # a reference nobody gives back
+        lib.urContextRetain(context.handle)  # references nobody gives back
+        lib.urQueueRetain(queue.handle)
         raw = ffi.new("ur_event_handle_t *")
         lib.urEnqueueEventsWait(queue.handle, 0, ffi.NULL, raw)  # an event nobody releases
-        print("leaked", hex(int(ffi.cast("uintptr_t", context.handle))),
-              hex(int(ffi.cast("uintptr_t", raw[0]))))
+        print("leaked", *(hex(int(ffi.cast("uintptr_t", handle)))
+                          for handle in (context.handle, queue.handle, raw[0])))
     if sys.argv[2] == "teardown":
         try:
             ur_cffi.loader.teardown()
@@ -110,20 +111,22 @@ def test_a_clean_program_exits_0_under_validation(tmp_path):
 def test_a_deliberate_leak_fails_the_process_naming_each_handle(tmp_path):
     done = run_leaker(tmp_path, "leak", "exit")
     assert done.returncode == loader.VALIDATION_EXIT_STATUS
-    context, event = done.stdout.split("leaked ")[1].split()[:2]
+    leaked = done.stdout.split("leaked ")[1].split()[:3]
+    if not _release.LEAK_CHECKER_RECORDS_EVENTS:
+        leaked.pop()  # UR 0.10's checker knows no enqueued event, so no leak of one either
     assert "end" in done.stdout
     report = done.stderr.split("ur_cffi: ")[-1]
-    assert "UR's validation layer reported 2 problem(s)" in report
-    assert f"Retained 1 reference(s) to handle {context}" in report
-    assert f"Retained 1 reference(s) to handle {event}" in report
+    assert f"UR's validation layer reported {len(leaked)} problem(s)" in report
+    for handle in leaked:
+        assert f"Retained 1 reference(s) to handle {handle}" in report
     assert "was recorded for first time here" in report  # with UR's backtrace
     problems, _ = logged_problems(tmp_path / "logs")
-    assert len(problems) == 2
+    assert len(problems) == len(leaked)
 
 
 def test_teardown_raises_validation_error_and_a_new_initialisation_starts_clean(tmp_path):
     done = run_leaker(tmp_path, "leak", "teardown")
-    assert "problems 2" in done.stdout
+    assert f"problems {2 + _release.LEAK_CHECKER_RECORDS_EVENTS}" in done.stdout
     assert done.returncode == 0, done.stderr[-2000:]  # the second initialisation leaked nothing
 
 

@@ -58,7 +58,7 @@ SPURIOUS_VALIDATION_MESSAGES = frozenset({"There are no valid references to hand
 # What UR 0.10's leak checker reports for events it never recorded (_release), dropped there.
 # Leaks (a positive count retained) and every other check still count.
 _UNRECORDED_EVENT_REPORTS = re.compile(
-    r"Attempting to release nonexistent handle |Retained -\d+ reference\(s\) to handle "
+    r"Attempting to re(lease|tain) nonexistent handle |Retained -\d+ reference\(s\) to handle "
     r"|There are no valid references to handle ")
 
 # UR's logger writes "<VALIDATION>[ERROR]: message"; a leak report goes on with lines
