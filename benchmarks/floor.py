@@ -146,8 +146,16 @@ int floor_usm_alloc_free(uintptr_t context, uintptr_t device, size_t nbytes, int
 
 
 def build():
-    """Compile the floor module and return its ``lib``; raises if no compiler or header."""
+    """Compile the floor module and return its ``lib``; raises if no compiler or header, or
+    (``NotImplementedError``) for a ur_cffi built against a release before oneAPI 2026.0."""
     import cffi
+
+    from ur_cffi import _release
+
+    if not _release.HAS_LAUNCH_WITH_ARGS:
+        raise NotImplementedError(
+            "make bench's C floor launches with urEnqueueKernelLaunchWithArgsExp, which UR has "
+            "from oneAPI 2026.0 on; this ur_cffi was built against an older ur_api.h")
 
     repo = Path(__file__).resolve().parent.parent
     if str(repo) not in sys.path:

@@ -17,7 +17,7 @@ import pytest
 import crash_probe
 import device_under_test
 import ur_cffi
-from ur_cffi import ClosedError, enums, info, lib
+from ur_cffi import ClosedError, _release, enums, info, lib
 from ur_cffi.graph import command_buffer_support
 
 triton = pytest.importorskip("triton")
@@ -755,6 +755,9 @@ def test_a_launch_with_launch_properties_makes_an_automatic_graph_replay_one_by_
     supported, _, why = command_buffer_support(device)
     if not supported:
         pytest.skip(f"no native graphs here: {why}")
+    if not _release.HAS_LAUNCH_WITH_ARGS:
+        pytest.skip("no launch properties before oneAPI 2026.0 (test_kernel_options.py checks "
+                    "their refusal)")
     monkeypatch.delenv("UR_CFFI_GRAPH_NATIVE", raising=False)
     program, compiled = build_triton("add", BLOCK=BLOCK)
     options = compiled.options
