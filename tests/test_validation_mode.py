@@ -167,6 +167,7 @@ def test_the_log_parser_drops_only_the_known_spurious_lines(records_events, monk
         <VALIDATION>[ERROR]: Retained -3 reference(s) to handle 0x5591
         <VALIDATION>[ERROR]: Handle 0x5591 was recorded for first time here:
         <VALIDATION>[ERROR]: #0 libur_loader.so.0(+0x1ee40b) [0x7fc4]
+        <VALIDATION>[ERROR]: Handle 0x5591 already exists
         <VALIDATION>[WARNING]: There are no valid references to handle 0 and more
         some line in no known format
     """)
@@ -179,7 +180,8 @@ def test_the_log_parser_drops_only_the_known_spurious_lines(records_events, monk
                   "[ERROR] Attempting to release nonexistent handle 0x5591",
                   "[ERROR] Retained -3 reference(s) to handle 0x5591\n"
                   "    Handle 0x5591 was recorded for first time here:\n"
-                  "    #0 libur_loader.so.0(+0x1ee40b) [0x7fc4]"]
+                  "    #0 libur_loader.so.0(+0x1ee40b) [0x7fc4]",
+                  "[ERROR] Handle 0x5591 already exists"]
     others = ["some line in no known format"]
     if records_events:
         others.insert(0, "[WARNING] There are no valid references to handle 0 and more")
