@@ -3,6 +3,7 @@ children keeping parents alive, ClosedError after close, and no UR object leaked
 allocate/free cycles according to UR's own leak checker."""
 
 import gc
+import re
 import textwrap
 import weakref
 
@@ -12,12 +13,11 @@ import pytest
 import crash_probe
 import device_under_test
 import ur_cffi
-from ur_cffi import _handle, ffi, info, lib, loader
+from ur_cffi import _handle, _release, allocator, ffi, info, lib, loader
 from ur_cffi.enums import (
     ur_context_info_t,
     ur_event_info_t,
     ur_kernel_info_t,
-    ur_mem_info_t,
     ur_program_info_t,
     ur_queue_info_t,
     ur_usm_alloc_info_t,
@@ -34,7 +34,8 @@ REFERENCES = {
               "urQueueRetain", "urQueueRelease"),
     "event": ("urEventGetInfo", ur_event_info_t.UR_EVENT_INFO_REFERENCE_COUNT,
               "urEventRetain", "urEventRelease"),
-    "buffer": ("urMemGetInfo", getattr(ur_mem_info_t, "UR_MEM_INFO_REFERENCE_COUNT", None),
+    "buffer": ("urMemGetInfo", _release.enumerator("ur_mem_info_t",
+                                                   "UR_MEM_INFO_REFERENCE_COUNT"),
                "urMemRetain", "urMemRelease"),  # (not in UR 0.10's header: oneAPI 2025.0)
     "program": ("urProgramGetInfo", ur_program_info_t.UR_PROGRAM_INFO_REFERENCE_COUNT,
                 "urProgramRetain", "urProgramRelease"),
@@ -297,7 +298,6 @@ LEAK_SCRIPT = textwrap.dedent("""
 """)
 
 
-
 def run_with_leak_checking(mode):
     # The loader reads UR_CFFI_VALIDATION (full validation + leak checking layers); UR's logger
     # for those layers prints only when UR_LOG_VALIDATION asks it to.
@@ -321,6 +321,15 @@ def test_the_leak_checker_reports_a_deliberate_leak():
     assert f"Retained 1 reference(s) to handle {leaked}" in "\n".join(reports)
     # Nothing of ur_cffi's own is reported along with it.
     assert sum("Retained" in line for line in reports) == 1
+
+
+def test_a_repr_never_raises(queue):
+    """Not for an allocator pool, whose handle is its key where the device has no UR pool,
+    nor for an object whose ``__init__`` never set its handle."""
+    for kind in ("device", "host", "shared"):
+        assert re.fullmatch(r"<_Pool (open|0x[0-9a-f]+)>", repr(allocator.pool_for(queue, kind)))
+    for cls in (ur_cffi.Program, ur_cffi.Kernel, ur_cffi.Event, ur_cffi.Buffer):
+        assert repr(object.__new__(cls)) == f"<{cls.__name__} closed>"
 
 
 # --- closing parents first, and the loader's teardown, in fresh processes ------------------

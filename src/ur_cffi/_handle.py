@@ -186,7 +186,11 @@ class Resource:
         self.close()
 
     def __repr__(self) -> str:
-        handle = self._handle
-        state = "closed" if self.closed else hex(int(ffi.cast("uintptr_t", handle))) \
-            if isinstance(handle, ffi.CData) else "open"  # (an allocator pool's is its key)
+        handle = getattr(self, "_handle", None)  # (unset where __init__ failed)
+        if handle is None or self.closed:
+            state = "closed"
+        elif isinstance(handle, ffi.CData):
+            state = hex(int(ffi.cast("uintptr_t", handle)))
+        else:
+            state = "open"  # an allocator pool without a UR pool: its handle is its key
         return f"<{type(self).__name__} {state}>"

@@ -2,8 +2,9 @@
 
 ur_cffi is built against the ``ur_api.h`` of the runtime it will load (oneAPI 2025.0 to 2026.2,
 UR API 0.10 to 0.12).  Those headers differ; each difference is settled below from what the
-compiled module declares (a function, an enum, a parameter list), never from a version number,
-and the rest of the package calls the one API this module gives:
+compiled module declares (a function, an enum, a parameter list), and the rest of the package
+calls the one API this module gives.  Only two behaviours of UR 0.10's loader, which no
+declaration shows, are told by the header's API version (:data:`API_VERSION`):
 
 =============================  ===========================================  ==================
 difference                     releases                                     here
@@ -25,6 +26,9 @@ device-wide wait               ``urDeviceWaitExp`` from 2026.0              :dat
 leak checker and events        unrecorded in UR 0.10 (2025.0): false        :data:`LEAK_
                                reports of their release                     CHECKER_RECORDS_
                                                                             EVENTS`
+a selector of ``!`` terms      selects nothing in UR 0.10 (2025.0), every   :data:`NEGATIVE_
+alone                          device but those later                       TERMS_ALONE_
+                                                                            SELECT`
 info enumerators               e.g. ``UR_ADAPTER_INFO_VERSION`` (0.11+),    :func:`enumerator`
                                ``UR_KERNEL_INFO_SPILL_MEM_SIZE`` (0.12)
 command buffers (``Graph``)    ``urEnqueueCommandBufferExp``, updates by    :data:`HAS_COMMAND_
@@ -181,11 +185,20 @@ HAS_DEVICE_WAIT = has("urDeviceWaitExp")
 # --------------------------------------------------------------------------------------------
 # Validation mode
 
-LEAK_CHECKER_RECORDS_EVENTS = lib.UR_API_VERSION_CURRENT >= (0 << 16 | 11)
+API_VERSION = divmod(lib.UR_API_VERSION_CURRENT, 1 << 16)
+"""``(major, minor)`` of the header's ``UR_API_VERSION_CURRENT``, e.g. ``(0, 12)``."""
+
+LEAK_CHECKER_RECORDS_EVENTS = API_VERSION >= (0, 11)
 """Whether UR's leak-checking layer records the events that enqueue calls return.  UR 0.10's
 (oneAPI 2025.0) does not, so every use and release of such an event reads as a problem in a
-correct program (raw UR calls alone show it): :func:`loader.parse_validation_log` drops those
-reports there.  A behaviour, not a shape of the header: its API version is what tells."""
+correct program (raw UR calls alone show it): :func:`loader.parse_validation_log` drops
+reports of unknown handles and negative counts there, and with them what they would say of
+other handles (a double release, a use after release, a leak of a handle made where an event
+was)."""
+
+NEGATIVE_TERMS_ALONE_SELECT = API_VERSION >= (0, 11)
+"""Whether ``ONEAPI_DEVICE_SELECTOR`` of ``!`` terms alone selects every device but theirs;
+UR 0.10's loader selects none (``loader.selector_hint`` says so)."""
 
 
 # --------------------------------------------------------------------------------------------

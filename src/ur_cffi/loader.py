@@ -178,17 +178,20 @@ def device_selector() -> tuple | None:
 
 
 def selector_hint() -> str:
-    """Why ``ONEAPI_DEVICE_SELECTOR`` may select nothing on some releases although a newer one
-    reads it as meant (seen with PyPI's runtime wheels), with the form they all read; empty
-    where there is nothing to say.  (UR reads the selector itself, at ``urLoaderInit``.)"""
+    """Why ``ONEAPI_DEVICE_SELECTOR`` may have selected nothing where UR's loaders read it
+    otherwise than its grammar says (seen with PyPI's runtime wheels), with a form they all
+    read; empty where there is nothing to say.  (UR reads the selector itself.)"""
     terms = device_selector() or ()
     hints = []
-    if terms and all(negative for negative, _, _ in terms):
-        hints.append("oneAPI 2025.0's loader selects nothing with '!' terms alone: put "
-                     "'*:*;' in front")
-    if any(device != device.lower() for _, _, devices in terms for device in devices):
-        hints.append("oneAPI 2025.2's loader matches device types in lower case only: write "
-                     "'cpu', 'gpu', 'fpga'")
+    if terms and all(negative for negative, _, _ in terms) and \
+            not _release.NEGATIVE_TERMS_ALONE_SELECT:
+        hints.append("this loader (UR 0.10, oneAPI 2025.0) selects nothing with '!' terms "
+                     "alone: put '*:*;' in front")
+    if any(device != device.lower() for negative, _, devices in terms if not negative
+           for device in devices):
+        hints.append("UR's loaders match device types in lower case (2025.2's always, "
+                     "later ones unless the backend is in capitals too): write 'cpu', 'gpu', "
+                     "'fpga'")
     return "; ".join(hints)
 
 
