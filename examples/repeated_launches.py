@@ -4,9 +4,10 @@
 on every call.  ``ur_cffi.triton.prepare(kernel, grid, ...)`` does that once and returns a
 ``PreparedLaunch`` that only enqueues; ``event=False`` skips making an Event per launch, and
 ``ur_cffi.set_interruptible_waits(False)`` makes ``queue.finish()`` the plain blocking UR call
-(Ctrl-C then waits for the device; the default waits already block directly on short work).  Each way runs the same launches
-on the same arrays; the result must be exact every time.  Prints microseconds per launch
-(timings on a busy machine vary); exits with status 1 if a result is wrong.
+(Ctrl-C then waits for the device; the default waits already block directly on short work).
+Each way runs the same launches on the same arrays; the result must be exact every time.
+Prints microseconds per launch (timings on a busy machine vary); exits with status 1 if a
+result is wrong.
 
     python examples/repeated_launches.py
 """
