@@ -5,11 +5,11 @@ UR reads the selector when the loader initialises, so every case that reaches UR
 child process of its own.  Expectations were checked against what UR itself does on this CPU
 device (the OpenCL adapter): with a raw ``urDeviceGetSelected`` on oneAPI 2025.0 to 2026.2,
 where a malformed selector is ignored, drops every adapter, is answered
-``UR_RESULT_ERROR_INVALID_VALUE`` or crashes the process, depending on the release.  Two cases
-below select the CPU device from 2025.1 on only: ``!opencl:gpu`` (2025.0 selects nothing with
-``!`` terms alone) and ``OPENCL:CPU`` (not on 2025.2 either, which matches device types in
-lower case); where nothing is selected, ``default_device()``'s error names that.  Device
-types in capitals select nothing on every release unless the backend is in capitals too.
+``UR_RESULT_ERROR_INVALID_VALUE`` or crashes the process, depending on the release.  Two
+kinds of selector are read otherwise by some releases (``_release``): ``!`` terms alone select
+nothing before 2025.2, and device types in capitals nothing from 2025.2 on (unless the backend
+is in capitals too, from 2025.3); where nothing is selected, ``default_device()``'s error says
+so.
 """
 
 import json
@@ -68,9 +68,9 @@ def test_no_selector_and_an_empty_one_select_every_device(unselected):
     assert run_child("") == unselected
 
 
-CAPITALS = "match device types in lower case"
-"""What default_device()'s error says where a selector with capital device types selected
-nothing."""
+NEGATIVE = "'!' terms alone: put '*:*;' in front"
+CAPITALS = "matches device types in lower case"
+"""What default_device()'s error says where such selectors selected nothing."""
 
 
 @pytest.mark.parametrize("selector", ["opencl:cpu", "opencl:0", "*:cpu", "OPENCL:CPU",
@@ -79,11 +79,12 @@ def test_a_selector_that_matches_the_cpu_device_yields_it(selector, unselected):
     found = run_child(selector)
     cpu = next(d for d in unselected["devices"] if d[1] == "UR_DEVICE_TYPE_CPU")
     if selector == "!opencl:gpu" and not _release.NEGATIVE_TERMS_ALONE_SELECT:
-        assert found["devices"] == []  # UR 0.10
-        assert "'!' terms alone: put '*:*;' in front" in found["default_error"][2]
+        assert found["devices"] == []  # before 2025.2
+        assert NEGATIVE in found["default_error"][2]
         return
-    if selector == "OPENCL:CPU" and not _release.HAS_LAUNCH_WITH_ARGS and not found["devices"]:
-        assert CAPITALS in found["default_error"][2]  # 2025.2 (a release before 2026.0)
+    if selector == "OPENCL:CPU" and not _release.CAPITAL_DEVICE_TYPES_READ and \
+            not _release.HAS_LAUNCH_WITH_ARGS and not found["devices"]:
+        assert CAPITALS in found["default_error"][2]  # 2025.2 (read from 2025.3 on)
         return
     assert found["devices"] == [cpu]
     assert found["default"] == cpu[0]
@@ -91,9 +92,8 @@ def test_a_selector_that_matches_the_cpu_device_yields_it(selector, unselected):
 
 @pytest.mark.parametrize("selector, hint", [
     ("opencl:gpu", None), ("level_zero:*", None), ("opencl:99", None),
-    ("!opencl:*", "'!' terms alone: put '*:*;' in front"), ("opencl:*;!opencl:cpu", None),
-    ("opencl:0.*", None), ("OPENCL:GPU", CAPITALS), ("opencl:CPU", CAPITALS),
-    ("*:CPU", CAPITALS), ("!opencl:*;!level_zero:GPU", "'!' terms alone: put '*:*;' in front")])
+    ("!opencl:*", NEGATIVE), ("opencl:*;!opencl:cpu", None), ("opencl:0.*", None),
+    ("!opencl:*;!level_zero:GPU", NEGATIVE)])
 def test_a_selector_that_matches_nothing_yields_no_device(selector, hint, unselected):
     found = run_child(selector)
     assert found["devices"] == []
@@ -101,9 +101,20 @@ def test_a_selector_that_matches_nothing_yields_no_device(selector, hint, unsele
     assert name == "RuntimeError" and not is_value_error
     assert f"ONEAPI_DEVICE_SELECTOR={selector!r}" in message
     assert "no UR device is selected" in message
-    if hint and hint.startswith("'!'") and _release.NEGATIVE_TERMS_ALONE_SELECT:
-        hint = None  # that hint is for UR 0.10 alone
+    if hint == NEGATIVE and _release.NEGATIVE_TERMS_ALONE_SELECT:
+        hint = None  # that hint is for the releases before 2025.2 alone
     assert (hint in message) if hint else ("loader" not in message)
+
+
+@pytest.mark.parametrize("selector", ["opencl:CPU", "*:CPU", "opencl:Cpu"])
+def test_device_types_in_capitals_where_the_loader_reads_them_or_not(selector, unselected):
+    found = run_child(selector)
+    if _release.CAPITAL_DEVICE_TYPES_READ:  # before 2025.2
+        assert found["devices"] == [d for d in unselected["devices"]
+                                    if d[1] == "UR_DEVICE_TYPE_CPU"]
+    else:
+        assert found["devices"] == []
+        assert CAPITALS in found["default_error"][2]
 
 
 @pytest.mark.parametrize("selector, reason", [

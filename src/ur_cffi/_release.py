@@ -3,8 +3,8 @@
 ur_cffi is built against the ``ur_api.h`` of the runtime it will load (oneAPI 2025.0 to 2026.2,
 UR API 0.10 to 0.12).  Those headers differ; each difference is settled below from what the
 compiled module declares (a function, an enum, a parameter list), and the rest of the package
-calls the one API this module gives.  Only two behaviours of UR 0.10's loader, which no
-declaration shows, are told by the header's API version (:data:`API_VERSION`):
+calls the one API this module gives.  Only behaviours of old loaders that no declaration
+shows are told by the header's API version (:data:`API_VERSION`):
 
 =============================  ===========================================  ==================
 difference                     releases                                     here
@@ -26,9 +26,12 @@ device-wide wait               ``urDeviceWaitExp`` from 2026.0              :dat
 leak checker and events        unrecorded in UR 0.10 (2025.0): false        :data:`LEAK_
                                reports of their release                     CHECKER_RECORDS_
                                                                             EVENTS`
-a selector of ``!`` terms      selects nothing in UR 0.10 (2025.0), every   :data:`NEGATIVE_
-alone                          device but those later                       TERMS_ALONE_
+a selector of ``!`` terms      selects nothing in UR 0.10 and 0.11 (2025.0, :data:`NEGATIVE_
+alone                          2025.1), every device but those later        TERMS_ALONE_
                                                                             SELECT`
+device types in capitals       read in UR 0.10 and 0.11, select nothing     :data:`CAPITAL_
+                               later (unless the backend is in capitals     DEVICE_TYPES_
+                               too, from 2025.3)                            READ`
 info enumerators               e.g. ``UR_ADAPTER_INFO_VERSION`` (0.11+),    :func:`enumerator`
                                ``UR_KERNEL_INFO_SPILL_MEM_SIZE`` (0.12)
 command buffers (``Graph``)    ``urEnqueueCommandBufferExp``, updates by    :data:`HAS_COMMAND_
@@ -196,9 +199,14 @@ reports of unknown handles and negative counts there, and with them what they wo
 other handles (a double release, a use after release, a leak of a handle made where an event
 was)."""
 
-NEGATIVE_TERMS_ALONE_SELECT = API_VERSION >= (0, 11)
+NEGATIVE_TERMS_ALONE_SELECT = API_VERSION >= (0, 12)
 """Whether ``ONEAPI_DEVICE_SELECTOR`` of ``!`` terms alone selects every device but theirs;
-UR 0.10's loader selects none (``loader.selector_hint`` says so)."""
+the loaders of UR 0.10 and 0.11 select none (``loader.selector_hint`` says so)."""
+
+CAPITAL_DEVICE_TYPES_READ = API_VERSION < (0, 12)
+"""Whether the loader reads device types in capitals (``opencl:CPU``) as the grammar says.
+From UR 0.12 it matches them in lower case, so they select nothing, unless the backend is in
+capitals too (``OPENCL:CPU``, read from oneAPI 2025.3 on)."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -185,13 +185,13 @@ def selector_hint() -> str:
     hints = []
     if terms and all(negative for negative, _, _ in terms) and \
             not _release.NEGATIVE_TERMS_ALONE_SELECT:
-        hints.append("this loader (UR 0.10, oneAPI 2025.0) selects nothing with '!' terms "
+        hints.append("this loader (before oneAPI 2025.2) selects nothing with '!' terms "
                      "alone: put '*:*;' in front")
-    if any(device != device.lower() for negative, _, devices in terms if not negative
-           for device in devices):
-        hints.append("UR's loaders match device types in lower case (2025.2's always, "
-                     "later ones unless the backend is in capitals too): write 'cpu', 'gpu', "
-                     "'fpga'")
+    if not _release.CAPITAL_DEVICE_TYPES_READ and any(
+            device != device.lower() for negative, _, devices in terms if not negative
+            for device in devices):
+        hints.append("this loader (oneAPI 2025.2 on) matches device types in lower case: "
+                     "write 'cpu', 'gpu', 'fpga'")
     return "; ".join(hints)
 
 
