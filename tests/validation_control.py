@@ -1,6 +1,7 @@
 """A correct raw-layer program for UR's validation and leak-checking layers: one USM fill with
 an event, waited for and released, everything freed.  A sound layer reports nothing; the one
-of oneAPI 2025.0 (UR 0.10) reports the fill's event as a release of a handle it never saw.
+of oneAPI 2025.0 and 2025.1 (UR 0.10, 0.11) reports the fill's event as a release of a handle
+it never saw.
 
     UR_CFFI_VALIDATION=1 python tests/validation_control.py
 """

@@ -23,8 +23,8 @@ kernel launch                  ``urEnqueueKernelLaunchWithArgsExp`` from    :dat
                                ext-properties pointer in 2026.0/2026.1)
 device-wide wait               ``urDeviceWaitExp`` from 2026.0              :data:`HAS_
                                                                             DEVICE_WAIT`
-leak checker and events        unrecorded in UR 0.10 (2025.0): false        :data:`LEAK_
-                               reports of their release                     CHECKER_RECORDS_
+leak checker and events        unrecorded in UR 0.10 and 0.11 (2025.0,      :data:`LEAK_
+                               2025.1): false reports of their release      CHECKER_RECORDS_
                                                                             EVENTS`
 a selector of ``!`` terms      selects nothing in UR 0.10 and 0.11 (2025.0, :data:`NEGATIVE_
 alone                          2025.1), every device but those later        TERMS_ALONE_
@@ -191,13 +191,13 @@ HAS_DEVICE_WAIT = has("urDeviceWaitExp")
 API_VERSION = divmod(lib.UR_API_VERSION_CURRENT, 1 << 16)
 """``(major, minor)`` of the header's ``UR_API_VERSION_CURRENT``, e.g. ``(0, 12)``."""
 
-LEAK_CHECKER_RECORDS_EVENTS = API_VERSION >= (0, 11)
-"""Whether UR's leak-checking layer records the events that enqueue calls return.  UR 0.10's
-(oneAPI 2025.0) does not, so every use and release of such an event reads as a problem in a
-correct program (raw UR calls alone show it): :func:`loader.parse_validation_log` drops
-reports of unknown handles and negative counts there, and with them what they would say of
-other handles (a double release, a use after release, a leak of a handle made where an event
-was)."""
+LEAK_CHECKER_RECORDS_EVENTS = API_VERSION >= (0, 12)
+"""Whether UR's leak-checking layer records the events that enqueue calls return.  Those of
+UR 0.10 and 0.11 (oneAPI 2025.0, 2025.1) do not, so every use and release of such an event
+reads as a problem in a correct program (raw UR calls alone show it):
+:func:`loader.parse_validation_log` drops reports of unknown handles and negative counts
+there, and with them what they would say of other handles (a double release, a use after
+release, a leak of a handle made where an event was)."""
 
 NEGATIVE_TERMS_ALONE_SELECT = API_VERSION >= (0, 12)
 """Whether ``ONEAPI_DEVICE_SELECTOR`` of ``!`` terms alone selects every device but theirs;
