@@ -446,6 +446,43 @@ def test_record_queue_orders_reuse_after_the_other_queues_work(context, device, 
                 taken.record_queue(foreign)
 
 
+@pytest.mark.parametrize("copy", ["into", "out of", "fill"])
+def test_copies_on_another_queue_order_reuse_without_record_queue(context, device, spin, copy):
+    """A copy or fill of an array of queue A enqueued on queue B (behind a running kernel),
+    then the array closed: its memory's next owner on A waits for B's command, as if
+    ``record_queue(B)`` had been called (the array's Event does not hold it through close)."""
+    with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b:
+        gc.collect()
+        n = 34_567  # a size of its own
+        array = ur_cffi.full(n, 5.0, np.float32, queue=a)
+        other = ur_cffi.full(n, -3.0, np.float32, queue=b)
+        address = array.data_ptr()
+        spinning = Spinning(spin, b)
+        if copy == "into":
+            event = array.copy_from(other, queue=b, blocking=False)
+        elif copy == "out of":
+            event = other.copy_from(array, blocking=False)  # on B, reading A's array
+        else:
+            event = array.fill(-3.0, queue=b, blocking=False)
+        array.close()
+        taken = ur_cffi.empty(n, np.float32, queue=a)
+        assert taken.data_ptr() == address  # reused at once, ordered on the device
+        filling = threading.Thread(target=taken.fill, args=(7.0,))  # a blocking fill
+        filling.start()
+        filling.join(0.5)  # unordered, it would have returned by then
+        filled_early = not filling.is_alive()
+        assert spinning.running
+        spinning.release()
+        filling.join()
+        event.wait()
+        a.finish()
+        b.finish()
+        assert not filled_early
+        assert np.array_equal(taken.to_numpy(), np.full(n, 7.0, np.float32))
+        assert np.array_equal(other.to_numpy(), np.full(n, 5.0 if copy == "out of" else -3.0,
+                                                        np.float32))
+
+
 def test_a_free_waits_for_the_close_of_a_recorded_queue(context, device, spin):
     """An array of queue A used on queue B (``record_queue``), freed while another thread
     closes B: its free would enqueue a barrier on B, which the CUDA adapter holds until the

@@ -608,11 +608,18 @@ class USMArray(_handle.Resource):
     def record_queue(self, queue: Queue) -> None:
         """Note that commands on ``queue`` (another queue of this context) use this array's
         memory: once freed, it is reused only after the work submitted to ``queue`` until the
-        free (PyTorch's ``record_stream``).  Views record for their base."""
+        free (PyTorch's ``record_stream``).  Views record for their base.  Copies and fills on
+        another queue record it themselves; kernel launches there need this."""
         queue = self._queue_for(queue)
         root = _root(self)
         if root._handle is None:
             root.handle  # noqa: B018 - raises ClosedError
+        self._used_on(queue)
+
+    def _used_on(self, queue: Queue) -> None:
+        """:meth:`record_queue` for ``queue`` (of this context), unless it is the memory's
+        own queue or the memory is not the allocator's."""
+        root = _root(self)
         if queue is not root.queue and type(root._handle) is allocator.Block:
             allocator.record_queue(root._handle, queue)
 
@@ -625,11 +632,17 @@ class USMArray(_handle.Resource):
     # -- copies ----------------------------------------------------------------------------
 
     def _queue_for(self, queue: Queue | None) -> Queue:
+        """The queue a command on this array goes to: ``queue``, checked, which from then on
+        orders the memory's reuse too (:meth:`record_queue`), or the array's own."""
         if queue is None:
-            return self.queue
+            queue = self.queue
+            if self._base is not None and queue is not self._base.queue:
+                self._used_on(queue)  # a view given another queue (from_dlpack)
+            return queue
         _check_queue(queue)
         if queue.context is not self.queue.context:
             raise ValueError(f"{queue!r} is not of the context this array was allocated in")
+        self._used_on(queue)
         return queue
 
     def _strided_copy(self, queue: Queue, dst: int, dst_strides, src: int, src_strides,
@@ -690,6 +703,8 @@ class USMArray(_handle.Resource):
                 raise ValueError("copy_from: the source array belongs to another context")
             if source.dtype != self.dtype:
                 raise TypeError(f"copy_from: dtype {source.dtype} does not match {self.dtype}")
+            if queue is not source.queue:
+                source._used_on(queue)
             if self.is_contiguous() and source.is_contiguous():
                 offset, _ = _span("copy_from", offset, source.size, self.size)
                 if _same_size_overlap(self._address + offset * self.itemsize, source._address,
