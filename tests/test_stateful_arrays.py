@@ -14,8 +14,9 @@ out-of-order queue, on a kernel, it orders it as the README says a user must (``
 barrier, ``Event.wait()`` or ``finish()``, drawn at random); what the library orders by itself
 (an in-order queue; the barrier a copy or fill on the out-of-order queue gets without
 ``wait_for``; the allocator's reuse of freed memory on any queue, after copies and fills on
-other queues too, even through ``close()``) is left to the library.  Kernels on a queue other than an array's own
-call ``record_queue``, or the test waits for them before it drops the array.  A ``spin`` kernel
+other queues too, even through ``close()``) is left to the library.  Kernels on a queue other
+than an array's own call ``record_queue``, or the test waits for them before it drops the
+array.  A ``spin`` kernel
 holds a queue until the test releases it (before any host wait), so that work the library must
 order is really still pending when later work is submitted.
 
@@ -201,7 +202,8 @@ class Arr:
         self.accesses: list[Access] = []
 
     def __repr__(self):
-        return f"{self.name}<{self.kind} {self.model.shape} {self.model.dtype} on {qname(self.queue)}>"
+        return (f"{self.name}<{self.kind} {self.model.shape} {self.model.dtype} "
+                f"on {qname(self.queue)}>")
 
 
 QUEUE_NAMES = {}
@@ -231,7 +233,9 @@ def logged(function):
         except Exception as error:
             if os.environ.get("UR_CFFI_STATEFUL_LOG") and \
                     not type(error).__module__.startswith("hypothesis"):
-                print("\n".join([f"FIRST FAILURE ({type(error).__module__}.{type(error).__name__}: {error}), steps:"] + LOG), file=sys.stderr)
+                kind = f"{type(error).__module__}.{type(error).__name__}"
+                print("\n".join([f"FIRST FAILURE ({kind}: {error}), steps:"] + LOG),
+                      file=sys.stderr)
             raise
     return step
 
