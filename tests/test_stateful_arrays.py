@@ -835,7 +835,8 @@ class ArrayMachine(RuleBasedStateMachine):
         note(f"{target!r}.copy_from(host{host.shape}, offset={offset}, queue={qname(queue)}, "
              f"blocking={blocking}, wait_for={len(wait_for)})")
         kwargs = {"queue": queue} if other else {}
-        tally(f"copy host->usm {'blocking' if blocking else 'async'}{' other queue' if other else ''}")
+        tally(f"copy host->usm {'blocking' if blocking else 'async'}"
+              f"{' other queue' if other else ''}")
         event = view.usm.copy_from(host, offset=offset, blocking=blocking, wait_for=wait_for,
                                    **kwargs)
         model_write(target, host)
@@ -874,7 +875,8 @@ class ArrayMachine(RuleBasedStateMachine):
         if blocking:
             self.release_holds()
         kwargs = {"queue": queue} if other else {}
-        tally(f"copy usm->usm {'blocking' if blocking else 'async'}{' other queue' if other else ''}")
+        tally(f"copy usm->usm {'blocking' if blocking else 'async'}"
+              f"{' other queue' if other else ''}")
         if direction == "copy_from":
             event = dst.usm.copy_from(src.usm, blocking=blocking, wait_for=wait_for, **kwargs)
         else:
