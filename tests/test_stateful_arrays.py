@@ -55,6 +55,8 @@ from hypothesis.stateful import (  # noqa: E402
 )
 
 import ur_cffi  # noqa: E402
+from crash_probe import axpy  # noqa: E402
+from kernels import lcg_reference, lcg_steps  # noqa: E402
 from ur_cffi import spirv  # noqa: E402
 from ur_cffi.allocator import rounded  # noqa: E402
 
@@ -75,24 +77,6 @@ MAX_LIVE = 8
 # -- kernels ---------------------------------------------------------------------------------
 
 @triton.jit
-def axpy(x_ptr, y_ptr, out_ptr, a, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, a * x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
-
-
-@triton.jit
-def lcg(x_ptr, y_ptr, n, steps, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    value = tl.load(x_ptr + offsets, mask=mask)
-    for _ in range(steps):
-        value = value * 1664525 + 1013904223
-    tl.store(y_ptr + offsets, value, mask=mask)
-
-
-@triton.jit
 def spin(flag_ptr, out_ptr, max_steps, BLOCK: tl.constexpr):
     # Runs until the host sets *flag_ptr (or max_steps rounds pass).
     steps = 0
@@ -104,24 +88,11 @@ def spin(flag_ptr, out_ptr, max_steps, BLOCK: tl.constexpr):
 KERNELS = {
     "axpy": (axpy, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "a": "fp32",
                     "n": "i32"}, ("ptr", "ptr", "ptr", "float32", "int32")),
-    "lcg": (lcg, {"x_ptr": "*i32", "y_ptr": "*i32", "n": "i32", "steps": "i32"},
+    "lcg": (lcg_steps, {"x_ptr": "*i32", "y_ptr": "*i32", "n": "i32", "steps": "i32"},
             ("ptr", "ptr", "int32", "int32")),
     "spin": (spin, {"flag_ptr": "*i32", "out_ptr": "*i32", "max_steps": "i32"},
              ("ptr", "ptr", "int32", "local")),
 }
-
-
-def lcg_reference(x: np.ndarray, steps: int) -> np.ndarray:
-    """``steps`` rounds of ``v * 1664525 + 1013904223`` on int32 (wrapping)."""
-    total, power = (1, 0), (1664525, 1013904223)  # affine maps modulo 2**32, by squaring
-    while steps:
-        if steps & 1:
-            total = (total[0] * power[0] % 2**32, (total[1] * power[0] + power[1]) % 2**32)
-        power = (power[0] * power[0] % 2**32, (power[1] * power[0] + power[1]) % 2**32)
-        steps >>= 1
-    wide = x.view(np.uint32).astype(np.uint64)
-    return ((wide * np.uint64(total[0]) + np.uint64(total[1])) % np.uint64(2**32)).astype(
-        np.uint32).view(np.int32)
 
 
 @dataclass
