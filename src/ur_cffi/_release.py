@@ -54,9 +54,9 @@ Alike in every release: ``urDeviceGetSelected`` (``ur_cffi.devices()`` with
 ``ONEAPI_DEVICE_SELECTOR`` set).  What its releases do with a malformed selector differs
 (ignore it, drop every adapter, ``INVALID_VALUE``, an abort in 2025.2, a crash in 2025.0), so
 none is passed to UR: ``loader.device_selector()`` refuses it first, on every release.  Two
-well-formed selectors select nothing on some releases (``!`` terms alone in 2025.0, device
-types in capitals in 2025.2): ``default_device()``'s error says so
-(``loader.selector_hint()``), as the release cannot be told from its header.
+kinds of well-formed selector select nothing on some releases (:data:`NEGATIVE_TERMS_ALONE_
+SELECT`, :data:`CAPITAL_DEVICE_TYPES_READ`): ``default_device()``'s error says so
+(``loader.selector_hint()``).
 
 Kernel arguments travel in one layout on every release: an entry of :data:`ARGUMENT_SIZE`
 bytes per argument, laid out as UR 0.12's ``ur_exp_kernel_arg_properties_t`` (checked against

@@ -55,9 +55,9 @@ VALIDATION_EXIT_STATUS = 3
 # for it (ur_cffi allocates with a NULL pool, as USM pools are unsupported on many adapters).
 SPURIOUS_VALIDATION_MESSAGES = frozenset({"There are no valid references to handle 0"})
 
-# What the leak checker of UR 0.10 and 0.11 reports for events it never recorded (_release), dropped there:
-# their uses, releases and negative counts, and new handles at the address of one whose
-# count went wrong.  Leaks (a positive count retained) and every other check still count.
+# What the leak checker of UR 0.10 and 0.11 reports for events it never recorded (_release),
+# dropped there: their uses, releases and negative counts, and new handles at the address of
+# one whose count went wrong.  Leaks (a positive count retained) and every other check still count.
 _UNRECORDED_EVENT_REPORTS = re.compile(
     r"Attempting to re(lease|tain) nonexistent handle |Retained -\d+ reference\(s\) to handle "
     r"|There are no valid references to handle |Handle \S+ already exists")

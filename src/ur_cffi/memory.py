@@ -610,11 +610,10 @@ class USMArray(_handle.Resource):
         memory: once freed, it is reused only after the work submitted to ``queue`` until the
         free (PyTorch's ``record_stream``).  Views record for their base.  Copies and fills on
         another queue record it themselves; kernel launches there need this."""
-        queue = self._queue_for(queue)
+        self._queue_for(queue)  # which records it
         root = _root(self)
         if root._handle is None:
             root.handle  # noqa: B018 - raises ClosedError
-        self._used_on(queue)
 
     def _used_on(self, queue: Queue) -> None:
         """:meth:`record_queue` for ``queue`` (of this context), unless it is the memory's
@@ -636,8 +635,8 @@ class USMArray(_handle.Resource):
         orders the memory's reuse too (:meth:`record_queue`), or the array's own."""
         if queue is None:
             queue = self.queue
-            if self._base is not None and queue is not self._base.queue:
-                self._used_on(queue)  # a view given another queue (from_dlpack)
+            if self._base is not None:  # a view may have another queue (from_dlpack)
+                self._used_on(queue)
             return queue
         _check_queue(queue)
         if queue.context is not self.queue.context:
@@ -703,8 +702,7 @@ class USMArray(_handle.Resource):
                 raise ValueError("copy_from: the source array belongs to another context")
             if source.dtype != self.dtype:
                 raise TypeError(f"copy_from: dtype {source.dtype} does not match {self.dtype}")
-            if queue is not source.queue:
-                source._used_on(queue)
+            source._used_on(queue)
             if self.is_contiguous() and source.is_contiguous():
                 offset, _ = _span("copy_from", offset, source.size, self.size)
                 if _same_size_overlap(self._address + offset * self.itemsize, source._address,
