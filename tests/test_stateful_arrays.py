@@ -429,6 +429,26 @@ class ArrayMachine(RuleBasedStateMachine):
     def add_access(self, arr: Arr, queue, event, write: bool, seq, keep=None) -> None:
         arr.accesses.append(Access(queue, event, write, keep, seq))
 
+    def order_copy(self, data, touches, blocking: bool):
+        """``(seq, wait_for, proofs)`` of a copy or fill about to be submitted with
+        ``touches`` (``(arr, write, queue)``): ordered after what it depends on, the held
+        queues released before a blocking one."""
+        seq = next(_seq)
+        wait_for, proofs = self.order(data, touches, can_wait_for=True)
+        if blocking:
+            self.release_holds()
+        return seq, wait_for, proofs
+
+    def copy_submitted(self, touches, event, blocking: bool, seq, wait_for, proofs) -> None:
+        """A copy or fill of :meth:`order_copy` went to the queue: done if blocking, else
+        pending on each array it touches (recorded by itself on another queue)."""
+        if blocking:
+            self.after_blocking(touches[0][2], seq, wait_for, proofs)
+            return
+        for arr, write, queue in touches:
+            self.add_access(arr, queue, event, write, seq,
+                            "recorded" if queue is not arr.queue else None)
+
     # -- helpers: views ------------------------------------------------------------------------
 
     def draw_slice(self, data, length: int, count: int):
@@ -799,10 +819,8 @@ class ArrayMachine(RuleBasedStateMachine):
                     np.ascontiguousarray(host[::-1])[::-1]
         queue, other = self.draw_queue(data, arr.queue)
         blocking = data.draw(st.booleans(), label="blocking")
-        seq = next(_seq)
-        wait_for, proofs = self.order(data, [(arr, True, queue)], can_wait_for=True)
-        if blocking:
-            self.release_holds()
+        touches = [(arr, True, queue)]
+        seq, wait_for, proofs = self.order_copy(data, touches, blocking)
         note(f"{target!r}.copy_from(host{host.shape}, offset={offset}, queue={qname(queue)}, "
              f"blocking={blocking}, wait_for={len(wait_for)})")
         kwargs = {"queue": queue} if other else {}
@@ -811,11 +829,7 @@ class ArrayMachine(RuleBasedStateMachine):
         event = view.usm.copy_from(host, offset=offset, blocking=blocking, wait_for=wait_for,
                                    **kwargs)
         model_write(target, host)
-        if blocking:
-            self.after_blocking(queue, seq, wait_for, proofs)
-        else:
-            self.add_access(arr, queue, event, True, seq, "recorded" if queue is not arr.queue
-                            else None)
+        self.copy_submitted(touches, event, blocking, seq, wait_for, proofs)
 
     @precondition(lambda self: self.arrays)
     @rule(data=st.data())
@@ -840,11 +854,8 @@ class ArrayMachine(RuleBasedStateMachine):
                 else:
                     src.usm.copy_to(dst.usm, blocking=blocking)
             return
-        seq = next(_seq)
         touches = [(target, True, queue), (source, False, queue)]
-        wait_for, proofs = self.order(data, touches, can_wait_for=True)
-        if blocking:
-            self.release_holds()
+        seq, wait_for, proofs = self.order_copy(data, touches, blocking)
         kwargs = {"queue": queue} if other else {}
         tally(f"copy usm->usm {'blocking' if blocking else 'async'}"
               f"{' other queue' if other else ''}")
@@ -853,12 +864,7 @@ class ArrayMachine(RuleBasedStateMachine):
         else:
             event = src.usm.copy_to(dst.usm, blocking=blocking, wait_for=wait_for, **kwargs)
         model_write(dst, src.model.copy(), src.fully_known())
-        if blocking:
-            self.after_blocking(queue, seq, wait_for, proofs)
-        else:
-            for arr, write in ((target, True), (source, False)):
-                self.add_access(arr, queue, event, write, seq,
-                                "recorded" if queue is not arr.queue else None)
+        self.copy_submitted(touches, event, blocking, seq, wait_for, proofs)
 
     @precondition(lambda self: self.arrays)
     @rule(data=st.data(), value=st.sampled_from(FILL_VALUES))
@@ -880,20 +886,14 @@ class ArrayMachine(RuleBasedStateMachine):
         if other:
             kwargs["queue"] = queue
         blocking = data.draw(st.booleans(), label="blocking")
-        seq = next(_seq)
-        wait_for, proofs = self.order(data, [(arr, True, queue)], can_wait_for=True)
-        if blocking:
-            self.release_holds()
+        touches = [(arr, True, queue)]
+        seq, wait_for, proofs = self.order_copy(data, touches, blocking)
         note(f"{target!r}.fill({value!r}, {kwargs}, blocking={blocking}, "
              f"wait_for={len(wait_for)})")
         tally("fill")
         event = view.usm.fill(value, blocking=blocking, wait_for=wait_for, **kwargs)
         model_write(target, np.array(value).astype(arr.model.dtype))
-        if blocking:
-            self.after_blocking(queue, seq, wait_for, proofs)
-        else:
-            self.add_access(arr, queue, event, True, seq,
-                            "recorded" if queue is not arr.queue else None)
+        self.copy_submitted(touches, event, blocking, seq, wait_for, proofs)
 
     @precondition(lambda self: self.arrays)
     @rule(data=st.data())
