@@ -333,3 +333,31 @@ def test_random_launch_sequences_stay_exact(add, queue, rng):
         got = out.to_numpy()
         assert np.array_equal(got[:n], add_reference(x[:n], y[:n])), step
         assert np.isnan(got[n:]).all(), step
+
+
+
+@pytest.mark.parametrize("respell", [
+    lambda sizes: (float(sizes[0][0]), sizes[1]),
+    lambda sizes: (np.float64(sizes[0][0]), sizes[1]),
+    lambda sizes: ((sizes[0][0], 1.0), sizes[1]),
+    lambda sizes: ((sizes[0][0], True), sizes[1]),
+    lambda sizes: (sizes[0], (float(sizes[1][0]), 1)),
+], ids=["float", "numpy float", "float in a tuple", "bool in a tuple", "float local size"])
+def test_sizes_equal_to_the_reused_ones_but_not_integers_are_refused(add, queue, rng, respell):
+    """32.0 == 32 and True == 1: sizes the first launch would refuse are refused after a
+    launch with the equal integers too, not launched from its reused block."""
+    kernel, compiled = add
+    n = 2 * BLOCK
+    x, y, dx, dy = random_inputs(rng, n, queue)
+    out, count = poisoned(n, queue), np.int32(n)  # the same objects: reusable
+    sizes = ((blocks(n, compiled), 1), (compiled.local_size, 1))
+    kernel.launch(queue, *sizes, dx, dy, out, count, event=False)
+    queue.finish()
+    assert np.array_equal(out.to_numpy(), add_reference(x, y))
+    global_size, local_size = respell(sizes)
+    if type(global_size) is not tuple:  # a one-dimensional launch to reuse first
+        kernel.launch(queue, sizes[0][0], sizes[1][0], dx, dy, out, count, event=False)
+        local_size = sizes[1][0]
+    with pytest.raises(TypeError, match="must be an integer"):
+        kernel.launch(queue, global_size, local_size, dx, dy, out, count, event=False)
+    queue.finish()

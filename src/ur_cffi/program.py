@@ -311,6 +311,8 @@ class Kernel(_handle.Resource):
                 id(queue), global_size, local_size, _handle.released, reused[1](args))
         except (TypeError, ValueError):  # nothing to reuse yet; sizes that do not compare;
             reuse = False               # another number of arguments
+        if reuse and not (type(global_size) is int and type(local_size) in _INT_OR_NONE):
+            reuse = _exact_sizes(global_size) and _exact_sizes(local_size)  # 32.0 == 32
         if reuse:
             if wait_for is _NO_EVENTS and not event and not recording:
                 launch_args, items = reused[3]  # (a call with * would not be inlined)
@@ -620,6 +622,14 @@ _NUMERIC_CTYPES = frozenset("?bBhHiIlLqQfd")
 # value or a list can).
 _IMMUTABLE = (USMArray, Buffer, int, float, np.generic, Local)
 _IMMUTABLE_SIZES = (int, tuple, type(None))
+_INT_OR_NONE = frozenset((int, type(None)))
+
+
+def _exact_sizes(sizes) -> bool:
+    """Whether ``sizes`` (int, tuple or None) holds integers only, as the checks made when
+    the reused block was packed required: an equal float or bool must meet them again."""
+    return type(sizes) in _INT_OR_NONE or type(sizes) is tuple and all(
+        type(size) is int or isinstance(size, np.integer) for size in sizes)
 
 
 def _value_buffer(kernel: str, index: int, arg, declared) -> tuple:
