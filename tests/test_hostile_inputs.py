@@ -164,7 +164,8 @@ def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
                                ("ptrs", "must be a sequence of entries")):
         with pytest.raises(TypeError, match=message):
             program.kernel(kernel.name, signature=signature)
-    undeclared = program.kernel(kernel.name)
+    undeclared = program.kernel(kernel.name, hidden_args=kernel.hidden_args,  # no signature
+                                work_group_memory=kernel.work_group_memory)
     for value in (np.str_("a"), np.bytes_(b"\0\4\0\0"), np.void(b"\0\4\0\0"),
                   ctypes.c_wchar("a"), ctypes.c_void_p(0)):  # not numbers
         with pytest.raises(TypeError, match="has no C type; pass a numeric numpy scalar"):
