@@ -20,8 +20,10 @@
 #      GPU_BENCH_TIMEOUT seconds, default 300)
 #   5. pytest with UR_CFFI_TEST_DEVICE=gpu: the whole suite on the GPU, tests that apply to
 #      the CPU device only skipped with their reasons; one pytest per file, GPU_SUITE_JOBS
-#      (default 4) at a time, each within GPU_SUITE_TIMEOUT seconds (default 300)
-# Set GPU_CHECK_STEPS (e.g. "1 2 3") to run only some.
+#      (default 4) at a time, each within GPU_SUITE_TIMEOUT seconds (default 300);
+#      GPU_SUITE_FILES (e.g. "tests/test_memory.py tests/test_views.py") runs only those
+# Set GPU_CHECK_STEPS (e.g. "1 2 3") to run only some, and GPU_CHECK_COMMAND to run a command
+# of your own after step 1, in the same environment (PYTHONPATH, loader, adapter).
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -84,6 +86,10 @@ if [[ " $steps " == *" 1 "* ]]; then
     "$python" build_ffi.py || exit 1
     log "built in $(( $(date +%s) - started )) s"
 fi
+if [ -n "${GPU_CHECK_COMMAND:-}" ]; then
+    log "GPU_CHECK_COMMAND: $GPU_CHECK_COMMAND"
+    bash -c "$GPU_CHECK_COMMAND" || status=1
+fi
 if [[ " $steps " == *" 2 "* ]]; then
     log "2. python -m ur_cffi"
     "$python" -m ur_cffi || status=1
@@ -109,7 +115,8 @@ if [[ " $steps " == *" 5 "* ]]; then
         "pytest per file, $jobs at a time; logs in $logs"
     export UR_CFFI_TEST_DEVICE="${GPU_SUITE_DEVICE:-gpu}" GPU_SUITE_LOGS="$logs" python
     export GPU_SUITE_TIMEOUT="${GPU_SUITE_TIMEOUT:-300}"
-    ls tests/test_*.py | grep -v '^tests/test_gpu.py$' | xargs -P "$jobs" -I{} bash -c '
+    files="${GPU_SUITE_FILES:-$(ls tests/test_*.py | grep -v '^tests/test_gpu.py$')}"
+    printf '%s\n' $files | xargs -P "$jobs" -I{} bash -c '
         name="$(basename "$1" .py)"
         timeout "$GPU_SUITE_TIMEOUT" "$python" -m pytest -q -rfEs --tb=short \
             -p no:cacheprovider -o faulthandler_timeout=120 "$1" \
