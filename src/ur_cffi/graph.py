@@ -67,7 +67,7 @@ from ._ur import ffi, lib
 from .enums import ur_result_t, ur_structure_type_t
 from .errors import UNSUPPORTED, URError, check
 from .memory import Buffer, USMArray, memory_of
-from .program import Kernel, PreparedLaunch, _sizes
+from .program import _SIZE_MAX, Kernel, PreparedLaunch, _sizes
 from .queue import Event, Queue, enqueue_lock, recording, wait_list
 
 _NULL = ffi.NULL
@@ -348,17 +348,21 @@ class Graph(_handle.Resource):
 
         Raises ``ClosedError`` if the graph, the queue or an array a command uses is closed."""
         if recording and queue in recording:
-            raise RuntimeError(f"replay on {queue!r}, which is recording into another graph: "
+            which = "this graph" if recording[queue] is self else "another graph"
+            raise RuntimeError(f"replay on {queue!r}, which is recording into {which}: "
                                "a replay cannot be recorded (UR command buffers do not nest); "
                                "replay it before or after the recording block")
         if not self._finalized:
             self.finalize()
         if queue is not self._replay_queue:
             self._replay_queue = self._check_queue(queue, "replay")
+            for resource in self._memory:  # reuse of their memory waits for this queue too
+                if type(resource) is USMArray:
+                    resource._used_on(queue)
         if self._checked != _handle.released:
             self._check_memory()
         state = self._state
-        with self._lock:
+        with section, self._lock:  # Ctrl-C after the enqueue waits until the Event owns it
             self.handle  # noqa: B018 - raises ClosedError
             latest = state.latest
             count, events = wait_list(wait_for, self.context) if wait_for else (0, _NULL)
@@ -386,12 +390,11 @@ class Graph(_handle.Resource):
             state.latest, self._latest_queue = out[0], queue
             if latest is not None:
                 lib.urEventRelease(latest)
-            if event:
-                lib.urEventRetain(out[0])
-        if not event:
-            queue._last_event = None  # Queue.finish has no event of the latest command
-            return None
-        return Event(out[0], queue)
+            if not event:
+                queue._last_event = None  # Queue.finish has no event of the latest command
+                return None
+            lib.urEventRetain(out[0])
+            return Event(out[0], queue)
 
     def _enqueue_each(self, queue: Queue, out_of_order: bool, count, events, out) -> tuple:
         """Enqueue the commands one by one (a graph that is no command buffer) on ``queue``;
@@ -605,13 +608,17 @@ class Graph(_handle.Resource):
     def close(self) -> None:
         """Wait for the latest replay (Ctrl-C interrupts that wait), then release the graph
         and what it holds; closing twice is harmless."""
-        if self._handle is not None:
-            with self._lock:
-                try:
-                    self._wait_for_latest()
-                except URError:  # a failed replay: the release goes on, as it did before
-                    pass
-        super().close()
+        if self._handle is None:
+            return
+        with self._lock:  # a replay waiting for it finds the graph closed
+            try:
+                self._wait_for_latest()
+            except URError:  # a failed replay: the release goes on, as it did before
+                pass
+            super().close()
+            self._memory = []
+            self._latest_queue = self._replay_queue = None
+            self._timing = _durations.Timing()
 
     def _wait_for_latest(self) -> None:
         """Wait for the latest replay, interruptibly (the wait keeps its own reference)."""
@@ -638,9 +645,9 @@ class Graph(_handle.Resource):
                                 "list again (update(x, y, 2.0, n)) and global_size/local_size")
             new = launch.kernel_update(self._own_queue(), args, global_size,
                                        local_size, global_offset)
-        changed, sizes = launch.changes(new)
         with self._lock:
             self.handle  # noqa: B018
+            changed, sizes = launch.changes(new)  # against what the command buffer holds
             if self.native and (changed or sizes):
                 needed = (_ARGUMENTS if changed else 0) | (
                     (_GLOBAL | _LOCAL) if "global" in sizes else 0) | (
@@ -655,20 +662,22 @@ class Graph(_handle.Resource):
                         f"{self._capabilities}); record another graph, or use "
                         "Graph(native=False)")
             self._wait_for_latest()  # replays in flight use what the update replaces
-            if self.native and (changed or sizes):
-                # ``_pointed_into`` holds what ``desc`` points into until the call returns.
-                desc, _pointed_into = _update_descriptor(launch, new, changed, sizes)
-                with enqueue_lock:
-                    result = lib.urCommandBufferUpdateKernelLaunchExp(self._state.buffer, 1,
-                                                                      desc)
-                if result:
-                    check(result, "urCommandBufferUpdateKernelLaunchExp",
-                          f"kernel {launch.kernel.name!r}")
-            launch.adopt(new)
-            self._timing = _durations.Timing()  # other work now: measured again
-            self._memory = [resource for command in self._commands
-                            for resource in command.memory()]
-            self._checked = -1
+            with section:  # Ctrl-C after the update waits until the graph holds its memory
+                if self.native and (changed or sizes):
+                    # ``_pointed_into`` holds what ``desc`` points into until the call returns.
+                    desc, _pointed_into = _update_descriptor(launch, new, changed, sizes)
+                    with enqueue_lock:
+                        result = lib.urCommandBufferUpdateKernelLaunchExp(self._state.buffer,
+                                                                          1, desc)
+                    if result:
+                        check(result, "urCommandBufferUpdateKernelLaunchExp",
+                              f"kernel {launch.kernel.name!r}")
+                launch.adopt(new)
+                self._timing = _durations.Timing()  # other work now: measured again
+                self._memory = [resource for command in self._commands
+                                for resource in command.memory()]
+                self._checked = -1
+                self._replay_queue = None  # the next replay notes its queue for new memory
 
     def __repr__(self) -> str:
         if self.closed:
@@ -804,6 +813,9 @@ def _checked_sizes(device, dims: int, global_size, local_size, global_offset) ->
                          ("global_offset", offsets)):
         if values is not None and len(values) != dims:
             raise ValueError(f"{name} {values}: the launch was recorded in {dims} dimension(s)")
+    if any(o + g > _SIZE_MAX for o, g in zip(offsets, global_sizes)):
+        raise ValueError(f"global_offset {offsets} + global_size {global_sizes} exceeds "
+                         "size_t: the work-item ids would wrap around")
     if local_sizes is not None:
         if any(g % s for g, s in zip(global_sizes, local_sizes)):
             raise ValueError(f"local_size {local_sizes} does not divide global_size "

@@ -664,9 +664,9 @@ class USMArray(_handle.Resource):
                                   src_pitch, width, height)))
         if len(commands) == 1 and commands[0][0] is lib.urEnqueueUSMMemcpy:
             return enqueue_command(queue, *commands[0], wait_for, keep_alive, blocking)
-        if recording and queue in recording:  # a Graph records each copy
-            events = [enqueue_command(queue, function, args, wait_for, keep_alive, False)
-                      for function, args in commands]
+        if recording and queue in recording:  # a Graph records each copy (and refuses a
+            events = [enqueue_command(queue, function, args, wait_for, keep_alive, blocking)
+                      for function, args in commands]  # blocking one into host memory)
             return enqueue_command(queue, lib.urEnqueueEventsWait, (), events, keep_alive,
                                    blocking)
         # The copies make no events of their own; a barrier after them is the Event of all.
