@@ -89,7 +89,7 @@ def sweep(scenario, check, package: str) -> tuple[int, int]:
 
 
 SCENARIOS = ["copy_in_without_waiting", "read_back", "allocate_and_close", "launch_and_wait",
-             "triton_launch", "create_objects"]
+             "triton_launch", "create_objects", "list_devices"]
 
 
 def run(kernels: Path, names: list[str]) -> dict:
@@ -156,8 +156,13 @@ def run(kernels: Path, names: list[str]) -> dict:
         kept.append(crash_probe.kernel(program, kernels, "axpy"))
         kept.append(ur_cffi.Buffer(context, 64))
 
+    def list_devices():  # the device list's lock and the loader's, taken on every call
+        assert device in ur_cffi.devices()
+        kept.append(ur_cffi.default_device())
+
     scenarios = {f.__name__: f for f in (copy_in_without_waiting, read_back, allocate_and_close,
-                                         launch_and_wait, triton_launch, create_objects)}
+                                         launch_and_wait, triton_launch, create_objects,
+                                         list_devices)}
     results = {name: sweep(scenarios[name], check, package) for name in names}
     out.fill(np.nan)  # after the sweep, a launch of each kind still computes exactly
     scale[(3,)](x, out, 2.0, n, BLOCK=BLOCK)

@@ -7,7 +7,7 @@ import os
 import threading
 import weakref
 
-from . import _durations, _handle, _release, _waiting, loader
+from . import _durations, _handle, _interrupts, _release, _waiting, loader
 from ._release import Backend
 from ._ur import ffi, lib
 from .enums import ur_device_info_t, ur_device_type_t, ur_result_t
@@ -199,7 +199,7 @@ class Device(_handle.Resource):
         return f"<Device {self.name!r} {self.type.name} {self.backend.name}>"
 
 
-_cache_lock = threading.Lock()
+_cache_lock = _interrupts.Lock()  # Ctrl-C cannot leave it held
 _cache: dict = {"generation": None, "devices": []}
 
 

@@ -32,6 +32,7 @@ import tempfile
 import threading
 
 from . import _handle, _release, _waiting, queue
+from ._interrupts import section
 from ._ur import ffi, lib
 from .enums import ur_adapter_info_t, ur_platform_info_t
 from .errors import check
@@ -336,7 +337,7 @@ def init(validation: bool | None = None) -> list[Adapter]:
     """
     if validation is None:
         validation = os.environ.get(VALIDATION_ENV, "") not in ("", "0")
-    with _lock:
+    with section, _lock:  # Ctrl-C cannot leave the lock held, nor cut the initialisation
         if _state["forked"]:
             raise _handle.ClosedError(
                 "ur_cffi was initialised before this process was forked; a child cannot use "
