@@ -458,6 +458,8 @@ def test_triton_grid_updates_and_prepared_launches(updatable, tq, rng):
     with ur_cffi.Queue(tq.context, tq.device) as recorded:
         with graph.recording(recorded):  # not ur_cffi.triton's queue: the block makes it so
             kernels.add[(4,)](x, y, out, n, BLOCK=BLOCK)
+            with pytest.raises(RuntimeError, match="recorded into a graph here, not run"):
+                ur_triton.last_event()  # not an older launch's event
     assert ur_triton.current_queue() is tq
     graph.finalize()
     launch = graph.commands[0]

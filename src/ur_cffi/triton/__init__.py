@@ -280,10 +280,18 @@ def last_event():
 
     Process-wide: with launches from several threads, the latest of them.  On an in-order
     queue without profiling, a marker enqueued at the first call after the launch stands in
-    for the launch's own event (``URDriver.last_event``).
+    for the launch's own event (``URDriver.last_event``).  Raises ``RuntimeError`` while
+    this thread's queue records into a :class:`~ur_cffi.Graph`: its launches run at replays.
     """
+    from ..queue import recording
+
     driver = _state["driver"]
-    return None if driver is None else driver.last_event()
+    if driver is None:
+        return None
+    if recording and driver.scope().queue in recording:
+        raise RuntimeError("kernel[grid] launches are recorded into a graph here, not run: "
+                           "wait for the Event that graph.replay(queue) returns")
+    return driver.last_event()
 
 
 def current_queue():
