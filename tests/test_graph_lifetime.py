@@ -267,8 +267,9 @@ INTERRUPTED = textwrap.dedent("""
     _, spin = crash_probe.load(context, kernels, "spin")
     _, axpy = crash_probe.load(context, kernels, "axpy")
     flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
-    rounds = ur_cffi.zeros(1, np.int32, queue=queue)
+    rounds = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")  # the kernel's, at its end
     flag_value = ctypes.c_int32.from_address(flag.data_ptr())
+    rounds_value = ctypes.c_int32.from_address(rounds.data_ptr())
     n = crash_probe.BLOCK
     rng = np.random.default_rng()
     x_values, x2_values, y_values = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
@@ -277,8 +278,8 @@ INTERRUPTED = textwrap.dedent("""
     host = np.full(n, np.nan, np.float32)
     graph = Graph(context, native=None if native else False)
     with graph.recording(queue):
-        spin.launch(queue, LOCAL, LOCAL, flag, rounds, crash_probe.SPIN_LIMIT,
-                    *crash_probe.spin_local(), event=False)
+        spin.launch(queue, LOCAL, LOCAL, flag, rounds, 20 * crash_probe.SPIN_LIMIT,
+                    *crash_probe.spin_local(), event=False)  # released by the test
         launch = axpy.launch(queue, LOCAL, LOCAL, x, y, out, 2.0, n)
         out.copy_to(host, blocking=False)  # host memory only the graph holds from here on
     flag_value.value = 1
@@ -302,6 +303,7 @@ INTERRUPTED = textwrap.dedent("""
     result = {}
     if what == "replay":
         flag_value.value = 0
+        rounds_value.value = -1
         host[:] = np.nan
         sender = threading.Thread(target=interrupt_inside, args=(Graph.replay.__code__,))
         sender.start()
@@ -313,8 +315,9 @@ INTERRUPTED = textwrap.dedent("""
         sender.join()
         closer = threading.Thread(target=graph.close)
         closer.start()
-        closer.join(0.5)
-        result["close_waited"] = closer.is_alive()  # the interrupted replay still spins
+        closer.join(0.3)
+        result["close_waited"] = closer.is_alive()
+        result["replay_still_spinning"] = rounds_value.value == -1  # else nothing to wait for
         flag_value.value = 1
         closer.join()
         result["replay_exact"] = axpy_matches(host, 2.0, x_values, y_values)
