@@ -80,22 +80,23 @@ def sweep(scenario, check, package: str) -> tuple[int, int]:
         runs += 1
         try:
             check()
-        except AssertionError as error:
+        except Exception as error:  # noqa: BLE001 - named with where the interrupt came
             raise AssertionError(f"{scenario.__name__}, interrupted at {where[0]}: "
-                                 f"{error}") from None
+                                 f"{type(error).__name__}: {error}") from None
         if seen[0] < target:  # the whole scenario ran before the N-th line: swept
             return runs, interrupted
         target += 1
 
 
 SCENARIOS = ["copy_in_without_waiting", "read_back", "allocate_and_close", "launch_and_wait",
-             "triton_launch", "create_objects", "list_devices"]
+             "triton_launch", "create_objects", "list_devices", "record_and_replay",
+             "triton_on_another_queue"]
 
 
 def run(kernels: Path, names: list[str]) -> dict:
     import ur_cffi
     import ur_cffi.triton
-    from ur_cffi.queue import enqueue_lock
+    from ur_cffi.queue import enqueue_lock, recording
 
     package = str(Path(ur_cffi.__file__).parent)
     rng = np.random.default_rng()
@@ -114,6 +115,8 @@ def run(kernels: Path, names: list[str]) -> dict:
     def check():
         assert enqueue_lock.acquire(blocking=False), "the enqueue lock is still held"
         enqueue_lock.release()
+        assert not recording, f"left recording into a graph: {recording}"
+        assert ur_cffi.triton.current_queue() is queue, "Triton launches go to another queue"
         kept.clear()
         gc.collect()
         queue.finish()
@@ -156,13 +159,28 @@ def run(kernels: Path, names: list[str]) -> dict:
         kept.append(crash_probe.kernel(program, kernels, "axpy"))
         kept.append(ur_cffi.Buffer(context, 64))
 
+    def record_and_replay():  # a graph: recorded commands, a replay, its release
+        graph = ur_cffi.Graph(context)
+        kept.append(graph)
+        with graph.recording(queue):
+            axpy.launch(queue, n // BLOCK * LOCAL, LOCAL, x, y, out, 2.0, n, event=False)
+            out.copy_to(np.empty(n, np.float32), blocking=False)
+            out.fill(0.0, blocking=False)
+        graph.replay(queue).wait()
+        graph.close()
+
+    def triton_on_another_queue():  # ur_cffi.triton.using, entered and left
+        with ur_cffi.Queue(context, device) as other, ur_cffi.triton.using(other):
+            scale[(3,)](x, out, 2.0, n, BLOCK=BLOCK)
+
     def list_devices():  # the device list's lock and the loader's, taken on every call
         assert device in ur_cffi.devices()
         kept.append(ur_cffi.default_device())
 
     scenarios = {f.__name__: f for f in (copy_in_without_waiting, read_back, allocate_and_close,
                                          launch_and_wait, triton_launch, create_objects,
-                                         list_devices)}
+                                         list_devices, record_and_replay,
+                                         triton_on_another_queue)}
     results = {name: sweep(scenarios[name], check, package) for name in names}
     out.fill(np.nan)  # after the sweep, a launch of each kind still computes exactly
     scale[(3,)](x, out, 2.0, n, BLOCK=BLOCK)

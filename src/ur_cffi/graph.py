@@ -61,7 +61,8 @@ import threading
 import numpy as np
 
 from . import _durations, _handle, _release, _waiting
-from ._interrupts import section
+from . import _interrupts
+from ._interrupts import hold_back_in, section
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argument
 from ._ur import ffi, lib
 from .enums import ur_result_t, ur_structure_type_t
@@ -74,7 +75,7 @@ _NULL = ffi.NULL
 _EVENT_OUT = ffi.typeof("ur_event_handle_t *")
 _STYPE = ur_structure_type_t
 
-_recording_lock = threading.Lock()  # guards ``queue.recording``
+_recording_lock = _interrupts.Lock()  # guards ``queue.recording``; a section
 
 # Update capabilities, as bits; 0 where the header has no such flag (no graph is native there).
 _FLAG = "UR_DEVICE_COMMAND_BUFFER_UPDATE_CAPABILITY_FLAG_"
@@ -238,6 +239,7 @@ class Graph(_handle.Resource):
     # --- recording ------------------------------------------------------------------------
 
     @contextlib.contextmanager
+    @hold_back_in  # Ctrl-C while the block is entered or left: once it is (not in the block)
     def recording(self, queue: Queue | None = None):
         """A block in which what is submitted to ``queue`` (any queue of the graph's context
         and device; None: one the graph makes) is recorded into the graph instead of run;
@@ -457,27 +459,32 @@ class Graph(_handle.Resource):
         return self._registered(self._own_queue(), block=False)
 
     @contextlib.contextmanager
+    @hold_back_in  # a Ctrl-C in the finally would leave the queue recording
     def _registered(self, queue: Queue, block: bool):
         """``queue`` records into this graph while the context lasts (nested and concurrent
         uses counted); ``block``: a :meth:`recording` block, which :meth:`finalize` waits
         out."""
-        with _recording_lock:
-            self._recordable()
-            if recording.get(queue, self) is not self:
-                raise RuntimeError(f"{queue!r} is recording into another graph already")
-            recording[queue] = self
-            self._recorders[queue] = self._recorders.get(queue, 0) + 1
-            self._blocks += block
+        _interrupts.install()
+        registered = False  # set with the registration: Ctrl-C comes after both or neither
         try:
+            with _recording_lock:
+                self._recordable()
+                if recording.get(queue, self) is not self:
+                    raise RuntimeError(f"{queue!r} is recording into another graph already")
+                recording[queue] = self
+                self._recorders[queue] = self._recorders.get(queue, 0) + 1
+                self._blocks += block
+                registered = True
             yield queue
         finally:
-            with _recording_lock:
-                self._blocks -= block
-                users = self._recorders.pop(queue) - 1
-                if users:
-                    self._recorders[queue] = users
-                elif recording.get(queue) is self:
-                    del recording[queue]
+            if registered:
+                with _recording_lock:
+                    self._blocks -= block
+                    users = self._recorders.pop(queue) - 1
+                    if users:
+                        self._recorders[queue] = users
+                    elif recording.get(queue) is self:
+                        del recording[queue]
 
     def _check_queue(self, queue, what: str) -> Queue:
         if not isinstance(queue, Queue):
@@ -515,7 +522,7 @@ class Graph(_handle.Resource):
         return frozenset(points)
 
     def _record(self, command, wait_for, event: bool):
-        with self._lock:
+        with section, self._lock:  # Ctrl-C: no command in the buffer that the graph lacks
             self._recordable()
             given = self._dependencies(wait_for)
             deps = () if self.in_order else tuple(sorted(given))

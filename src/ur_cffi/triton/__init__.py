@@ -61,6 +61,8 @@ from __future__ import annotations
 import contextlib
 import threading
 
+from .._interrupts import hold_back_in, section
+from .._interrupts import install as install_interrupts
 from . import abi
 from .abi import TESTED_VERSIONS
 
@@ -151,6 +153,7 @@ def _uninstall() -> None:
 
 
 @contextlib.contextmanager
+@hold_back_in  # Ctrl-C while the block is entered or left: once it is (not in the block)
 def using(queue, wait_for=()):
     """Launches in this block (on this thread) go to ``queue`` and wait for ``wait_for``.
 
@@ -162,24 +165,32 @@ def using(queue, wait_for=()):
     """
     from .driver import Scope
 
-    with _lock:
-        if _state["driver"] is None:
-            _install()  # no default queue: launches outside using blocks have none
-        driver = _state["driver"]
-        _state["users"] += 1
+    install_interrupts()
+    counted = pushed = False  # each set with its step: Ctrl-C comes after both or neither
     try:
+        with section, _lock:
+            if _state["driver"] is None:
+                _install()  # no default queue: launches outside using blocks have none
+            driver = _state["driver"]
+            _state["users"] += 1
+            counted = True
         scope = Scope(driver.scope().queue if queue is None else queue, wait_for)
-        driver.push(scope)
         try:
+            with section:
+                driver.push(scope)
+                pushed = True
             yield scope.queue
         finally:
-            driver.pop(scope)
-            scope.close()
+            with section:
+                if pushed:
+                    driver.pop(scope)
+                scope.close()
     finally:
-        with _lock:
-            _state["users"] -= 1
-            if not _state["users"] and not _state["explicit"]:
-                _uninstall()
+        if counted:
+            with section, _lock:
+                _state["users"] -= 1
+                if not _state["users"] and not _state["explicit"]:
+                    _uninstall()
 
 
 def compile(fn, signature: dict, constants: dict | None = None, *, device=None, **options):
