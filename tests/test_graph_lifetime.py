@@ -20,6 +20,7 @@ import pytest
 
 import crash_probe
 import ur_cffi
+from test_allocator import axpy, spin  # noqa: F401 - fixtures
 from test_graph import native, updatable  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.usefixtures("torch_blocked")  # conftest.py
@@ -34,20 +35,6 @@ def switch_often():
     sys.setswitchinterval(1e-6)
     yield
     sys.setswitchinterval(interval)
-
-
-@pytest.fixture(scope="module")
-def spin(context, kernels):
-    program, kernel = crash_probe.load(context, kernels, "spin")
-    with program, kernel:
-        yield kernel
-
-
-@pytest.fixture(scope="module")
-def axpy(context, kernels):
-    program, kernel = crash_probe.load(context, kernels, "axpy")
-    with program, kernel:
-        yield kernel
 
 
 def axpy_matches(got, a, x, y) -> bool:
