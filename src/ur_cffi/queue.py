@@ -284,7 +284,7 @@ class QueueRef(weakref.ref):
         """Whether the queue's work may still run while nothing can order other work after
         it: a thread is closing the queue, or its collection has yet to finish it."""
         queue = self()
-        return not self.finished if queue is None else queue._closers > 0
+        return not self.finished if queue is None else bool(queue._closers)
 
 
 def _finish_then_release(handle, handles_lock, ref: QueueRef) -> int:
@@ -384,7 +384,7 @@ class Queue(_handle.Resource):
         # The work enqueued since the last completed wait, and when the first of it was.
         self._window, self._window_start = {}, 0.0
         self._pools: dict = {}  # kind of USM -> its pool (allocator.pool_for keeps it)
-        self._closers = 0  # threads inside close()
+        self._closers: set = set()  # the threads inside close()
         _interrupts.install()  # launches hold Ctrl-C back without a section
         self.ref = ref = QueueRef(self)
         ref.finished = False
@@ -405,23 +405,29 @@ class Queue(_handle.Resource):
         if self._handle is None or _handle._forked:
             super().close()
             return
-        with self.device.queues_lock:
-            self._closers += 1
         try:
+            self._note_closer(True)
             try:
                 self.finish()
             except (URError, _handle.ClosedError):
                 pass  # closed by another thread meanwhile, or the release's finish reports it
             super().close()
         finally:
-            with self.device.queues_lock:
-                self._closers -= 1
+            self._note_closer(False)
+
+    @hold_back_in  # Ctrl-C comes before or after the note; the finally undoes what was noted
+    def _note_closer(self, inside: bool) -> None:
+        with self.device.queues_lock:
+            if inside:
+                self._closers.add(threading.get_ident())
+            else:
+                self._closers.discard(threading.get_ident())
 
     @property
     def closing(self) -> bool:
         """Whether a thread is inside :meth:`close` (finishing the queue before releasing
         it)."""
-        return self._closers > 0
+        return bool(self._closers)
 
     @property
     def out_of_order(self) -> bool:
