@@ -26,7 +26,7 @@ import weakref
 import numpy as np
 
 from . import _checks, _strided
-from ._interrupts import section
+from ._interrupts import hold_back_in, section
 from ._ur import ffi, lib
 from .enums import ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
@@ -352,12 +352,15 @@ class _Consumed:
 
     __slots__ = ("deleter", "address", "__weakref__")
 
+    @hold_back_in  # both or neither set
     def __init__(self, deleter, address: int):
         self.deleter, self.address = deleter, address
 
+    @hold_back_in  # a finalizer: an exception there would be printed and the deleter skipped
     def __del__(self):
-        if self.deleter:
-            self.deleter(self.address)
+        deleter = getattr(self, "deleter", None)
+        if deleter:
+            deleter(self.address)
 
 
 def from_dlpack(x, *, queue, copy=None) -> USMArray:
