@@ -59,6 +59,7 @@ from crash_probe import axpy  # noqa: E402
 from kernels import lcg_reference, lcg_steps  # noqa: E402
 from ur_cffi import spirv  # noqa: E402
 from ur_cffi.allocator import rounded  # noqa: E402
+from ur_cffi.enums import ur_event_status_t  # noqa: E402
 
 MAX_EXAMPLES = int(os.environ.get("UR_CFFI_STATEFUL_EXAMPLES", "60"))
 STEPS = int(os.environ.get("UR_CFFI_STATEFUL_STEPS", "30"))
@@ -70,6 +71,7 @@ NUM_WARPS, THREADS_PER_WARP = 4, 16
 LOCAL = NUM_WARPS * THREADS_PER_WARP  # work-items per work-group (one program)
 BLOCK = 256  # elements per program
 SPIN_LIMIT = 5_000_000  # rounds after which a spin ends by itself (a second or two)
+COMPLETE = ur_event_status_t.UR_EVENT_STATUS_COMPLETE
 MAX_KERNEL_ELEMENTS = 4096
 MAX_LIVE = 8
 
@@ -331,8 +333,12 @@ class ArrayMachine(RuleBasedStateMachine):
         return self.env.queues
 
     def release_holds(self) -> None:
-        for address, _event, _queue in self.holds:
-            ctypes.c_int32.from_address(address).value = 1
+        for address, event, _queue in self.holds:
+            # The flag's memory was freed at the launch: it is reused only after the kernel
+            # completed, which it may have by itself (SPIN_LIMIT) and then must not be
+            # written.  Nothing is allocated between this check and the write.
+            if event.status != COMPLETE:
+                ctypes.c_int32.from_address(address).value = 1
         self.holds.clear()
 
     def done_upto(self, queue, seq) -> None:
