@@ -364,7 +364,7 @@ class Graph(_handle.Resource):
         if self._checked != _handle.released:
             self._check_memory()
         state = self._state
-        with section, self._lock:  # Ctrl-C after the enqueue waits until the Event owns it
+        with self._lock, section:  # Ctrl-C after the enqueue waits until the Event owns it
             self.handle  # noqa: B018 - raises ClosedError
             latest = state.latest
             count, events = wait_list(wait_for, self.context) if wait_for else (0, _NULL)
@@ -522,7 +522,7 @@ class Graph(_handle.Resource):
         return frozenset(points)
 
     def _record(self, command, wait_for, event: bool):
-        with section, self._lock:  # Ctrl-C: no command in the buffer that the graph lacks
+        with self._lock, section:  # Ctrl-C: no command in the buffer that the graph lacks
             self._recordable()
             given = self._dependencies(wait_for)
             deps = () if self.in_order else tuple(sorted(given))
