@@ -337,7 +337,7 @@ def init(validation: bool | None = None) -> list[Adapter]:
     """
     if validation is None:
         validation = os.environ.get(VALIDATION_ENV, "") not in ("", "0")
-    with section, _lock:  # Ctrl-C cannot leave the lock held, nor cut the initialisation
+    with _lock, section:  # a lock a waiting teardown may hold; then Ctrl-C is held back
         if _state["forked"]:
             raise _handle.ClosedError(
                 "ur_cffi was initialised before this process was forked; a child cannot use "

@@ -168,7 +168,7 @@ def using(queue, wait_for=()):
     install_interrupts()
     counted = pushed = False  # each set with its step: Ctrl-C comes after both or neither
     try:
-        with section, _lock:
+        with _lock, section:
             if _state["driver"] is None:
                 _install()  # no default queue: launches outside using blocks have none
             driver = _state["driver"]
@@ -187,7 +187,7 @@ def using(queue, wait_for=()):
                 scope.close()
     finally:
         if counted:
-            with section, _lock:
+            with _lock, section:
                 _state["users"] -= 1
                 if not _state["users"] and not _state["explicit"]:
                     _uninstall()
