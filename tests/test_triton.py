@@ -853,6 +853,12 @@ def test_last_event_of_a_launch_on_an_in_order_queue_without_profiling(tq, conte
         event.wait()
         assert spinning.status == COMPLETE
         np.testing.assert_allclose(y.to_numpy(), 3.0 * host.astype(np.float64), rtol=1e-6)
+        event.close()  # a caller's close: the next caller gets an Event of the same launch
+        again = ur_triton.last_event()
+        assert again is not event and not again.closed and again.status == COMPLETE
+        with again:
+            again.wait()
+        ur_triton.last_event().wait()
 
 
 # --- activation ------------------------------------------------------------------------------

@@ -76,6 +76,18 @@ def test_a_changed_grid_with_the_same_objects_is_packed_again(rq, rng):
         assert np.isnan(out[covered:]).all()
 
 
+def test_a_grid_equal_to_the_reused_one_but_not_integers_is_refused(rq, rng):
+    """16.0 == 16 and True == 1: a grid a first launch refuses is refused after a launch of
+    the equal integer grid with the same objects too, not launched from its reused block."""
+    n = 16 * BLOCK
+    host = rng.standard_normal(n).astype(np.float32)
+    x, y, a = ur_cffi.asarray(host, queue=rq), poisoned(n, rq), float(rng.uniform(-4, 4))
+    for grid, respelled in (((16,), (16.0,)), ((1,), (True,)), ((2, 1), (2, 1.0))):
+        launch_and_read(rq, x, y, a, n, grid=grid)
+        with pytest.raises(TypeError, match="must be an integer"):
+            scale[respelled](x, y, a, n, BLOCK=BLOCK)
+
+
 def test_a_view_dropped_and_another_made_in_its_place_is_packed_again(rq, rng):
     # CPython gives a new object the id of one just freed: a view of other memory made right
     # after the previous launch's view was dropped must not launch on the old address.

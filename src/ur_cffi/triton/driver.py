@@ -352,9 +352,12 @@ class URDriver(DriverBase):
         marker on that queue (a barrier waiting for nothing else), which completes when the
         launch has.  Had other commands been
         enqueued there after the launch, the marker completes with them too; had the queue
-        been closed (so finished), there is no event: None."""
+        been closed (so finished), there is no event: None.  Callers share the Event; once a
+        caller closed it, the next call makes a marker in its place, as above."""
         with self.launch_lock:
             queue = self._latest_queue
+            if self._last_event is not None and self._last_event.closed:
+                self._last_event = None  # its handle went with it: the slot is empty
             if self._last_event is None and queue is not None:
                 slot = self._latest.handle_slot
                 with section:  # one owner at a time, even if interrupted

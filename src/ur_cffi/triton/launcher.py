@@ -200,7 +200,8 @@ class Launcher:
             self._check_function(function, context)
         key = self._key_of(args, grid_x, grid_y, grid_z, context, _handle.released)
         block_key = self._block_key
-        if key == block_key:  # the shared block holds these arguments already
+        if key == block_key and type(grid_x) is int and type(grid_y) is int \
+                and type(grid_z) is int:  # the shared block holds these (16.0 == 16: checked)
             addresses = values = None
         else:
             addresses, values, stable = self._arguments(args, stream, context)
