@@ -593,6 +593,9 @@ def test_non_ur_pointers(tq, context, device, rng):
         tuned[(1,)](host, y, 1.0, n)
     with pytest.raises(ValueError, match="not USM memory"):  # host memory behind data_ptr()
         scale[(1,)](HostMemory(host), y, 1.0, n, BLOCK=1024)
+    for value in ([1, 2], str(n), b"ab", 1 + 2j, object()):  # no kernel arguments at all
+        with pytest.raises(TypeError, match=f"argument 'n' is a {type(value).__name__} "):
+            scale[(1,)](y, y, 1.0, value, BLOCK=1024)
     with ur_cffi.Context([device]) as other, ur_cffi.Queue(other, device) as other_queue:
         foreign = ur_cffi.asarray(host, queue=other_queue)
         with pytest.raises(ValueError, match="another context"):

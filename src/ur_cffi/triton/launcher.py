@@ -595,17 +595,29 @@ def _named_arguments(function, args, kwargs):
 
 
 def _explain_host_arrays(function, args, kwargs) -> None:
-    """Raise ``TypeError`` naming an argument that has a ``dtype`` but no ``data_ptr()``."""
+    """Raise ``TypeError`` naming an argument that has a ``dtype`` but no ``data_ptr()``, or
+    that is no kernel argument at all (a list, a str, a complex number: Triton asks it for
+    a ``dtype``)."""
+    from triton.language import constexpr
+    from triton.runtime.jit import JITFunction
+
     constexprs = {param.name for param in function.params if param.is_constexpr}
     for name, value in _named_arguments(function, args, kwargs):
-        if hasattr(value, "dtype") and not hasattr(value, "data_ptr") and \
-                name not in constexprs:
+        if name in constexprs:
+            continue
+        if hasattr(value, "dtype") and not hasattr(value, "data_ptr"):
             raise TypeError(
                 f"kernel {function.__name__!r}: argument {name!r} is a "
                 f"{type(value).__module__}.{type(value).__name__}: it has a dtype, so Triton "
                 "takes it for device memory, but it has no data_ptr(). Pass UR memory "
                 "(ur_cffi.asarray(x, queue=queue)) for arrays, and Python int/float for "
                 "scalars") from None
+        if not (value is None or isinstance(value, (bool, int, float, tuple, JITFunction,
+                                                    constexpr)) or hasattr(value, "dtype")):
+            raise TypeError(
+                f"kernel {function.__name__!r}: argument {name!r} is a "
+                f"{type(value).__name__} {value!r:.60}: a kernel takes device memory (an "
+                "object with data_ptr() and dtype), Python int/float/bool or None") from None
 
 
 def _explain_integer_pointers(function, args, kwargs, error) -> None:
