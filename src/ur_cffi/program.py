@@ -468,10 +468,12 @@ class PreparedLaunch:
         """Enqueue the launch; returns its Event, or None with ``event=False``.  Raises
         ``ClosedError`` if an argument was closed since :meth:`Kernel.prepare`."""
         if self._released != _handle.released:
-            for arg in self.args:
+            for index, arg in enumerate(self.args):
                 memory = memory_of(arg)  # an array, or one under a wrapper (triton.reinterpret)
-                if memory is not None:
-                    memory.handle  # noqa: B018 - raises if closed
+                if memory is not None and memory.closed:
+                    raise _handle.ClosedError(
+                        f"prepared launch of {self.kernel.name!r}, argument {index}: "
+                        f"{type(memory).__name__} is closed")
             self._released = _handle.released
         if wait_for is _NO_EVENTS and not event and not recording:
             launch_args, items = self._launch_args  # (a call with * would not be inlined)
