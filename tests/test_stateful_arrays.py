@@ -435,6 +435,27 @@ class ArrayMachine(RuleBasedStateMachine):
     def add_access(self, arr: Arr, queue, event, write: bool, seq, keep=None) -> None:
         arr.accesses.append(Access(queue, event, write, keep, seq))
 
+    def launch_ordered(self, data, queue, name: str, views, args: tuple, what: str,
+                       choose_event: bool = False) -> None:
+        """Launch kernel ``name`` with ``args`` (its hidden ones follow) on ``queue`` over the
+        first view's elements, ordered after what ``views`` (``(view, written)``) depend on,
+        recorded for the allocator where needed, and note its accesses; ``choose_event``
+        draws whether the launch makes an Event."""
+        touches = [(v.arr, write, queue) for v, write in views]
+        seq = next(_seq)
+        wait_for, _proofs = self.order(data, touches, can_wait_for=True, kernel=True)
+        keeps = {id(v.arr): self.record(data, v, queue) for v, _ in views}
+        want_event = data.draw(st.booleans(), label="event") if choose_event else True
+        kernel, hidden = self.env.kernels[name]
+        n = views[0][0].model.size
+        note(f"{name} on {qname(queue)}: {what} (n={n}, wait_for={len(wait_for)}, "
+             f"event={want_event})")
+        tally(f"{name} on {qname(queue)}")
+        event = kernel.launch(queue, -(-n // BLOCK) * LOCAL, LOCAL, *args, *hidden,
+                              wait_for=wait_for, event=want_event)
+        for v, write in views:
+            self.add_access(v.arr, queue, event, write, seq, keeps[id(v.arr)])
+
     def order_copy(self, data, touches, blocking: bool):
         """``(seq, wait_for, proofs)`` of a copy or fill about to be submitted with
         ``touches`` (``(arr, write, queue)``): ordered after what it depends on, the held
@@ -967,17 +988,25 @@ class ArrayMachine(RuleBasedStateMachine):
             inputs.append(view)
         return inputs
 
+    def kernel_operands(self, data, dtype, count: int):
+        """``(out, inputs, queue)`` of a launch over a segment of a live array (and
+        :meth:`kernel_inputs`), or None where no segment of ``dtype`` was drawn."""
+        arr = data.draw(st.sampled_from(self.arrays), label="out")
+        out = self.draw_segment(data, arr, dtype)
+        if out is None:
+            return None
+        inputs = self.kernel_inputs(data, out, out.model.size, dtype, count)
+        return out, inputs, data.draw(st.sampled_from(self.queues), label="queue")
+
     @precondition(lambda self: self.arrays)
     @rule(data=st.data(), a=st.sampled_from([0.0, 1.0, -1.0, 2.0, 0.5, -3.0]))
     @logged
     def launch_axpy(self, data, a):
-        arr = data.draw(st.sampled_from(self.arrays), label="out")
-        out = self.draw_segment(data, arr, np.float32)
-        if out is None:
+        drawn = self.kernel_operands(data, np.float32, 2)
+        if drawn is None:
             return
+        out, (x, y), queue = drawn
         n = out.model.size
-        x, y = self.kernel_inputs(data, out, n, np.float32, 2)
-        queue = data.draw(st.sampled_from(self.queues), label="queue")
         known = x.fully_known() & y.fully_known()
         with np.errstate(all="ignore"):
             product = (np.float32(a) * x.model).astype(np.float32)
@@ -995,47 +1024,23 @@ class ArrayMachine(RuleBasedStateMachine):
             exact &= normal(x.model) & normal(y.model) & normal(product) & normal(result)
         if not exact.all():
             return  # a result the device may round or flush otherwise
-        views = [(out, True), (x, False), (y, False)]
-        touches = [(v.arr, write, queue) for v, write in views]
-        seq = next(_seq)
-        wait_for, proofs = self.order(data, touches, can_wait_for=True, kernel=True)
-        keeps = {id(v.arr): self.record(data, v, queue) for v, _ in views}
-        want_event = data.draw(st.booleans(), label="event")
-        kernel, hidden = self.env.kernels["axpy"]
-        groups = -(-n // BLOCK)
-        note(f"axpy on {qname(queue)}: {out!r} = {a} * {x!r} + {y!r} (n={n}, "
-             f"wait_for={len(wait_for)}, event={want_event})")
-        tally(f"axpy on {qname(queue)}")
-        event = kernel.launch(queue, groups * LOCAL, LOCAL, x.usm, y.usm, out.usm, a, n,
-                              *hidden, wait_for=wait_for, event=want_event)
+        self.launch_ordered(data, queue, "axpy", [(out, True), (x, False), (y, False)],
+                            (x.usm, y.usm, out.usm, a, n), f"{out!r} = {a} * {x!r} + {y!r}",
+                            choose_event=True)
         model_write(out, result, known)
-        for v, write in views:
-            self.add_access(v.arr, queue, event, write, seq, keeps[id(v.arr)])
 
     @precondition(lambda self: self.arrays)
     @rule(data=st.data(), steps=st.sampled_from([0, 1, 3, 1000, 20000]))
     @logged
     def launch_lcg(self, data, steps):
-        arr = data.draw(st.sampled_from(self.arrays), label="out")
-        out = self.draw_segment(data, arr, np.int32)
-        if out is None:
+        drawn = self.kernel_operands(data, np.int32, 1)
+        if drawn is None:
             return
+        out, (x,), queue = drawn
         n = out.model.size
-        (x,) = self.kernel_inputs(data, out, n, np.int32, 1)
-        queue = data.draw(st.sampled_from(self.queues), label="queue")
-        views = [(out, True), (x, False)]
-        touches = [(v.arr, write, queue) for v, write in views]
-        seq = next(_seq)
-        wait_for, proofs = self.order(data, touches, can_wait_for=True, kernel=True)
-        keeps = {id(v.arr): self.record(data, v, queue) for v, _ in views}
-        kernel, hidden = self.env.kernels["lcg"]
-        note(f"lcg({steps}) on {qname(queue)}: {out!r} <- {x!r} (n={n})")
-        tally(f"lcg on {qname(queue)}")
-        event = kernel.launch(queue, -(-n // BLOCK) * LOCAL, LOCAL, x.usm, out.usm, n, steps,
-                              *hidden, wait_for=wait_for)
+        self.launch_ordered(data, queue, "lcg", [(out, True), (x, False)],
+                            (x.usm, out.usm, n, steps), f"{out!r} <- lcg({steps}) of {x!r}")
         model_write(out, lcg_reference(x.model.copy(), steps), x.fully_known())
-        for v, write in views:
-            self.add_access(v.arr, queue, event, write, seq, keeps[id(v.arr)])
 
     # -- rules: the allocator's cross-queue promise, directly ----------------------------------
 
