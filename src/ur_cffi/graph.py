@@ -75,7 +75,7 @@ _NULL = ffi.NULL
 _EVENT_OUT = ffi.typeof("ur_event_handle_t *")
 _STYPE = ur_structure_type_t
 
-_recording_lock = _interrupts.Lock()  # guards ``queue.recording``; a section
+_recording_lock = threading.Lock()  # guards ``queue.recording``
 
 # Update capabilities, as bits; 0 where the header has no such flag (no graph is native there).
 _FLAG = "UR_DEVICE_COMMAND_BUFFER_UPDATE_CAPABILITY_FLAG_"
@@ -459,32 +459,29 @@ class Graph(_handle.Resource):
         return self._registered(self._own_queue(), block=False)
 
     @contextlib.contextmanager
-    @hold_back_in  # a Ctrl-C in the finally would leave the queue recording
+    @hold_back_in  # Ctrl-C between the registration and the try would leave it recording
     def _registered(self, queue: Queue, block: bool):
         """``queue`` records into this graph while the context lasts (nested and concurrent
         uses counted); ``block``: a :meth:`recording` block, which :meth:`finalize` waits
         out."""
-        _interrupts.install()
-        registered = False  # set with the registration: Ctrl-C comes after both or neither
+        _interrupts.install()  # (hold_back_in needs the handler)
+        with _recording_lock:
+            self._recordable()
+            if recording.get(queue, self) is not self:
+                raise RuntimeError(f"{queue!r} is recording into another graph already")
+            recording[queue] = self
+            self._recorders[queue] = self._recorders.get(queue, 0) + 1
+            self._blocks += block
         try:
-            with _recording_lock:
-                self._recordable()
-                if recording.get(queue, self) is not self:
-                    raise RuntimeError(f"{queue!r} is recording into another graph already")
-                recording[queue] = self
-                self._recorders[queue] = self._recorders.get(queue, 0) + 1
-                self._blocks += block
-                registered = True
             yield queue
         finally:
-            if registered:
-                with _recording_lock:
-                    self._blocks -= block
-                    users = self._recorders.pop(queue) - 1
-                    if users:
-                        self._recorders[queue] = users
-                    elif recording.get(queue) is self:
-                        del recording[queue]
+            with _recording_lock:
+                self._blocks -= block
+                users = self._recorders.pop(queue) - 1
+                if users:
+                    self._recorders[queue] = users
+                elif recording.get(queue) is self:
+                    del recording[queue]
 
     def _check_queue(self, queue, what: str) -> Queue:
         if not isinstance(queue, Queue):

@@ -61,7 +61,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from .._interrupts import hold_back_in, section
+from .._interrupts import hold_back_in
 from .._interrupts import install as install_interrupts
 from . import abi
 from .abi import TESTED_VERSIONS
@@ -165,32 +165,25 @@ def using(queue, wait_for=()):
     """
     from .driver import Scope
 
-    install_interrupts()
-    counted = pushed = False  # each set with its step: Ctrl-C comes after both or neither
+    install_interrupts()  # (hold_back_in needs the handler)
+    with _lock:
+        if _state["driver"] is None:
+            _install()  # no default queue: launches outside using blocks have none
+        driver = _state["driver"]
+        _state["users"] += 1
     try:
-        with _lock, section:
-            if _state["driver"] is None:
-                _install()  # no default queue: launches outside using blocks have none
-            driver = _state["driver"]
-            _state["users"] += 1
-            counted = True
         scope = Scope(driver.scope().queue if queue is None else queue, wait_for)
+        driver.push(scope)
         try:
-            with section:
-                driver.push(scope)
-                pushed = True
             yield scope.queue
         finally:
-            with section:
-                if pushed:
-                    driver.pop(scope)
-                scope.close()
+            driver.pop(scope)
+            scope.close()
     finally:
-        if counted:
-            with _lock, section:
-                _state["users"] -= 1
-                if not _state["users"] and not _state["explicit"]:
-                    _uninstall()
+        with _lock:
+            _state["users"] -= 1
+            if not _state["users"] and not _state["explicit"]:
+                _uninstall()
 
 
 def compile(fn, signature: dict, constants: dict | None = None, *, device=None, **options):
