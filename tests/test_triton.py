@@ -539,6 +539,42 @@ def assert_nothing_launched(out, before):
     assert np.isnan(out.to_numpy()).all()
 
 
+ADD = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+
+
+@pytest.mark.parametrize("signature, constants, error, match", [
+    (dict(ADD, x_ptr="*float"), {"BLOCK": 64}, ValueError,
+     r"signature\['x_ptr'\]: '\*float' is not a Triton type"),
+    (dict(ADD, n="int"), {"BLOCK": 64}, ValueError, r"signature\['n'\]: 'int' is not"),
+    (dict(ADD, n=5), {"BLOCK": 64}, ValueError, r"signature\['n'\]: 5 is not a Triton type"),
+    ({k: v for k, v in ADD.items() if k != "BLOCK"}, {"BLOCK": 64}, ValueError,
+     r"signature lacks 'BLOCK' of add\('x_ptr', 'y_ptr', 'out_ptr', 'n', 'BLOCK'\)"),
+    (ADD, {}, ValueError, r"signature\['BLOCK'\] is 'constexpr' but constants gives it no value"),
+    (dict(ADD, m="i32"), {"BLOCK": 64}, ValueError, "signature names 'm', which is no parameter"),
+    (ADD, {"BLOCK": 64, "blok": 3}, ValueError, "constants name 'blok', which is no parameter"),
+    ("*fp32, *fp32, *fp32, i32", {"BLOCK": 64}, TypeError, "signature must be a dict"),
+    (ADD, [64], TypeError, "constants must be a dict of parameter name to value, not list"),
+])
+def test_compile_refuses_a_signature_it_cannot_compile(tq, signature, constants, error, match):
+    """Each mistake is named before Triton's compiler, which fails on them with a bare
+    KeyError, IndexError or AttributeError."""
+    with pytest.raises(error, match=match):
+        ur_triton.compile(add, signature, constants, device=tq.device)
+
+
+def test_compile_takes_the_signature_by_name(tq):
+    """Triton reads a signature's entries in order: a dict in another order than the
+    parameters compiled the wrong types (here x as fp64, y as fp32) without an error."""
+    signature = {"BLOCK": "constexpr", "n": "i32", "out_ptr": "*fp64", "y_ptr": "*fp32",
+                 "x_ptr": "*fp64"}
+    compiled = ur_triton.compile(add, signature, {"BLOCK": 64}, device=tq.device)
+    header = next(line for line in compiled.asm["ttir"].splitlines() if "tt.func public" in line)
+    types = [part.split(" loc")[0] for part in header.split("%arg")[1:]]
+    assert types == ["0: !tt.ptr<f64>", "1: !tt.ptr<f32>", "2: !tt.ptr<f64>", "3: i32"], header
+    with pytest.raises(TypeError, match="compile takes a @triton.jit function, not function"):
+        ur_triton.compile(lambda x: x, {"x": "*fp32"}, device=tq.device)
+
+
 def test_wrong_argument_count(tq, rng):
     n = int(rng.integers(100, 1000))
     x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)

@@ -56,6 +56,14 @@ def test_ptxas_and_target(driver):
     assert "torch" not in sys.modules or sys.modules["torch"] is None
 
 
+def test_signature_is_checked_and_taken_by_name(driver):
+    with pytest.raises(ValueError, match=r"signature\['a'\]: 'float' is not a Triton type"):
+        compile_for_sm90(kernels.scale, dict(SCALE, a="float"), {"BLOCK": 1024})
+    reordered = dict(reversed(SCALE.items()))
+    compiled = compile_for_sm90(kernels.scale, reordered, {"BLOCK": 1024})
+    assert list(compiled.src.signature) == list(SCALE)
+
+
 @pytest.mark.parametrize("name, signature, constants, options", [
     ("scale", SCALE, {"BLOCK": 1024}, {}),
     ("mixed_scalars", MIXED, {}, {}),

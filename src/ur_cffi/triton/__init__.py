@@ -197,10 +197,10 @@ def compile(fn, signature: dict, constants: dict | None = None, *, device=None, 
     (``Program.from_binary`` for a cubin).
     """
     import triton
-    from triton.compiler import ASTSource
 
     from . import _no_torch, backend
     from ..device import Device, default_device
+    from .source import checked_source
 
     device = default_device() if device is None else device
     if not isinstance(device, Device):
@@ -216,7 +216,7 @@ def compile(fn, signature: dict, constants: dict | None = None, *, device=None, 
         if _state["driver"] is None:  # otherwise the replacements are in place already
             _no_torch.install(patches)
         try:
-            return triton.compile(ASTSource(fn, signature, constants or {}),
+            return triton.compile(checked_source(fn, signature, constants),
                                   target=backend.gpu_target(device), options=options)
         finally:
             patches.restore()

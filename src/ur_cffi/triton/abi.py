@@ -247,3 +247,20 @@ def boolean_value(value) -> int:
 CONVERSIONS = {"bf16": bfloat16_bits, "i1": boolean_value, "u1": boolean_value}
 """Scalar types whose values are converted (and checked) before ``struct`` packs them
 (Triton 3.6 types a bool, and a ``tl.int1`` parameter, as ``u1``; 3.3 as ``i1``)."""
+
+
+def signature_type(text):
+    """Triton's type for one ``ASTSource`` signature entry (``"*fp32"``, ``"i32"``,
+    ``"constexpr"``, or a tuple of them); raises ``ValueError`` where Triton has no such type.
+    ``triton.language.str_to_ty`` takes the entry alone in 3.3 and also a constexpr's value
+    from 3.4 on."""
+    import inspect
+
+    from triton import language
+
+    parse = language.str_to_ty
+    takes_value = len(inspect.signature(parse).parameters) > 1
+    try:
+        return parse(text, None) if takes_value else parse(text)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        raise ValueError(f"{text!r} is not a Triton type") from None

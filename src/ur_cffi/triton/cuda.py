@@ -67,9 +67,10 @@ def compile(fn, signature: dict, constants: dict | None = None, *, arch: int = 9
     backend, without a device or torch; returns Triton's ``CompiledKernel`` (``.asm["cubin"]``,
     ``.asm["ptx"]``)."""
     import triton
-    from triton.compiler import ASTSource
 
-    return triton.compile(ASTSource(fn, signature, constants or {}),
+    from .source import checked_source
+
+    return triton.compile(checked_source(fn, signature, constants),
                           target=gpu_target(None, arch), options=options)
 
 
