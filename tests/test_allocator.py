@@ -263,6 +263,9 @@ def test_empty_cache_and_the_memory_limit(queue):
     assert ur_cffi.memory_stats()["limit_bytes"] is None
     with pytest.raises(TypeError, match="memory limit must be an integer"):
         ur_cffi.set_memory_limit(1.5)
+    with pytest.raises(TypeError, match="memory_stats takes a ur_cffi Context or None, not "
+                                        "Queue"):
+        ur_cffi.memory_stats(queue)  # not a filter that matches no pool: all zeros
     ur_cffi.empty_cache()
     assert ur_cffi.memory_stats()["reserved_bytes"] == base
 

@@ -2,6 +2,7 @@
 ``Device.synchronize()`` actually waiting for a long kernel."""
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -54,6 +55,16 @@ def test_unknown_filter_names_raise_value_error(kwargs, named):
     with pytest.raises(ValueError, match=named) as raised:
         ur_cffi.devices(**kwargs)
     assert "cpu" in str(raised.value) or "opencl" in str(raised.value)  # the choices are listed
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    ({"device_type": -1}, "device_type must be a ur_device_type_t or its name, not int -1"),
+    ({"device_type": 1.5}, "not float 1.5"), ({"device_type": True}, "not bool True"),
+    ({"device_type": b"cpu"}, "not bytes b'cpu'"), ({"backend": ["opencl"]}, "backend must be")])
+def test_filters_of_another_type_raise_type_error(kwargs, named):
+    with pytest.raises(TypeError, match=re.escape(named)):
+        ur_cffi.devices(**kwargs)
+    assert ur_cffi.devices(int(ur_device_type_t.UR_DEVICE_TYPE_ALL)) == ur_cffi.devices()
 
 
 def test_default_device_prefers_a_gpu():

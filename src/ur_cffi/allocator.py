@@ -543,6 +543,11 @@ def memory_stats(context=None) -> dict:
     ``frees``, ``ur_allocations``, ``ur_frees``, ``oom_retries``, ``cross_queue_reuses``,
     and ``limit_bytes`` (None: no limit).  Frees kept for later are done first, so that the
     counters include them."""
+    from .context import Context
+
+    if context is not None and not isinstance(context, Context):
+        raise TypeError(f"memory_stats takes a ur_cffi Context or None, not "
+                        f"{type(context).__name__} {context!r}")
     with _lock:
         _give_back_returned(blocking=True)
         pools = [pool for pool in _pools.values()

@@ -243,6 +243,22 @@ def _member(enum, prefix: str, name: str):
         raise ValueError(f"unknown {enum.__name__} {name!r}; one of: {choices}") from None
 
 
+def _choice(enum, prefix: str, what: str, value):
+    """``value`` (a member, its name without ``prefix`` in any case, or its number) as a
+    member of ``enum``."""
+    if isinstance(value, enum):
+        return value
+    if isinstance(value, str):
+        return _member(enum, prefix, value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return enum(value)
+        except ValueError:
+            pass
+    raise TypeError(f"{what} must be a {enum.__name__} or its name, not "
+                    f"{type(value).__name__} {value!r}")
+
+
 def devices(device_type: ur_device_type_t | str | None = None,
             backend: Backend | str | None = None) -> list[Device]:
     """All root devices of all adapters, optionally only one type (``"gpu"``, ``"cpu"``) or backend.
@@ -257,10 +273,10 @@ def devices(device_type: ur_device_type_t | str | None = None,
             _cache["devices"] = _enumerate()
             _cache["generation"] = loader.generation()
         found = list(_cache["devices"])
-    if isinstance(device_type, str):
-        device_type = _member(ur_device_type_t, "UR_DEVICE_TYPE_", device_type)
-    if isinstance(backend, str):
-        backend = _member(Backend, _release.BACKEND_PREFIX, backend)
+    if device_type is not None:
+        device_type = _choice(ur_device_type_t, "UR_DEVICE_TYPE_", "device_type", device_type)
+    if backend is not None:
+        backend = _choice(Backend, _release.BACKEND_PREFIX, "backend", backend)
     if device_type not in (None, ur_device_type_t.UR_DEVICE_TYPE_ALL):
         found = [d for d in found if d.type == device_type]
     if backend is not None:
