@@ -266,6 +266,9 @@ def test_empty_cache_and_the_memory_limit(queue):
     with pytest.raises(TypeError, match="memory_stats takes a ur_cffi Context or None, not "
                                         "Queue"):
         ur_cffi.memory_stats(queue)  # not a filter that matches no pool: all zeros
+    with ur_cffi.empty(4, queue=queue) as array, \
+            pytest.raises(TypeError, match="queue must be a ur_cffi Queue, not NoneType"):
+        array.record_queue(None)
     ur_cffi.empty_cache()
     assert ur_cffi.memory_stats()["reserved_bytes"] == base
 

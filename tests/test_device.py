@@ -67,6 +67,15 @@ def test_filters_of_another_type_raise_type_error(kwargs, named):
     assert ur_cffi.devices(int(ur_device_type_t.UR_DEVICE_TYPE_ALL)) == ur_cffi.devices()
 
 
+def test_info_takes_its_own_enumeration(device):
+    with pytest.raises(TypeError, match="info takes a ur_device_info_t, not int 1"):
+        device.info(1)
+    with pytest.raises(TypeError, match="info takes a ur_device_info_t, not ur_queue_info_t"):
+        device.info(ur_cffi.enums.ur_queue_info_t.UR_QUEUE_INFO_CONTEXT)
+    with pytest.raises(TypeError, match="info takes a ur_platform_info_t, not str 'name'"):
+        device.platform.info("name")
+
+
 def test_default_device_prefers_a_gpu():
     found = ur_cffi.devices()
     gpus = [d for d in found if d.type == ur_device_type_t.UR_DEVICE_TYPE_GPU]

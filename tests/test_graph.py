@@ -747,6 +747,14 @@ def test_the_choice_between_native_and_one_by_one(context, device, monkeypatch):
             ur_cffi.Graph(context, native=True)
     with pytest.raises(TypeError, match="Context"):
         ur_cffi.Graph(device)
+    with pytest.raises(TypeError, match=r"native must be True or False or None \(automatic\), "
+                                        "not str 'no'"):
+        ur_cffi.Graph(context, native="no")  # a truthy string asked for a native graph
+    with pytest.raises(TypeError, match="in_order must be True or False, not int 0"):
+        ur_cffi.Graph(context, in_order=0)
+    with ur_cffi.Graph(context) as graph, \
+            pytest.raises(TypeError, match="replay needs a ur_cffi Queue, not NoneType"):
+        graph.replay(None)  # its first replay: AttributeError from deep inside before
 
 
 def test_a_launch_with_launch_properties_makes_an_automatic_graph_replay_one_by_one(

@@ -58,6 +58,8 @@ class Device(_handle.Resource):
 
     def info(self, prop: ur_device_info_t):
         """Any ``ur_device_info_t`` property, decoded to its documented Python type."""
+        if not isinstance(prop, ur_device_info_t):
+            raise TypeError(f"info takes a ur_device_info_t, not {type(prop).__name__} {prop!r}")
         return query("urDeviceGetInfo", self.handle, prop)
 
     name = _device_info("UR_DEVICE_INFO_NAME", "The device's name.")

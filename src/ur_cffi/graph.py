@@ -178,6 +178,13 @@ class Graph(_handle.Resource):
 
         if not isinstance(context, Context):
             raise TypeError(f"context must be a ur_cffi Context, not {type(context).__name__}")
+        for name, value in (("in_order", in_order), ("native", native)):
+            if not isinstance(value, (bool, np.bool_)) and not (name == "native" and value is None):
+                raise TypeError(f"Graph: {name} must be True or False"
+                                f"{' or None (automatic)' if name == 'native' else ''}, not "
+                                f"{type(value).__name__} {value!r}")
+        in_order = bool(in_order)
+        native = None if native is None else bool(native)
         context.handle  # noqa: B018 - raises ClosedError
         device = context.devices[0] if device is None else device
         if device not in context.devices:
@@ -356,7 +363,7 @@ class Graph(_handle.Resource):
                                "replay it before or after the recording block")
         if not self._finalized:
             self.finalize()
-        if queue is not self._replay_queue:
+        if queue is not self._replay_queue or queue is None:
             self._replay_queue = self._check_queue(queue, "replay")
             for resource in self._memory:  # reuse of their memory waits for this queue too
                 if type(resource) is USMArray:

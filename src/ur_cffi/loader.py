@@ -307,6 +307,9 @@ class Platform:
 
     def info(self, prop: ur_platform_info_t):
         """Any ``ur_platform_info_t`` property, decoded."""
+        if not isinstance(prop, ur_platform_info_t):
+            raise TypeError(f"info takes a ur_platform_info_t, not {type(prop).__name__} "
+                            f"{prop!r}")
         return query("urPlatformGetInfo", self.handle, prop)
 
     @property

@@ -610,6 +610,7 @@ class USMArray(_handle.Resource):
         memory: once freed, it is reused only after the work submitted to ``queue`` until the
         free (PyTorch's ``record_stream``).  Views record for their base.  Copies and fills on
         another queue record it themselves; kernel launches there need this."""
+        _check_queue(queue)
         self._queue_for(queue)  # which records it
         root = _root(self)
         if root._handle is None:
