@@ -427,6 +427,11 @@ def test_a_grid_of_anything_but_integers_or_too_large_is_refused(tq, rng):
     for grid in ((None,), (0.0,), ("",), (2, None), lambda meta: (None,)):
         with pytest.raises(TypeError, match=r"grid .* must be an integer"):
             add[grid](x, x, y, n, BLOCK=128)  # (falsy: it used to launch nothing, silently)
+    for grid in (b"\x02", bytearray(b"\x02"), "2"):  # bytes were a grid of their byte values
+        with pytest.raises(TypeError, match="a grid is a tuple of 1 to 3 sizes"):
+            add[grid](x, x, y, n, BLOCK=128)
+        with pytest.raises(TypeError, match="a grid is a tuple of 1 to 3 sizes"):
+            ur_triton.prepare(add, grid, x, x, y, n, BLOCK=128)
     items, _, _ = tq.device.launch_limits
     too_many = [(2**40, 2**40)]  # more work-items than size_t counts: refused everywhere
     if items < 2**64 - 1:  # the CPU runtime's limit (it would crash the process)

@@ -561,8 +561,10 @@ def _checked_grid(grid):
 
 def _grid_cells(cells, what: str) -> None:
     """Raise unless ``cells`` is a sequence (a tuple, a list, a numpy array: what Triton
-    takes) of 1 to 3 grid sizes."""
+    takes) of 1 to 3 grid sizes (not bytes, whose items Triton would take as sizes)."""
     try:
+        if isinstance(cells, (str, bytes, bytearray)):
+            raise TypeError
         dimensions = len(cells)
     except TypeError:
         raise TypeError(f"{what} {cells!r}: a grid is a tuple of 1 to 3 sizes, e.g. "
