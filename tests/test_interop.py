@@ -112,6 +112,14 @@ def test_dlpack_of_device_usm_follows_the_oneapi_convention(queue, rng, kind):
         wrapped = ur_cffi.from_dlpack(array.__dlpack__(dl_device=(1, 0)), queue=queue)
         assert wrapped.kind == "device" and wrapped.data_ptr() != array.data_ptr()
         assert wrapped.to_numpy().tobytes() == array.to_numpy().tobytes()
+    # Asked for a copy on the host: a copy, also of shared USM, which the host reads in place
+    # (np.from_dlpack(array, device="cpu", copy=True) asks this way).
+    host_copy = ur_cffi.from_dlpack(array.__dlpack__(dl_device=(interop.KDL_CPU, 0), copy=True),
+                                    queue=queue)
+    assert host_copy.data_ptr() != array.data_ptr()
+    assert host_copy.to_numpy().tobytes() == array.to_numpy().tobytes()
+    with pytest.raises(TypeError, match="copy must be True, False or None, not str 'no'"):
+        array.__dlpack__(copy="no")
     capsule = array.__dlpack__()
     with pytest.raises(TypeError, match="unused DLPack capsule"):
         ur_cffi.from_dlpack(object(), queue=queue)
@@ -147,6 +155,11 @@ def test_from_pointer_wraps_usm_without_owning_it(queue, context, device):
         with pytest.raises(ValueError, match="is not aligned to float64's 8 bytes"):
             ur_cffi.from_pointer(address + 4, 4, np.float64, queue=queue)  # kernels misread
         assert ur_cffi.from_pointer(address + 4, 4, np.float32, queue=queue).shape == (4,)
+        with pytest.raises(ValueError, match=r"strides \(3,\) are not multiples of uint16's "
+                                             r"alignment \(2 bytes\)"):
+            ur_cffi.from_pointer(address, 3, np.uint16, queue=queue, strides=(3,))
+        assert ur_cffi.from_pointer(address, (1, 2), np.uint16, queue=queue,
+                                    strides=(3, 2)).shape == (1, 2)  # one row: no such step
     finally:
         queue.finish()
         assert lib.urUSMFree(context.handle, out[0]) == 0
@@ -189,6 +202,13 @@ def test_a_context_and_queue_from_dpctl_share_its_memory(dpctl_queue, rng):
     seen = dpm.as_usm_memory(mine)
     assert seen._pointer == mine.data_ptr() and seen.get_usm_type() == "device"
     assert np.array_equal(seen.copy_to_host().view(np.float32), values * 3)
+    mine.close()  # dpctl holds the array object: its memory stays with dpctl
+    after = ur_cffi.full(64, -1.0, np.float32, queue=queue)  # (the allocator reused it before)
+    assert after.data_ptr() != seen._pointer
+    assert np.array_equal(seen.copy_to_host().view(np.float32), values * 3)
+    odd = ur_cffi.from_pointer(after.data_ptr(), (2,), np.complex64, queue=queue, strides=(12,))
+    with pytest.raises(BufferError, match="a stride of 12 bytes is not a whole number"):
+        odd.__sycl_usm_array_interface__  # (it went out as 1 element: 8 bytes)
     default = interop.from_sycl_usm_array_interface(memory)  # queue made from the syclobj
     assert default.context is context
     with pytest.raises(AttributeError, match="context_from_dpctl"):

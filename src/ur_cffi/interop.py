@@ -82,6 +82,10 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
     if address % dtype.alignment:  # a kernel's loads of it would be misaligned
         raise ValueError(f"from_pointer: address 0x{address:x} is not aligned to {dtype}'s "
                          f"{dtype.alignment} bytes")
+    if strides is not None and any(
+            s % dtype.alignment for s, n in zip(strides, shape) if n > 1):  # nor of the others
+        raise ValueError(f"from_pointer: strides {strides} are not multiples of {dtype}'s "
+                         f"alignment ({dtype.alignment} bytes)")
     kind = usm_kind(queue.context, address)
     if kind is None:
         raise ValueError(f"from_pointer: address 0x{address:x} is not USM memory of "
@@ -280,6 +284,9 @@ def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
     first.  ``dl_device=(kDLCPU, 0)`` of device USM copies to the host (``copy`` not False)."""
     max_version = _pair("max_version", max_version)
     dl_device = _pair("dl_device", dl_device)
+    if copy is not None and not isinstance(copy, (bool, np.bool_)):
+        raise TypeError(f"__dlpack__: copy must be True, False or None, not "
+                        f"{type(copy).__name__} {copy!r}")
     source = array
     if dl_device is not None and dl_device != dlpack_device(array):
         if dl_device != (KDL_CPU, 0):
@@ -290,7 +297,7 @@ def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
             host = array.to_numpy()
             return _capsule(host.ctypes.data, host.shape, host.strides, host.dtype,
                             (KDL_CPU, 0), host, max_version)
-    elif copy:
+    if copy:  # (shared USM exported as kDLCPU too: the host reads it in place)
         source = array.copy()
     pin = ExportPin(source)  # before the address is read: a close from now on leaves it
     return _capsule(source.data_ptr(), source.shape, source.strides, source.dtype,
@@ -588,10 +595,21 @@ def sycl_usm_array_interface(array: USMArray) -> dict:
                              "(use __dlpack__ otherwise)")
     array.data_ptr()  # noqa: B018 - raises ClosedError
     itemsize = array.itemsize
-    return {"data": (array.data_ptr(), False), "shape": array.shape,
-            "strides": None if array.is_contiguous() else tuple(
-                s // itemsize for s in array.strides),
+    try:
+        strides = None if array.is_contiguous() else tuple(
+            _element_stride(s, itemsize, "__sycl_usm_array_interface__") for s in array.strides)
+    except ValueError as error:
+        raise BufferError(str(error)) from None
+    if array not in _sycl_exports:  # its consumer holds the array, and so the memory
+        _sycl_exports[array] = ExportPin(array)
+    return {"data": (array.data_ptr(), False), "shape": array.shape, "strides": strides,
             "typestr": _typestr(array.dtype), "version": 1, "syclobj": entry[1]}
+
+
+_sycl_exports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""An :class:`ExportPin` per array that ``__sycl_usm_array_interface__`` showed: the protocol's
+consumers (dpctl) keep the array object, not a pin, so its ``close()`` leaves the memory to them
+until the array itself is collected."""
 
 
 def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:
