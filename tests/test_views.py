@@ -505,15 +505,16 @@ def test_overlapping_copies_between_views_are_refused_by_name(q):
 
 
 def test_element_strides_that_are_not_whole_elements_are_refused(q):
-    base = ur_cffi.asarray(np.arange(16, dtype=np.int16), queue=q, kind="host")
-    odd = ur_cffi.from_pointer(base.data_ptr(), (4,), np.int32, queue=q, strides=(6,))
+    """Strides aligned to the dtype (complex64: 4 bytes) but not whole elements (8 bytes)."""
+    base = ur_cffi.asarray(np.arange(16, dtype=np.float32), queue=q, kind="host")
+    odd = ur_cffi.from_pointer(base.data_ptr(), (4,), np.complex64, queue=q, strides=(12,))
     assert np.array_equal(odd.to_numpy(), np.lib.stride_tricks.as_strided(
-        np.arange(16, dtype=np.int16).view(np.int32), (4,), (6,)))
-    with pytest.raises(ValueError, match="6 bytes is not a whole number of 4-byte"):
+        np.arange(16, dtype=np.float32).view(np.complex64), (4,), (12,)))
+    with pytest.raises(ValueError, match="12 bytes is not a whole number of 8-byte"):
         odd.stride()
-    with pytest.raises(ValueError, match="6 bytes"):
+    with pytest.raises(ValueError, match="12 bytes"):
         odd.stride(0)
-    with pytest.raises(BufferError, match="6 bytes"):
+    with pytest.raises(BufferError, match="12 bytes"):
         np.from_dlpack(odd)
 
 
