@@ -93,6 +93,14 @@ def test_fill_takes_one_value_that_fits(queue):
     with pytest.raises(ValueError, match="fill: value 2147483648 does not fit in int32"):
         integers.fill(2**31)
     integers.fill(np.float64(-7.0), offset=3, count=2)  # exact: accepted
+    with pytest.raises(TypeError, match="fill: value must be a number, not datetime64"):
+        integers.fill(np.datetime64("2026-12-05"))  # (int() failed, naming nothing)
+    flags = ur_cffi.zeros(4, np.bool_, queue=queue)
+    for value in (2, 2**70, -1):  # (stored as True)
+        with pytest.raises(ValueError, match=f"fill: value {value} does not fit in bool"):
+            flags.fill(value)
+    flags.fill(1, offset=1, count=1)
+    assert flags.to_numpy().tolist() == [False, True, False, False]
     array.fill(np.nan, offset=15)  # NaN is a float32 value like any other
     expected = np.zeros(16, np.int32)
     expected[3:5] = -7

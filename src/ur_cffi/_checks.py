@@ -48,7 +48,8 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
         raise TypeError(f"{name} must be one number, not {type(value).__name__} {value!r}")
     if isinstance(value, (bool, np.bool_)) and dtype.kind != "b":
         raise TypeError(f"{name} {value!r} is a bool; the elements are {dtype}")
-    if not isinstance(value, (int, float, complex, np.generic)) and not text:
+    if (not isinstance(value, (int, float, complex, np.generic)) and not text) or (
+            dtype.kind in "biufc" and isinstance(value, (np.datetime64, np.timedelta64, np.void))):
         raise TypeError(f"{name} must be a number, not {type(value).__name__} {value!r}")
     if isinstance(value, (complex, np.complexfloating)) and dtype.kind != "c":
         if value.imag:
@@ -58,8 +59,8 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
         if isinstance(value, (float, np.floating)) and not float(value).is_integer():
             raise ValueError(f"{name} {value!r} is not an integer; the elements are {dtype}")
         number = int(value)
-        info = np.iinfo(dtype) if dtype.kind != "b" else None
-        if info is not None and not info.min <= number <= info.max:
+        low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+        if not low <= number <= high:
             raise ValueError(f"{name} {value!r} does not fit in {dtype}")
         return np.array(number, dtype=dtype)
     if dtype.kind not in "fc":
