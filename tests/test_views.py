@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import ur_cffi
+from ur_cffi import _strided, memory
 
 KINDS = ("device", "host", "shared")
 DTYPES = [np.dtype(name) for name in (
@@ -240,6 +241,34 @@ def test_copies_of_non_contiguous_views_both_ways(q, rng, kind):
         array[:4].copy_from(array[3:7])
     with pytest.raises(ValueError, match="shape .* does not match"):
         array[:, ::2].copy_from(np.zeros((7, 4, 5), np.float32))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reversed_and_transposed_views_copy_through_their_span_exactly(q, rng, kind):
+    """Such views move as one copy of the bytes they span (memory.py, _through_span), not
+    one UR copy per element; a write does so only where no gap between the elements would be
+    overwritten, a read where it reads at most twice the elements' bytes."""
+    host = rng.standard_normal((30, 40))
+    array = ur_cffi.asarray(host, queue=q, kind=kind)
+    reversed_rows, reversed_columns = np.s_[::-1], np.s_[:, ::-1]
+    every_other_row, a_quarter_of_each_row = np.s_[::-2], np.s_[:, :10]
+    for key, spanned in ((reversed_rows, True), (reversed_columns, True),
+                         (every_other_row, True), (a_quarter_of_each_row, False)):
+        view, expected = array[key], host[key]
+        through_span = memory._through_span(view, np.empty(view.shape), reading=True)
+        assert through_span == spanned
+        out = np.full(expected.shape, np.nan)
+        view.copy_to(out)
+        assert np.array_equal(out, expected) and np.array_equal(view.to_numpy(), expected)
+    for view_of in (lambda a: a.T, lambda a: a[::-1, ::-1], lambda a: a[:, ::-2]):
+        view, value = view_of(array), rng.standard_normal(view_of(host).shape)
+        assert memory._through_span(view, value, reading=False) == _strided.is_dense(
+            view.shape, view.strides, view.itemsize)
+        view.copy_from(value)
+        view_of(host)[...] = value
+        assert np.array_equal(array.to_numpy(), host)  # the gaps of a[:, ::-2] kept
+    assert _strided.is_dense((3, 4), (-32, 8), 8) and _strided.is_dense((4, 3), (8, 32), 8)
+    assert not _strided.is_dense((3, 4), (64, 8), 8) and not _strided.is_dense((3, 4), (0, 8), 8)
 
 
 def test_fill_of_a_non_contiguous_view(q):

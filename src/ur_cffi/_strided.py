@@ -187,16 +187,32 @@ def axis_index(ndim: int, axis, what: str) -> int:
 # --------------------------------------------------------------------------------------------
 # Copies
 
-def copy_plan(shape, dst_strides, src_strides, itemsize: int) -> list[tuple]:
-    """The copies that move every element of ``shape`` from a layout with ``src_strides`` to
-    one with ``dst_strides``: ``(dst offset, src offset, width, height, dst pitch, src pitch)``
-    in bytes, each a 2D copy of ``height`` rows of ``width`` bytes (``height`` 1: a plain copy).
-
-    Axes are ordered by the destination's strides, axes contiguous in both layouts merged, the
-    innermost contiguous run made the row and the next axis the rows' pitch where both strides
-    are positive; outer axes are looped over.  A contiguous pair gives one copy."""
+def is_dense(shape, strides, itemsize: int) -> bool:
+    """Whether the elements tile the bytes of their :func:`span` exactly, each once (a
+    contiguous array with its axes permuted or reversed, as ``a.T`` or ``a[::-1]``)."""
     if 0 in shape:
-        return []
+        return True
+    step = itemsize
+    for extent, stride in sorted(((e, abs(s)) for e, s in zip(shape, strides) if e != 1),
+                                 key=lambda dim: dim[1]):
+        if stride != step:
+            return False
+        step *= extent
+    return True
+
+
+def copy_rows(shape, dst_strides, src_strides, itemsize: int) -> int:
+    """How many rows the copies of :func:`copy_plan` move (plain copies count one each): the
+    adapters' cost grows with them (the CPU runtime's: a few microseconds a row)."""
+    if 0 in shape:
+        return 0
+    merged, _, height, _, _ = _copy_axes(shape, dst_strides, src_strides, itemsize)
+    return math.prod(extent for extent, _, _ in merged) * height
+
+
+def _copy_axes(shape, dst_strides, src_strides, itemsize: int) -> tuple:
+    """``(outer axes [extent, dst stride, src stride], row width, height, dst pitch, src
+    pitch)`` of :func:`copy_plan`."""
     dims = [(e, d, s) for e, d, s in zip(shape, dst_strides, src_strides) if e != 1]
     dims.sort(key=lambda dim: (abs(dim[1]), abs(dim[2])), reverse=True)
     merged: list[list[int]] = []
@@ -211,6 +227,21 @@ def copy_plan(shape, dst_strides, src_strides, itemsize: int) -> list[tuple]:
     height, dst_pitch, src_pitch = 1, 0, 0
     if merged and merged[-1][1] >= width and merged[-1][2] >= width:
         height, dst_pitch, src_pitch = merged.pop()
+    return merged, width, height, dst_pitch, src_pitch
+
+
+def copy_plan(shape, dst_strides, src_strides, itemsize: int) -> list[tuple]:
+    """The copies that move every element of ``shape`` from a layout with ``src_strides`` to
+    one with ``dst_strides``: ``(dst offset, src offset, width, height, dst pitch, src pitch)``
+    in bytes, each a 2D copy of ``height`` rows of ``width`` bytes (``height`` 1: a plain copy).
+
+    Axes are ordered by the destination's strides, axes contiguous in both layouts merged, the
+    innermost contiguous run made the row and the next axis the rows' pitch where both strides
+    are positive; outer axes are looped over.  A contiguous pair gives one copy."""
+    if 0 in shape:
+        return []
+    merged, width, height, dst_pitch, src_pitch = _copy_axes(shape, dst_strides, src_strides,
+                                                             itemsize)
     plan = []
     for position in itertools.product(*(range(extent) for extent, _, _ in merged)):
         dst = sum(i * dim[1] for i, dim in zip(position, merged))

@@ -256,6 +256,21 @@ def memory_of(arg):
     return base if isinstance(base, (USMArray, Buffer)) else None
 
 
+def _through_span(array: USMArray, host: np.ndarray, reading: bool) -> bool:
+    """Whether a copy between ``array`` (a view) and ``host`` goes as one plain copy of the
+    bytes the view spans, numpy placing the elements on the host side, rather than as UR's
+    copies row by row (one per element along a reversed axis: seconds for a[::-1] of a million
+    floats on the CPU device).  Where it needs more than one row, and reading no more than
+    twice the elements' bytes, or writing a span the elements fill exactly (no gap between
+    them to overwrite)."""
+    if _strided.copy_rows(array.shape, host.strides, array._strides, array.itemsize) <= 1:
+        return False
+    if reading:
+        low, high = _strided.span(array.shape, array._strides, array.itemsize)
+        return high - low <= 2 * array.nbytes
+    return _strided.is_dense(array.shape, array._strides, array.itemsize)
+
+
 def _root(array) -> USMArray:
     """The array that owns ``array``'s memory (``array`` itself unless it is a view)."""
     return array if array._base is None else array._base
@@ -676,6 +691,24 @@ class USMArray(_handle.Resource):
         return enqueue_command(queue, lib.urEnqueueEventsWaitWithBarrier, (), wait_for,
                                keep_alive, blocking, before=tuple(commands))
 
+    def _staging(self) -> tuple[np.ndarray, int]:
+        """``(a numpy array laid out as this view, over a buffer of the bytes it spans, and the
+        first element's offset from the lowest byte)``, for :meth:`_copy_span`."""
+        low, high = _strided.span(self.shape, self._strides, self.itemsize)
+        buffer = np.empty(high - low, np.uint8)
+        return np.ndarray(self.shape, self.dtype, buffer=buffer, offset=-low,
+                          strides=self._strides), low
+
+    def _copy_span(self, queue: Queue, staging: np.ndarray, low: int, to_host: bool,
+                   blocking: bool, wait_for) -> Event:
+        """One plain copy of the bytes this view spans, between them and ``staging``'s buffer
+        (see :func:`_through_span`)."""
+        buffer = staging.base
+        _wait_before_pageable_copy(queue, buffer, wait_for)
+        device, host = self.data_ptr() + low, buffer.ctypes.data  # (raises ClosedError)
+        return _enqueue_memcpy(queue, *((host, device) if to_host else (device, host)),
+                               buffer.nbytes, blocking, wait_for, (buffer, self))
+
     def _overlaps(self, other: USMArray) -> bool:
         return _overlap(self._address, self.shape, self._strides, self.itemsize,
                         other._address, other.shape, other._strides, other.itemsize)
@@ -732,6 +765,10 @@ class USMArray(_handle.Resource):
                                    host.ctypes.data, host.nbytes, blocking, wait_for,
                                    (host, self))
         self._same_shape("copy_from", host.shape, offset)
+        if _through_span(self, host, False) and not (recording and queue in recording):
+            staging, low = self._staging()
+            staging[...] = host
+            return self._copy_span(queue, staging, low, False, blocking, wait_for)
         if any(s < 0 for s in host.strides):
             host = np.ascontiguousarray(host)
         if host is not given:
@@ -794,6 +831,11 @@ class USMArray(_handle.Resource):
         self._same_shape("copy_to", host.shape, offset)
         if any(s < 0 for s in host.strides):
             raise ValueError("copy_to needs a numpy array with non-negative strides")
+        if blocking and _through_span(self, host, True) and not (recording and queue in recording):
+            staging, low = self._staging()
+            event = self._copy_span(queue, staging, low, True, True, wait_for)
+            host[...] = staging
+            return event
         _wait_before_pageable_copy(queue, host, wait_for)
         return self._strided_copy(queue, host.ctypes.data, host.strides, self.data_ptr(),
                                   self._strides, blocking, wait_for, (host, self))
