@@ -382,9 +382,14 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     _forget_unused_capsules()
     if hasattr(x, "__dlpack__"):
         try:
-            capsule = x.__dlpack__(max_version=(1, 1))
-        except TypeError:  # a producer of the older protocol
-            capsule = x.__dlpack__()
+            try:
+                capsule = x.__dlpack__(max_version=(1, 1))
+            except TypeError:  # a producer of the older protocol
+                capsule = x.__dlpack__()
+        except BufferError:  # numpy before 2.1 exports no read-only array: copied, as it is
+            if isinstance(x, np.ndarray) and not x.flags.writeable and copy is not False:
+                return asarray(x, queue=queue)  # where numpy marks it read-only
+            raise
     else:
         capsule = x
     name = _capsule_name(capsule) if type(capsule).__name__ == "PyCapsule" else None
