@@ -185,3 +185,10 @@ def lcg_reference(x, steps):
     wide = x.view(np.uint32).astype(np.uint64)
     return ((wide * np.uint64(total[0]) + np.uint64(total[1])) % np.uint64(2**32)).astype(
         np.uint32).view(np.int32)
+
+
+@triton.jit
+def scale_with_default_block(x_ptr, n, BLOCK: tl.constexpr = 32):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2, mask=mask)

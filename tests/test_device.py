@@ -65,6 +65,7 @@ def test_filters_of_another_type_raise_type_error(kwargs, named):
     with pytest.raises(TypeError, match=re.escape(named)):
         ur_cffi.devices(**kwargs)
     assert ur_cffi.devices(int(ur_device_type_t.UR_DEVICE_TYPE_ALL)) == ur_cffi.devices()
+    assert ur_cffi.devices(np.int64(ur_device_type_t.UR_DEVICE_TYPE_ALL)) == ur_cffi.devices()
 
 
 def test_info_takes_its_own_enumeration(device):

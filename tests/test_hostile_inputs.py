@@ -100,6 +100,8 @@ def test_fill_takes_one_value_that_fits(queue):
         with pytest.raises(ValueError, match=f"fill: value {value} does not fit in bool"):
             flags.fill(value)
     flags.fill(1, offset=1, count=1)
+    with pytest.raises(ValueError, match="fill: value 1e\\+39 does not fit in bfloat16"):
+        ur_cffi.zeros(2, ur_cffi.bfloat16, queue=queue).fill(1e39)  # (it stored inf)
     assert flags.to_numpy().tolist() == [False, True, False, False]
     array.fill(np.nan, offset=15)  # NaN is a float32 value like any other
     expected = np.zeros(16, np.int32)

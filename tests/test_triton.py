@@ -42,6 +42,7 @@ from kernels import (  # noqa: E402
     program_ids,
     scale,
     scale_addresses,
+    scale_with_default_block,
     softmax,
     tuple_add,
     twelve_args,
@@ -557,7 +558,8 @@ ADD = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOC
     (ADD, {}, ValueError, r"signature\['BLOCK'\] is 'constexpr' but constants gives it no value"),
     (dict(ADD, m="i32"), {"BLOCK": 64}, ValueError, "signature names 'm', which is no parameter"),
     (ADD, {"BLOCK": 64, "blok": 3}, ValueError, "constants name 'blok', which is no parameter"),
-    ("*fp32, *fp32, *fp32, i32", {"BLOCK": 64}, TypeError, "signature must be a dict"),
+    (["*fp32"] * 4, {"BLOCK": 64}, TypeError, "signature must be a dict"),
+    (ADD, {"BLOCK": 64, (9,): 1}, ValueError, r"constants key \(9,\) is neither a parameter"),
     (ADD, [64], TypeError, "constants must be a dict of parameter name to value, not list"),
 ])
 def test_compile_refuses_a_signature_it_cannot_compile(tq, signature, constants, error, match):
@@ -578,6 +580,18 @@ def test_compile_takes_the_signature_by_name(tq):
     assert types == ["0: !tt.ptr<f64>", "1: !tt.ptr<f32>", "2: !tt.ptr<f64>", "3: i32"], header
     with pytest.raises(TypeError, match="compile takes a @triton.jit function, not function"):
         ur_triton.compile(lambda x: x, {"x": "*fp32"}, device=tq.device)
+
+
+def test_compile_takes_what_triton_takes_beside_a_named_signature(tq):
+    """Constants by position path, a constexpr left to its default, Triton's string form."""
+    by_position = ur_triton.compile(add, ADD, {(4,): 64}, device=tq.device)
+    assert by_position.metadata.name == "add"
+    defaulted = ur_triton.compile(scale_with_default_block,
+                                  {"x_ptr": "*fp32", "n": "i32"}, device=tq.device)
+    assert "tt.make_range {end = 32 : i32" in defaulted.asm["ttir"]  # BLOCK's default, 32
+    as_text = ur_triton.compile(add, "*fp32, *fp32, *fp32, i32, constexpr", {"BLOCK": 64},
+                                device=tq.device)
+    assert as_text.metadata.name == "add"
 
 
 def test_wrong_argument_count(tq, rng):

@@ -280,8 +280,28 @@ def test_reversed_and_transposed_views_copy_through_their_span_exactly(q, rng, k
         view.copy_from(value)
         view_of(host)[...] = value
         assert np.array_equal(array.to_numpy(), host)  # the gaps of a[:, ::-2] kept
+    records = ur_cffi.zeros((4, 4), np.dtype([("a", np.uint8), ("b", np.float32)], align=True),
+                            queue=q, kind=kind).T  # padding the host side would not hold
+    assert not memory._through_span(records, np.empty(records.shape, records.dtype), True)
     assert _strided.is_dense((3, 4), (-32, 8), 8) and _strided.is_dense((4, 3), (8, 32), 8)
     assert not _strided.is_dense((3, 4), (64, 8), 8) and not _strided.is_dense((3, 4), (0, 8), 8)
+
+
+def test_a_write_through_the_span_reads_its_source_after_earlier_work(q, rng):
+    """The span's staging copy of the numpy source is made when the copy would run: a copy
+    into that memory queued just before (here into shared USM, read through np.asarray)
+    has completed.  It read the source at once: millions of zeros (a review's repro)."""
+    n = 1 << 22
+    values = rng.standard_normal(n).astype(np.float32)
+    shared = ur_cffi.zeros(n, np.float32, queue=q, kind="shared")
+    target = ur_cffi.full(n, np.nan, np.float32, queue=q)
+    filled = shared.copy_from(values, blocking=False)
+    target[::-1].copy_from(np.asarray(shared), wait_for=[filled])
+    assert np.array_equal(target.to_numpy(), values[::-1])
+    shared.fill(0.0)
+    shared.copy_from(values * 2, blocking=False)
+    target[::-1].copy_from(np.asarray(shared))  # in order after it, with no wait_for
+    assert np.array_equal(target.to_numpy(), (values * 2)[::-1])
 
 
 def test_fill_of_a_non_contiguous_view(q):

@@ -13,6 +13,8 @@ import operator
 
 import numpy as np
 
+from . import dtypes
+
 SIZE_MAX = 2**64 - 1
 
 
@@ -33,6 +35,13 @@ def no_nul(name: str, text) -> bytes:
     if "\0" in text:
         raise ValueError(f"{name} {text!r} contains a NUL character")
     return text.encode()
+
+
+def _as_int(value: np.ndarray) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
@@ -63,11 +72,14 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
         if not low <= number <= high:
             raise ValueError(f"{name} {value!r} does not fit in {dtype}")
         return np.array(number, dtype=dtype)
-    if dtype.kind not in "fc":
+    if dtype.kind not in "fc" and not dtypes.is_floating(dtype):
         try:
-            return np.array(value, dtype=dtype)
+            converted = np.array(value, dtype=dtype)
         except (TypeError, ValueError, OverflowError):
             raise TypeError(f"{name} {value!r} cannot be stored as {dtype}") from None
+        if isinstance(value, (int, np.integer)) and _as_int(converted) not in (None, value):
+            raise ValueError(f"{name} {value!r} does not fit in {dtype}")  # (ml_dtypes' int4)
+        return converted
     try:
         finite = math.isfinite(abs(complex(value)))
         with np.errstate(over="ignore"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 import os
 import threading
 import weakref
@@ -252,10 +253,10 @@ def _choice(enum, prefix: str, what: str, value):
         return value
     if isinstance(value, str):
         return _member(enum, prefix, value)
-    if isinstance(value, int) and not isinstance(value, bool):
+    if not isinstance(value, bool) and hasattr(type(value), "__index__"):  # numpy's too
         try:
-            return enum(value)
-        except ValueError:
+            return enum(operator.index(value))
+        except (TypeError, ValueError):
             pass
     raise TypeError(f"{what} must be a {enum.__name__} or its name, not "
                     f"{type(value).__name__} {value!r}")

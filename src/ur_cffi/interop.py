@@ -387,8 +387,9 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
             except TypeError:  # a producer of the older protocol
                 capsule = x.__dlpack__()
         except BufferError:  # numpy before 2.1 exports no read-only array: copied, as it is
-            if isinstance(x, np.ndarray) and not x.flags.writeable and copy is not False:
-                return asarray(x, queue=queue)  # where numpy marks it read-only
+            if isinstance(x, np.ndarray) and not x.flags.writeable and copy is not False and \
+                    np.lib.NumpyVersion(np.__version__) < "2.1.0":  # where numpy marks it so
+                return asarray(x, queue=queue)
             raise
     else:
         capsule = x
@@ -603,18 +604,14 @@ def sycl_usm_array_interface(array: USMArray) -> dict:
     try:
         strides = None if array.is_contiguous() else tuple(
             _element_stride(s, itemsize, "__sycl_usm_array_interface__") for s in array.strides)
-    except ValueError as error:
-        raise BufferError(str(error)) from None
-    if array not in _sycl_exports:  # its consumer holds the array, and so the memory
-        _sycl_exports[array] = ExportPin(array)
+    except ValueError as error:  # (AttributeError: a consumer probing with hasattr goes on)
+        raise AttributeError(f"{error}; no __sycl_usm_array_interface__") from None
+    if getattr(array, "_shown", None) is None:
+        # Its consumers (dpctl) keep the array object, not a pin: a pin that lives as long
+        # as the array (a cycle with it) leaves its memory to them past close().
+        array._shown = ExportPin(array)
     return {"data": (array.data_ptr(), False), "shape": array.shape, "strides": strides,
             "typestr": _typestr(array.dtype), "version": 1, "syclobj": entry[1]}
-
-
-_sycl_exports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""An :class:`ExportPin` per array that ``__sycl_usm_array_interface__`` showed: the protocol's
-consumers (dpctl) keep the array object, not a pin, so its ``close()`` leaves the memory to them
-until the array itself is collected."""
 
 
 def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:

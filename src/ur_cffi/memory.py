@@ -262,8 +262,10 @@ def _through_span(array: USMArray, host: np.ndarray, reading: bool) -> bool:
     copies row by row (one per element along a reversed axis: seconds for a[::-1] of a million
     floats on the CPU device).  Where it needs more than one row, and reading no more than
     twice the elements' bytes, or writing a span the elements fill exactly (no gap between
-    them to overwrite)."""
-    if _strided.copy_rows(array.shape, host.strides, array._strides, array.itemsize) <= 1:
+    them to overwrite).  Blocking copies only: the host side is read or written at the call.
+    Not records with padding, whose bytes the span's host side would not hold."""
+    if array.dtype.fields is not None or \
+            _strided.copy_rows(array.shape, host.strides, array._strides, array.itemsize) <= 1:
         return False
     if reading:
         low, high = _strided.span(array.shape, array._strides, array.itemsize)
@@ -293,7 +295,7 @@ class USMArray(_handle.Resource):
     """
 
     __slots__ = ("queue", "shape", "dtype", "kind", "size", "nbytes", "_address", "_strides",
-                 "_base", "_exports")
+                 "_base", "_exports", "_shown")
     _release_function = "urUSMFree"
 
     def __init__(self, queue: Queue, shape, dtype=np.float32, kind: str = "device"):
@@ -765,10 +767,14 @@ class USMArray(_handle.Resource):
                                    host.ctypes.data, host.nbytes, blocking, wait_for,
                                    (host, self))
         self._same_shape("copy_from", host.shape, offset)
-        if _through_span(self, host, False) and not (recording and queue in recording):
+        if blocking and _through_span(self, host, False) and \
+                not (recording and queue in recording):
+            # The source is read now: after what the copy would wait for (earlier commands
+            # may write it: a copy into it, or kernels writing np.asarray of shared USM).
+            _enqueue_nothing(queue, True, _ordered(queue, wait_for))
             staging, low = self._staging()
             staging[...] = host
-            return self._copy_span(queue, staging, low, False, blocking, wait_for)
+            return self._copy_span(queue, staging, low, False, True, ())
         if any(s < 0 for s in host.strides):
             host = np.ascontiguousarray(host)
         if host is not given:

@@ -6,46 +6,71 @@ mistyped entry fails deep in its compiler with a bare ``KeyError`` or ``IndexErr
 
 from __future__ import annotations
 
+import inspect
+
 from . import abi
 
 
 def checked_source(fn, signature, constants):
     """``ASTSource(fn, signature, constants)`` with ``signature`` in the order of ``fn``'s
-    parameters; ``TypeError``/``ValueError`` naming the entry where it cannot compile."""
+    parameters; ``TypeError``/``ValueError`` naming the entry where it cannot compile.
+
+    A constexpr parameter with a default may be left out of both (its default is taken, as
+    ``kernel[grid]`` takes it); ``constants`` may name a parameter by its position path
+    (``{(2,): 128}``, Triton's own form).  A signature given as Triton's comma-separated
+    string goes to Triton unchecked."""
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
 
     if not isinstance(fn, JITFunction):
         raise TypeError(f"compile takes a @triton.jit function, not {type(fn).__name__} {fn!r}")
-    if not isinstance(signature, dict):
-        raise TypeError(f"signature must be a dict of parameter name to Triton type "
-                        f"({{'x': '*fp32', 'BLOCK': 'constexpr'}}), not "
-                        f"{type(signature).__name__} {signature!r}")
     constants = {} if constants is None else constants
     if not isinstance(constants, dict):
         raise TypeError(f"constants must be a dict of parameter name to value, not "
                         f"{type(constants).__name__} {constants!r}")
+    if isinstance(signature, str):
+        return ASTSource(fn, signature, constants)
+    if not isinstance(signature, dict):
+        raise TypeError(f"signature must be a dict of parameter name to Triton type "
+                        f"({{'x': '*fp32', 'BLOCK': 'constexpr'}}), not "
+                        f"{type(signature).__name__} {signature!r}")
     parameters = fn.arg_names
+    named = f"{fn.__name__}{tuple(parameters)}"
     for name in signature:
         if name not in parameters:
-            raise ValueError(f"signature names {name!r}, which is no parameter of "
-                             f"{fn.__name__}{tuple(parameters)}")
-    for name in constants:
-        if isinstance(name, str) and name not in parameters:
-            raise ValueError(f"constants name {name!r}, which is no parameter of "
-                             f"{fn.__name__}{tuple(parameters)}")
+            raise ValueError(f"signature names {name!r}, which is no parameter of {named}")
+    given = set()  # the parameters constants gives values for, by name or position path
+    for key in constants:
+        if isinstance(key, str):
+            if key not in parameters:
+                raise ValueError(f"constants name {key!r}, which is no parameter of {named}")
+            given.add(key)
+        elif isinstance(key, tuple) and key and isinstance(key[0], int) and \
+                0 <= key[0] < len(parameters):
+            given.add(parameters[key[0]])
+        else:
+            raise ValueError(f"constants key {key!r} is neither a parameter of {named} nor "
+                             "a position path such as (2,)")
+    signature, constants = dict(signature), dict(constants)
+    for param in fn.params:  # constexprs left out that have defaults: their defaults
+        default = getattr(param, "default", inspect.Parameter.empty)
+        if param.name not in signature and param.is_constexpr and \
+                default is not inspect.Parameter.empty:
+            signature[param.name] = abi.CONSTEXPR
+            if param.name not in given:
+                constants[param.name] = default
+                given.add(param.name)
     missing = [name for name in parameters if name not in signature]
     if missing:
-        raise ValueError(f"signature lacks {', '.join(map(repr, missing))} of "
-                         f"{fn.__name__}{tuple(parameters)} (a constexpr is given as "
-                         f"'constexpr', its value in constants)")
+        raise ValueError(f"signature lacks {', '.join(map(repr, missing))} of {named} (a "
+                         f"constexpr is given as 'constexpr', its value in constants)")
     for name in parameters:
         try:
             abi.signature_type(signature[name])
         except ValueError as error:
             raise ValueError(f"signature[{name!r}]: {error} (one like '*fp32', 'i32', "
                              f"'fp16' or 'constexpr')") from None
-        if signature[name] == abi.CONSTEXPR and name not in constants:
+        if signature[name] == abi.CONSTEXPR and name not in given:
             raise ValueError(f"signature[{name!r}] is 'constexpr' but constants gives it no "
                              f"value")
     return ASTSource(fn, {name: signature[name] for name in parameters}, constants)
