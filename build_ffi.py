@@ -13,6 +13,7 @@ Used three ways:
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -320,10 +321,34 @@ def _fold_repeated_functions(nodes: list[c_ast.Node], writer) -> list[c_ast.Node
     return kept
 
 
-def generate(preprocessed: str, header_text: str = "", filename: str = HEADER_NAME) -> Bindings:
-    """Turn preprocessed header text into cdef text plus an inventory of what it declares."""
+def parse(preprocessed: str, filename: str = HEADER_NAME, c23: bool | None = None) -> c_ast.FileAST:
+    """The header's syntax tree.  ``ur_api.h`` is C23 where it marks deprecated enumerators
+    (``[[deprecated]]``) and in its ``bool``; pycparser reads C23 from 3.12 on, which needs
+    Python 3.11.  Older pycparser (3.0 to 3.11: Python 3.10) reads the text with those two
+    written as C11 has them, line for line: the attributes dropped (as :func:`generate` drops
+    them anyway) and ``bool`` as ``_Bool``, named ``bool`` again in the tree, so that the
+    bindings are the same.  ``c23`` None: the first where pycparser has it."""
+    if c23 is None:
+        c23 = "dialect" in inspect.signature(c_parser.CParser).parameters
+    if c23:
+        return c_parser.CParser(dialect="c23").parse(preprocessed, filename)
+    as_c11 = re.sub(r"\bbool\b", "_Bool", re.sub(r"\[\[[^\[\]]*\]\]", "", preprocessed))
+    ast = c_parser.CParser().parse(as_c11, filename)
+    _BoolNamedBool().visit(ast)
+    return ast
+
+
+class _BoolNamedBool(c_ast.NodeVisitor):
+    def visit_IdentifierType(self, node: c_ast.IdentifierType) -> None:
+        node.names = ["bool" if name == "_Bool" else name for name in node.names]
+
+
+def generate(preprocessed: str, header_text: str = "", filename: str = HEADER_NAME,
+             c23: bool | None = None) -> Bindings:
+    """Turn preprocessed header text into cdef text plus an inventory of what it declares
+    (``c23``: as :func:`parse` takes it)."""
     try:
-        ast = c_parser.CParser(dialect="c23").parse(preprocessed, filename)
+        ast = parse(preprocessed, filename, c23)
     except c_parser.ParseError as error:
         raise HeaderError(f"cannot parse {filename}: {error}") from None
 

@@ -45,6 +45,20 @@ def test_sample_inventory(sample):
     assert "[[" not in sample.cdef and "__attribute__" not in sample.cdef
 
 
+@pytest.mark.parametrize("header", ["sample", "installed"])
+def test_pycparser_without_c23_gives_the_same_bindings(header):
+    """pycparser before 3.12 (all Python 3.10 has) reads no C23: the header's [[deprecated]]
+    and bool are rewritten for it; the bindings must not change."""
+    path = SAMPLE if header == "sample" else build_ffi.find_header()
+    preprocessed = build_ffi.preprocess(path)
+    if "dialect" not in __import__("inspect").signature(
+            build_ffi.c_parser.CParser).parameters:
+        pytest.skip("this pycparser has no C23 to compare with (3.12 on: Python 3.11 on)")
+    as_c23 = build_ffi.generate(preprocessed, path.read_text(), str(path), c23=True)
+    as_c11 = build_ffi.generate(preprocessed, path.read_text(), str(path), c23=False)
+    assert as_c11 == as_c23
+
+
 def test_sample_compiles_in_api_mode_with_values_checked_by_the_compiler(sample, tmp_path):
     """cffi's API mode checks every enumerator and struct against the real header."""
     ffi = cffi.FFI()
