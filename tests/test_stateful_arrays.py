@@ -279,7 +279,9 @@ def overlap(a: View, b: View) -> bool:
 
 
 def all_ones(known: np.ndarray):
-    return np.iinfo(known.dtype).max
+    """Every bit of ``known``'s type set, as its own scalar type (numpy 2.5 refuses the Python
+    int 2**64 - 1 beside a Python 0 in ``np.where``)."""
+    return known.dtype.type(np.iinfo(known.dtype).max)
 
 
 def bits(x: np.ndarray) -> np.ndarray:
