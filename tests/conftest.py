@@ -20,6 +20,7 @@ import ur_cffi
 from ur_cffi import spirv
 
 TEST_DEVICE = device_under_test.TYPE
+NO_TRITON = device_under_test.NO_TRITON
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def context(device):
 def kernels(tmp_path_factory):
     """The directory of ``crash_probe``'s kernels, compiled once per session in a child
     process (the reliability tests load them in children of their own)."""
-    pytest.importorskip("triton")
+    pytest.importorskip("triton", reason=NO_TRITON)
     return crash_probe.kernel_dir(tmp_path_factory.getbasetemp())
 
 
@@ -176,6 +177,7 @@ def compile_triton(tmp_path_factory, device):
     Torch-free (``torch`` is blocked from importing) through ``ur_cffi.triton.compile``;
     Triton's cache lives in a per-session directory; results are also kept in memory.
     """
+    pytest.importorskip("triton", reason=NO_TRITON)
     import kernels
     import ur_cffi.triton
     from ur_cffi.triton import abi, backend

@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import instructions, report
-from ur_cffi import _release
+import device_under_test
+
+pytest.importorskip("triton", reason="make bench's kernel: " + device_under_test.NO_TRITON)
+
+from benchmarks import instructions, report  # noqa: E402
+from ur_cffi import _release  # noqa: E402
 
 pytestmark = pytest.mark.cpu_device("make bench measures the CPU device against C and dpctl; "
                                     "benchmarks/gpu.py measures a GPU (scripts/gpu_check.sh)")

@@ -9,7 +9,7 @@ import pytest
 
 import device_under_test
 import ur_cffi
-from kernels import LCG_A, LCG_C, lcg_reference
+from lcg import LCG_A, LCG_C, lcg_reference
 from ur_cffi import Backend
 from ur_cffi._release import BACKEND_PREFIX
 from ur_cffi.enums import (

@@ -290,7 +290,7 @@ def test_copies_on_an_out_of_order_queue_follow_earlier_kernels(context, device,
 
 
 def test_triton_refuses_dtypes_it_has_no_element_type_for(queue):
-    import triton
+    triton = pytest.importorskip("triton", reason=device_under_test.NO_TRITON)
     import triton.language as tl
 
     import ur_cffi.triton as ur_triton

@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 
+import device_under_test
+
 SCRIPT = Path(__file__).parent / "raw_flow.py"
 
 
 @pytest.mark.cpu_device("the raw layer alone, with SPIR-V from Triton's Intel backend")
 def test_raw_flow_runs_a_triton_kernel_on_ur_addresses(tmp_path):
+    pytest.importorskip("triton", reason=device_under_test.NO_TRITON)
     spv = tmp_path / "scale.spv"
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton-cache")}
     subprocess.run([sys.executable, str(SCRIPT), "compile", str(spv)], check=True, env=env,

@@ -5,6 +5,7 @@ and controls prove that a deliberate leak is caught."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import textwrap
 from pathlib import Path
@@ -58,8 +59,10 @@ def test_the_suite_slice_runs_clean_under_urs_validation_and_leak_checking(tmp_p
     assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout, tail
     problems, spurious = logged_problems(log_dir)
     assert problems == []
-    if device_under_test.TYPE == "cpu":  # the layer ran: every pool-less USM allocation logs
-        assert spurious > 0              # this line (elsewhere pools may serve them all)
+    if device_under_test.TYPE == "cpu" and importlib.util.find_spec("triton") is not None:
+        # The layer ran: every pool-less USM allocation logs this line (elsewhere pools may
+        # serve them all; without Triton the slices' allocating tests skip).
+        assert spurious > 0
 
 
 LEAKER = textwrap.dedent("""
