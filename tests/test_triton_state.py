@@ -3,11 +3,13 @@ it, ``using()`` is safe from many threads at once without ``activate()``, an eve
 inside ``using(wait_for=...)`` never reaches UR as a released handle, and a failed
 ``activate()`` changes nothing."""
 
+import gc
 import json
 import os
 import subprocess
 import sys
 import threading
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -284,3 +286,29 @@ def test_a_failed_activate_changes_nothing(bad, context, device, inactive):
         finally:
             ur_triton.deactivate()
         assert patched() == originals
+
+
+def test_the_queue_activate_makes_outlives_deactivate_and_comes_again(inactive, rng):
+    """activate() without a queue makes one; activate() again gives the same one (and so its
+    context) while it lives, and deactivate() leaves arrays made on it working.  It closed the
+    queue before: every such array then raised ClosedError ('Queue is closed')."""
+    queue = ur_triton.activate()
+    try:
+        host = rng.standard_normal(1000).astype(np.float32)
+        x = ur_cffi.asarray(host, queue=queue)
+        assert ur_triton.activate() is queue
+    finally:
+        ur_triton.deactivate()
+    assert not queue.closed and np.array_equal(x.to_numpy(), host)
+    try:
+        assert ur_triton.activate() is queue  # x keeps it alive
+        y = ur_cffi.empty_like(x)
+        scale[(4,)](x, y, 2.0, 1000, BLOCK=256)
+        queue.finish()
+        np.testing.assert_allclose(y.to_numpy(), host.astype(np.float64) * 2, rtol=1e-6)
+    finally:
+        ur_triton.deactivate()
+    made = weakref.ref(queue)
+    del queue, x, y
+    gc.collect()
+    assert made() is None  # nothing of ur_cffi.triton holds it

@@ -79,9 +79,10 @@ _state: dict = {"driver": None, "previous": None, "patches": None, "explicit": F
 def activate(queue=None):
     """Make Triton compile for and launch on ``queue`` (a ur_cffi Queue); returns the queue.
 
-    ``queue=None`` creates an in-order queue with profiling (so ``do_bench`` times on the
-    device) on ``ur_cffi.default_device()``, owned and closed by ur_cffi.triton.  Calling it
-    again changes the queue.  Call it before ``@triton.autotune`` decorates a kernel: the
+    ``queue=None`` gives an in-order queue with profiling (so ``do_bench`` times on the
+    device) on ``ur_cffi.default_device()``: the one an earlier ``activate()`` made, while it
+    lives (arrays made on it keep it alive, also after :func:`deactivate`), else a new one in a
+    new context.  Calling it with another queue changes the queue.  Call it before ``@triton.autotune`` decorates a kernel: the
     autotuner takes its benchmarker from the active driver at decoration time.
 
     Raises ``TypeError`` if ``queue`` is not a ur_cffi Queue, ``ClosedError`` if it is closed,
@@ -124,8 +125,7 @@ def _install() -> None:
 def deactivate() -> None:
     """Give Triton back its previous driver and undo the run-time replacements.
 
-    Closes the queue ``activate()`` made (after finishing it); queues you passed stay open.
-    While ``using`` blocks are open (in any thread), they keep ur_cffi.triton active, without
+    Closes no queue: the one ``activate()`` made lives on while arrays made on it do.  While ``using`` blocks are open (in any thread), they keep ur_cffi.triton active, without
     a queue outside them, until the last one ends.
     """
     with _lock:

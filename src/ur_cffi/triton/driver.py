@@ -218,6 +218,12 @@ def _release_slot(slot: list) -> int:
     return 0 if handle is None else lib.urEventRelease(handle)
 
 
+_made_queue: weakref.ref | None = None
+"""The queue ``activate()`` made without one given: the next such call gives it again while it
+lives.  Never closed by ur_cffi.triton: arrays made on it keep it (and its context) alive after
+``deactivate()``, and it is released when the last of them goes."""
+
+
 class URDriver(DriverBase):
     """Triton's active driver while ur_cffi.triton is active (``ur_cffi.triton.activate``)."""
 
@@ -228,7 +234,6 @@ class URDriver(DriverBase):
         self.launch_lock = enqueue_lock  # also guards the launchers' argument blocks
         self.raw_launch_lock = raw_enqueue_lock  # the same, inside an _interrupts.section
         self._default: Scope | None = None
-        self._owned_queue: Queue | None = None
         self._scopes = _Scopes()
         self._last_event: Event | None = None
         self._latest = _LatestEvent()
@@ -248,24 +253,22 @@ class URDriver(DriverBase):
     # --- where launches go -------------------------------------------------------------
 
     def set_default_queue(self, queue: Queue | None) -> Queue:
-        """Launch on ``queue`` outside ``using`` blocks; None makes (and owns) an in-order
-        profiling queue on ``ur_cffi.default_device()``."""
-        owned = None
+        """Launch on ``queue`` outside ``using`` blocks; None: the in-order profiling queue on
+        ``ur_cffi.default_device()`` that an earlier None made, while it lives, else a new one
+        (see :data:`_made_queue`)."""
+        global _made_queue
         if queue is None:
-            device = default_device()
-            owned = queue = Queue(device.create_context(), device, profiling=True)
+            queue = _made_queue() if _made_queue is not None else None
+            if queue is None or queue.closed:
+                device = default_device()
+                queue = Queue(device.create_context(), device, profiling=True)
+                _made_queue = weakref.ref(queue)
         self._default = self._note_context(Scope(queue))
-        previous, self._owned_queue = self._owned_queue, owned
-        if previous is not None and previous is not queue:
-            previous.close()
         return queue
 
     def clear_default_queue(self) -> None:
-        """No queue outside ``using`` blocks any more; closes the queue this driver made."""
+        """No queue outside ``using`` blocks any more (the driver's reference to it goes)."""
         self._default = None
-        if self._owned_queue is not None:
-            self._owned_queue.close()
-            self._owned_queue = None
 
     def scope(self) -> Scope:
         """The innermost ``using`` scope of this thread, else the default one."""
@@ -464,8 +467,8 @@ class URDriver(DriverBase):
         bench.clear_cache(cache)
 
     def close(self) -> None:
-        """Drop the latest launch's Event, close the queue this driver made, if any, and drop
-        what is cached per context: Triton's compiled kernels launch through the driver that
+        """Drop the latest launch's Event and the default queue, and drop what is cached per
+        context: Triton's compiled kernels launch through the driver that
         loaded them, so a later driver compiles (from Triton's cache) and loads them again."""
         with self.launch_lock:
             self._last_event = self._latest_queue = None
