@@ -242,7 +242,7 @@ def test_another_queue_of_the_same_context(queue, context, device, rng):
 def test_sizes_are_checked_before_ur_is_called(queue):
     array = ur_cffi.empty(10, np.float32, queue=queue)
     with pytest.raises(ValueError, match=r"copy_from: 11 element\(s\) at offset 0 do not fit"):
-        array.copy_from(np.zeros(11, np.float32))
+        array.copy_from(np.zeros(11, np.float32), offset=0)
     with pytest.raises(ValueError, match=r"5 element\(s\) at offset 8 do not fit in 10"):
         array.copy_from(np.zeros(5, np.float32), offset=8)
     with pytest.raises(ValueError, match=r"offset -1 is out of range"):
@@ -255,9 +255,24 @@ def test_sizes_are_checked_before_ur_is_called(queue):
         array.fill(1.0, offset=11)
     big = ur_cffi.empty(11, np.float32, queue=queue)
     with pytest.raises(ValueError, match=r"11 element\(s\) at offset 0 do not fit in 10"):
-        array.copy_from(big)
+        array.copy_from(big, offset=0)
     with pytest.raises(ValueError, match=r"copy_to: 11 element\(s\) at offset 0 do not fit in 10"):
-        array.copy_to(big)
+        array.copy_to(big, offset=0)
+    # Without offset=, a copy is of the whole array: a smaller source, or one of the same size
+    # in another shape (a forgotten transpose), copied part of it or the wrong elements.
+    grid = ur_cffi.full((4, 6), np.nan, np.float32, queue=queue)
+    for other in (np.zeros(12, np.float32), np.zeros((6, 4), np.float32),
+                  ur_cffi.zeros((6, 4), np.float32, queue=queue)):
+        with pytest.raises(ValueError, match=r"copy_from: shape \(\d+, ?\d*\) does not match "
+                                             r"\(4, 6\); for part of a contiguous array, pass "
+                                             "offset="):
+            grid.copy_from(other)
+        with pytest.raises(ValueError, match=r"copy_to: shape .* does not match \(4, 6\)"):
+            grid.copy_to(other)
+    assert np.isnan(grid.to_numpy()).all()
+    grid.copy_from(np.arange(24, dtype=np.float32))  # flat, as many elements: whole
+    grid.copy_from(np.zeros(12, np.float32), offset=12)  # a part, asked for
+    assert np.array_equal(grid.to_numpy().ravel(), np.r_[np.arange(12), np.zeros(12)])
     with pytest.raises(ValueError, match=r"copy_to: 10 element\(s\) at offset 1 do not fit in 10"):
         array.copy_to(ur_cffi.empty(10, np.float32, queue=queue), offset=1)
 
@@ -272,7 +287,7 @@ def test_types_are_checked_before_ur_is_called(queue, context, device):
         array.copy_from(ur_cffi.empty(10, np.float64, queue=queue))
     with pytest.raises(TypeError, match="copy_to: dtype float32 does not match the "
                                         "destination's float64"):  # it named copy_from
-        array.copy_to(ur_cffi.empty(4, np.float64, queue=queue))
+        array.copy_to(ur_cffi.empty(10, np.float64, queue=queue))
     with pytest.raises(TypeError, match="not list"):
         array.copy_from([1.0] * 10)
     strided = np.full((10, 2), np.nan, np.float32)  # strides are honoured now (issue 12)

@@ -570,7 +570,7 @@ def test_overlapping_copies_between_views_are_refused_by_name(q):
     with pytest.raises(ValueError, match="copy_to: the part from offset 2 overlaps"):
         array.copy_to(array[1:4], offset=2)
     with pytest.raises(ValueError, match="copy_to: the part from offset 0 overlaps"):
-        array[2:6].copy_to(array[3:5])
+        array[2:6].copy_to(array[3:5], offset=0)
     with pytest.raises(ValueError, match="copy_to: the source overlaps"):
         array.copy_to(array)
     assert np.array_equal(array.to_numpy(), np.arange(8, dtype=np.float32))

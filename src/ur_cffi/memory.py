@@ -273,6 +273,20 @@ def _through_span(array: USMArray, host: np.ndarray, reading: bool) -> bool:
     return _strided.is_dense(array.shape, array._strides, array.itemsize)
 
 
+def _whole_or_part(array: USMArray, what: str, shape: tuple, offset):
+    """``offset`` for ``copy_from``/``copy_to``; without one (None), the copy is of the whole
+    array: the other side's ``shape`` must be its shape, or one of the two be flat (at most one
+    dimension) with as many elements: a forgotten transpose or a smaller source copied part of
+    the array, silently."""
+    if offset is not None:
+        return offset
+    if shape != array.shape and not (math.prod(shape) == array.size and
+                                     (len(shape) <= 1 or array.ndim <= 1)):
+        raise ValueError(f"{what}: shape {shape} does not match {array.shape}; for part of a "
+                         f"contiguous array, pass offset= (in elements)")
+    return 0
+
+
 def _root(array) -> USMArray:
     """The array that owns ``array``'s memory (``array`` itself unless it is a view)."""
     return array if array._base is None else array._base
@@ -726,18 +740,19 @@ class USMArray(_handle.Resource):
             raise ValueError(f"{what}: the source overlaps the destination in memory (UR copies "
                              "between distinct ranges only)")
 
-    def copy_from(self, source, *, offset: int = 0, queue: Queue | None = None,
+    def copy_from(self, source, *, offset: int | None = None, queue: Queue | None = None,
                   blocking: bool = True, wait_for=()) -> Event:
-        """Copy a numpy array or USMArray of the same dtype into this array.  Contiguous on
-        both sides: at ``offset`` (in elements, over the flattened array), any shape that fits.
-        Otherwise the shapes must match (strides may differ on either side).  Returns the
-        copy's Event."""
+        """Copy a numpy array or USMArray of the same dtype into this array.  The shapes must
+        match (strides may differ on either side), or one side be flat with as many elements.
+        With ``offset`` (in elements, over the flattened array), both contiguous: any number
+        of elements that fits from there.  Returns the copy's Event."""
         queue = self._queue_for(queue)
         if isinstance(source, USMArray):
             if source.context is not self.context:
                 raise ValueError("copy_from: the source array belongs to another context")
             if source.dtype != self.dtype:
                 raise TypeError(f"copy_from: dtype {source.dtype} does not match {self.dtype}")
+            offset = _whole_or_part(self, "copy_from", source.shape, offset)
             source._used_on(queue)
             if self.is_contiguous() and source.is_contiguous():
                 offset, _ = _span("copy_from", offset, source.size, self.size)
@@ -753,6 +768,7 @@ class USMArray(_handle.Resource):
             return self._strided_copy(queue, self.data_ptr(), self._strides, source.data_ptr(),
                                       source._strides, blocking, wait_for, (source, self))
         host = _host_view(source, self.dtype, "copy_from")
+        offset = _whole_or_part(self, "copy_from", host.shape, offset)
         if self._overlaps_host(host):  # np.asarray of this host USM: read it first (numpy)
             _not_recorded(queue, "copy_from", "apart from this array's memory")
             host = host.copy()
@@ -791,11 +807,12 @@ class USMArray(_handle.Resource):
             raise ValueError(f"{what}: shape {tuple(shape)} does not match {self.shape} (a "
                              "non-contiguous view copies element by element)")
 
-    def copy_to(self, destination, *, offset: int = 0, queue: Queue | None = None,
+    def copy_to(self, destination, *, offset: int | None = None, queue: Queue | None = None,
                 blocking: bool = True, wait_for=()) -> Event:
-        """Copy into a writeable numpy array or a USMArray of the same dtype.  Contiguous on
-        both sides: ``destination.size`` elements from ``offset`` of this array.  Otherwise
-        the shapes must match.  Returns the copy's Event.
+        """Copy into a writeable numpy array or a USMArray of the same dtype.  The shapes must
+        match, or one side be flat with as many elements.  With ``offset``, both contiguous:
+        ``destination.size`` elements from ``offset`` of this array.  Returns the copy's
+        Event.
 
         On an out-of-order queue the copy waits for ``wait_for``, or, if none is given, for
         everything submitted to the queue before it (a barrier), so it never reads data that a
@@ -807,6 +824,7 @@ class USMArray(_handle.Resource):
             if destination.dtype != self.dtype:
                 raise TypeError(f"copy_to: dtype {self.dtype} does not match the "
                                 f"destination's {destination.dtype}")
+            offset = _whole_or_part(self, "copy_to", destination.shape, offset)
             if offset == 0 and destination.shape == self.shape:
                 self._check_overlap(destination, "copy_to")
                 return destination.copy_from(self, queue=queue, blocking=blocking,
@@ -818,6 +836,7 @@ class USMArray(_handle.Resource):
         if not host.flags.writeable:
             raise ValueError("copy_to needs a writeable C-contiguous (or strided) numpy "
                              "array; this one is read-only")
+        offset = _whole_or_part(self, "copy_to", host.shape, offset)
         if self._overlaps_host(host):  # np.asarray of this host USM: through a copy (numpy)
             _not_recorded(queue, "copy_to", "apart from this array's memory")
             whole = self.to_numpy(queue=queue, wait_for=wait_for)
