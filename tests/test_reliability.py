@@ -359,7 +359,7 @@ OUT_OF_MEMORY = textwrap.dedent("""
     for i, block in enumerate(blocks):
         block.fill(i + 1, count=4096)
         head = np.zeros(4096, np.uint8)
-        block.copy_to(head)
+        block.copy_to(head, offset=0)  # its first 4096 bytes
         heads.append(bool(np.all(head == i + 1)))
     out = ur_cffi.empty(n, queue=queue, kind=kind)
     out.fill(np.nan)
@@ -371,7 +371,7 @@ OUT_OF_MEMORY = textwrap.dedent("""
     again = ur_cffi.empty(2**30, np.uint8, queue=queue, kind=kind)  # the process carries on
     again.fill(7, count=16)
     tail = np.zeros(16, np.uint8)
-    again.copy_to(tail)
+    again.copy_to(tail, offset=0)
     print(json.dumps({
         "error": type(error).__name__ if error else None,
         "is_ur_error": isinstance(error, ur_cffi.URError),
