@@ -194,7 +194,9 @@ def test_sizes_alone_and_local_sizes_update(updatable, add, queue, rng):
     graph = ur_cffi.Graph(queue.context, native=updatable)
     with graph.recording(queue):
         command = kernel.launch(queue, blocks(n, local), local, x, y, out, np.int32(n))
-    graph.finalize()
+        with pytest.raises(RuntimeError, match="after its recording blocks"):
+            command.update(global_size=local)
+    assert not graph.finalized  # the first update finalizes it, as a first replay does
     expected = f32(x.to_numpy().astype(np.float64) + y.to_numpy())
     for groups in (1, 3, 2, 4):  # fewer work-groups: only the first blocks are written
         command.update(global_size=groups * local)

@@ -138,9 +138,9 @@ class GraphCommand:
         ``grid=``; Triton compiled it for its specialization: integers recorded divisible by 16
         must stay so, and pointers 16-byte aligned.
 
-        Raises ``NotImplementedError`` naming the capability the device's command buffers lack,
-        ``TypeError``/``ValueError`` for arguments as a launch would, ``RuntimeError`` before
-        the graph is finalized."""
+        Finalizes the graph first if needed, as a replay does.  Raises ``NotImplementedError``
+        naming the capability the device's command buffers lack, ``TypeError``/``ValueError``
+        for arguments as a launch would, ``RuntimeError`` inside a recording block."""
         if self.kind != "launch":
             raise TypeError(f"only a recorded kernel launch can be updated, not a {self.kind}")
         self.graph._update(self._command, args, by_name, global_size, local_size,
@@ -642,8 +642,7 @@ class Graph(_handle.Resource):
                 grid) -> None:
         self.handle  # noqa: B018 - raises ClosedError
         if not self._finalized:
-            raise RuntimeError("finalize the graph before updating its launches (record a "
-                               "launch with the values it should have first)")
+            self.finalize()  # (a command buffer's launches update once it is final)
         if launch.launcher is not None:
             if args or global_size is not None or local_size is not None \
                     or global_offset is not None:
