@@ -52,6 +52,27 @@ def test_every_dtype_round_trips_and_constructs(queue, rng, name, kind):
         assert ramp.to_numpy().tobytes() == np.arange(0, 6, 2, dtype=dtype).tobytes()
 
 
+@pytest.mark.parametrize("kind", ["device", "host"])
+def test_like_constructors_lay_out_as_numpy_does(queue, rng, kind):
+    """numpy's order="K" (PyTorch's preserve_format): the result's axes go in the order of the
+    input's strides, so a kernel given the input's strides for its output writes the right
+    places (a transposed input gave a C-ordered output)."""
+    host = rng.standard_normal((3, 4, 5))
+    array = ur_cffi.asarray(host, queue=queue, kind=kind)
+    for make_view in (lambda a: a, lambda a: a.T, lambda a: a.transpose(1, 0, 2),
+                      lambda a: a[::-1, :, ::2], lambda a: a[:, 1:3].transpose(2, 0, 1),
+                      lambda a: a[None, 0], lambda a: a[:, 0, ::-1].T):
+        view, expected = make_view(array), make_view(host)
+        for made in (ur_cffi.empty_like(view), ur_cffi.zeros_like(view),
+                     ur_cffi.ones_like(view, dtype=np.float32),
+                     ur_cffi.full_like(view, 2.5)):
+            reference = np.empty_like(expected, dtype=made.dtype)
+            assert made.shape == expected.shape and made.kind == kind
+            assert made.strides == reference.strides, (view.strides, made.strides)
+        assert np.array_equal(ur_cffi.full_like(view, 2.5).to_numpy(), np.full_like(expected, 2.5))
+        assert not ur_cffi.zeros_like(view).to_numpy().any()
+
+
 def test_constructor_defaults_and_checks(queue):
     assert ur_cffi.full(3, 7, queue=queue).dtype == np.int64  # numpy.full's inference
     assert ur_cffi.full(3, 0.5, queue=queue).dtype == np.float64

@@ -203,6 +203,20 @@ def test_a_closed_queue_refuses_new_arrays(context, device):
         ur_cffi.USMArray(queue, 4)
 
 
+def test_an_array_whose_queue_closed_says_so_and_works_on_another(context, device, rng):
+    """The array is open (its memory belongs to the context): a command on its own queue
+    names that queue and how to go on, and one on another queue of the context runs."""
+    host = rng.standard_normal(6)
+    with ur_cffi.Queue(context, device) as queue:
+        array = ur_cffi.asarray(host, queue=queue)
+    assert not array.closed
+    with pytest.raises(ur_cffi.ClosedError, match=r"the queue this \(6,\) float64 array was "
+                                                  "made on is closed; pass queue="):
+        array.to_numpy()
+    with ur_cffi.Queue(context, device) as other:
+        assert np.array_equal(array.to_numpy(queue=other), host)
+
+
 def test_children_keep_their_parents_alive(device, compile_triton, rng):
     """Only a Kernel and USMArrays survive; context, queue and program live on through them."""
     compiled = compile_triton("add", BLOCK=BLOCK)

@@ -619,13 +619,27 @@ def test_axes_of_a_0d_array_and_empty_views_as_numpy_has_them(q):
             np.zeros(shape, np.bool_).view(ur_cffi.bfloat16).shape
 
 
-def test_asarray_of_a_usm_array_copies_it(q, rng):
-    """It went through np.asarray, which device USM refuses."""
+def test_asarray_of_a_usm_array_copies_it_where_numpy_would(q, rng):
+    """As numpy.asarray: the array itself where it is what was asked for (it was copied
+    always; before that it went through np.asarray, which device USM refuses)."""
     values = rng.standard_normal((3, 4))
     source = ur_cffi.asarray(values, queue=q)
-    for kind in ("device", "host", "shared"):
-        copied = ur_cffi.asarray(source.T, queue=q, kind=kind)
+    assert ur_cffi.asarray(source, queue=q) is source
+    assert ur_cffi.asarray(source.T, np.float64, queue=q, kind="device").base is source
+    for kind, dtype in (("device", None), ("host", None), ("shared", None),
+                        ("device", np.float32)):
+        copied = ur_cffi.asarray(source.T, dtype, queue=q, kind=kind,
+                                 copy=True if kind == "device" else None)
         assert copied.kind == kind and copied.data_ptr() != source.data_ptr()
-        assert np.array_equal(copied.to_numpy(), values.T)
+        assert copied.dtype == (dtype or np.float64)
+        assert np.array_equal(copied.to_numpy(), values.T.astype(dtype or np.float64))
+    with ur_cffi.Queue(q.context, q.device) as another:
+        with pytest.raises(ValueError, match="asarray\\(copy=False\\) needs a copy: the array "
+                                             "is made on another queue, host USM, not device"):
+            ur_cffi.asarray(ur_cffi.asarray(values, queue=q, kind="host"), queue=another,
+                            copy=False)
+    with pytest.raises(ValueError, match="ndarray memory is not USM"):
+        ur_cffi.asarray(values, queue=q, copy=False)
+    assert ur_cffi.asarray([1, 2, 300], np.int16, queue=q).to_numpy().tolist() == [1, 2, 300]
     other = ur_cffi.Queue(q.device.create_context(), q.device)
     assert np.array_equal(ur_cffi.asarray(source, queue=other).to_numpy(), values)

@@ -45,33 +45,43 @@ def arange(start, stop=None, step=1, dtype=None, *, queue, kind: str = "device")
     return asarray(host, queue=queue, kind=kind)
 
 
-def _like(array, dtype, queue, kind) -> tuple:
+def _like(array, dtype, queue, kind, make) -> USMArray:
+    """``make(shape, dtype, queue, kind)`` for ``array``'s shape, laid out as ``array`` is
+    (numpy's ``order="K"``, PyTorch's ``preserve_format``): its axes ordered by the size of
+    their strides, so that an array like a transposed view is a transposed view too and the
+    strides a kernel is given for one fit the other; contiguous for a contiguous array."""
     if not isinstance(array, USMArray):
         raise TypeError(f"a *_like constructor takes a USMArray, not {type(array).__name__}")
-    return (array.shape, array.dtype if dtype is None else _dtype(dtype),
-            array.queue if queue is None else queue, array.kind if kind is None else kind)
+    dtype = array.dtype if dtype is None else _dtype(dtype)
+    queue = array.queue if queue is None else queue
+    kind = array.kind if kind is None else kind
+    order = sorted(range(array.ndim), key=lambda axis: -abs(array.strides[axis]))  # stable
+    if array.is_contiguous() or order == list(range(array.ndim)):
+        return make(array.shape, dtype, queue, kind)
+    laid_out = make(tuple(array.shape[axis] for axis in order), dtype, queue, kind)
+    return laid_out.permute(*(order.index(axis) for axis in range(array.ndim)))
 
 
 def empty_like(array, dtype=None, *, queue=None, kind=None) -> USMArray:
-    """An uninitialised contiguous array of ``array``'s shape (and dtype, queue and kind unless
-    given)."""
-    shape, dtype, queue, kind = _like(array, dtype, queue, kind)
-    return empty(shape, dtype, queue=queue, kind=kind)
+    """An uninitialised array of ``array``'s shape, laid out as it is (see :func:`_like`), and
+    of its dtype, queue and kind unless given."""
+    return _like(array, dtype, queue, kind,
+                 lambda shape, dtype, queue, kind: empty(shape, dtype, queue=queue, kind=kind))
 
 
 def zeros_like(array, dtype=None, *, queue=None, kind=None) -> USMArray:
-    """Zeros shaped like ``array``."""
-    shape, dtype, queue, kind = _like(array, dtype, queue, kind)
-    return zeros(shape, dtype, queue=queue, kind=kind)
+    """Zeros shaped and laid out like ``array``."""
+    return _like(array, dtype, queue, kind,
+                 lambda shape, dtype, queue, kind: zeros(shape, dtype, queue=queue, kind=kind))
 
 
 def ones_like(array, dtype=None, *, queue=None, kind=None) -> USMArray:
-    """Ones shaped like ``array``."""
-    shape, dtype, queue, kind = _like(array, dtype, queue, kind)
-    return full(shape, 1, dtype, queue=queue, kind=kind)
+    """Ones shaped and laid out like ``array``."""
+    return _like(array, dtype, queue, kind,
+                 lambda shape, dtype, queue, kind: full(shape, 1, dtype, queue=queue, kind=kind))
 
 
 def full_like(array, fill_value, dtype=None, *, queue=None, kind=None) -> USMArray:
-    """``fill_value`` shaped like ``array``."""
-    shape, dtype, queue, kind = _like(array, dtype, queue, kind)
-    return full(shape, fill_value, dtype, queue=queue, kind=kind)
+    """``fill_value`` shaped and laid out like ``array``."""
+    return _like(array, dtype, queue, kind, lambda shape, dtype, queue, kind: full(
+        shape, fill_value, dtype, queue=queue, kind=kind))

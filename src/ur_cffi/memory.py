@@ -667,6 +667,10 @@ class USMArray(_handle.Resource):
         orders the memory's reuse too (:meth:`record_queue`), or the array's own."""
         if queue is None:
             queue = self.queue
+            if queue._handle is None:
+                raise _handle.ClosedError(
+                    f"the queue this {self.shape} {self.dtype} array was made on is closed; "
+                    "pass queue= another queue of its context (a.to_numpy(queue=q))")
             if self._base is not None:  # a view may have another queue (from_dlpack)
                 self._used_on(queue)
             return queue
@@ -977,14 +981,38 @@ def zeros(shape, dtype=np.float32, *, queue: Queue, kind: str = "device") -> USM
     return array
 
 
-def asarray(array, *, queue: Queue, kind: str = "device") -> USMArray:
-    """A USMArray holding a copy of ``array`` (anything ``numpy.asarray`` accepts, or a
-    USMArray: of the queue's context, copied on the device as :meth:`USMArray.copy` does)."""
+def asarray(array, dtype=None, *, queue: Queue, kind: str = "device",
+            copy: bool | None = None) -> USMArray:
+    """``array`` (anything ``numpy.asarray`` accepts, or a USMArray) as a USMArray of ``dtype``
+    (None: its own) on ``queue``, in ``kind`` of USM, as ``numpy.asarray`` makes arrays: a
+    USMArray that is that already (made on ``queue``, of that kind and dtype) comes back as it
+    is, anything else as a copy (``copy=True``: always; ``copy=False``: never, ``ValueError``
+    where one is needed).  A USMArray of the queue's context is copied on the device as
+    :meth:`USMArray.copy` does, through the host where the dtype changes or the context
+    differs."""
+    if copy is not None and not isinstance(copy, (bool, np.bool_)):
+        raise TypeError(f"asarray: copy must be True, False or None, not {type(copy).__name__} "
+                        f"{copy!r}")
+    dtype = None if dtype is None else _dtype(dtype)
     if isinstance(array, USMArray):
-        if array.context is queue.context:
+        same_dtype = dtype is None or dtype == array.dtype
+        if not copy and same_dtype and array.queue is queue and array.kind == kind:
+            array.data_ptr()  # noqa: B018 - raises ClosedError
+            return array
+        if copy is False:
+            reasons = [reason for reason, differs in (
+                ("made on another queue", array.queue is not queue),
+                (f"{array.kind} USM, not {kind}", array.kind != kind),
+                (f"of {array.dtype}, not {dtype}", not same_dtype)) if differs]
+            raise ValueError(f"asarray(copy=False) needs a copy: the array is "
+                             f"{', '.join(reasons)}")
+        if array.context is queue.context and same_dtype:
             return array.copy(queue=queue, kind=kind)
-        array = array.to_numpy()  # another context's: through the host
-    host = np.asarray(array, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
+        array = array.to_numpy()  # another context's, or another dtype: through the host
+    elif copy is False:
+        raise ValueError(f"asarray(copy=False): {type(array).__name__} memory is not USM; "
+                         "ur_cffi.from_dlpack(x, queue=q, copy=False) wraps USM it holds")
+    host = np.asarray(array, dtype=dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
     if host.dtype.hasobject and not (isinstance(array, np.ndarray) and array.dtype.hasobject):
         raise TypeError(f"asarray: {type(array).__name__} {array!r:.60} makes numpy objects "
                         "(a number beyond 64 bits, or mixed types); device memory holds numbers")
