@@ -507,6 +507,8 @@ class Graph(_handle.Resource):
         """The recorded commands (indices) that ``wait_for`` names, with the barrier floor."""
         if isinstance(wait_for, (GraphCommand, Event)):
             wait_for = (wait_for,)
+        elif wait_for is None:
+            wait_for = ()
         elif not isinstance(wait_for, (list, tuple)):
             raise TypeError(f"wait_for takes GraphCommands while recording, not "
                             f"{type(wait_for).__name__}")

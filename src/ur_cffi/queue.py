@@ -90,8 +90,10 @@ def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: t
 
 
 def wait_list(wait_for, context=None) -> tuple[int, object]:
-    """``(count, ur_event_handle_t[])`` for UR's wait-list arguments; raises on a non-Event or,
-    given ``context``, an event of another context."""
+    """``(count, ur_event_handle_t[])`` for UR's wait-list arguments (None: no events); raises
+    on a non-Event or, given ``context``, an event of another context."""
+    if wait_for is None:
+        return 0, ffi.NULL
     if isinstance(wait_for, Event):
         wait_for = (wait_for,)
     elif not isinstance(wait_for, (list, tuple)):

@@ -55,7 +55,8 @@ class Scope:
         queue.handle  # noqa: B018 - raises ClosedError for a closed queue
         self.queue = queue
         self.device_key = (queue.context, queue.device)
-        self.wait_for = (wait_for,) if isinstance(wait_for, Event) else tuple(wait_for)
+        self.wait_for = (wait_for,) if isinstance(wait_for, Event) else \
+            () if wait_for is None else tuple(wait_for)
         self.wait_count, self.wait_events = wait_list(self.wait_for)
         self._held = _HeldEvents(self.wait_events, self.wait_count) if self.wait_count else None
 
