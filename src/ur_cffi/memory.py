@@ -668,6 +668,8 @@ class USMArray(_handle.Resource):
         if queue is None:
             queue = self.queue
             if queue._handle is None:
+                if _handle._forked:
+                    queue.handle  # noqa: B018 - raises ClosedError: the parent process's
                 raise _handle.ClosedError(
                     f"the queue this {self.shape} {self.dtype} array was made on is closed; "
                     "pass queue= another queue of its context (a.to_numpy(queue=q))")
