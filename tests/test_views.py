@@ -643,3 +643,43 @@ def test_asarray_of_a_usm_array_copies_it_where_numpy_would(q, rng):
     assert ur_cffi.asarray([1, 2, 300], np.int16, queue=q).to_numpy().tolist() == [1, 2, 300]
     other = ur_cffi.Queue(q.device.create_context(), q.device)
     assert np.array_equal(ur_cffi.asarray(source, queue=other).to_numpy(), values)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_numpy_and_pytorch_shape_methods(q, rng, kind):
+    """squeeze, unsqueeze (expand_dims), flip, ravel, flatten, contiguous and dim, against
+    numpy on the same data; views where numpy makes views."""
+    host = rng.standard_normal((3, 1, 4, 1))
+    array = ur_cffi.asarray(host, queue=q, kind=kind)
+    for made, expected in ((array.squeeze(), host.squeeze()),
+                           (array.squeeze(1), host.squeeze(1)),
+                           (array.squeeze((1, -1)), host.squeeze((1, -1))),
+                           (array.unsqueeze(0), np.expand_dims(host, 0)),
+                           (array.unsqueeze(-1), np.expand_dims(host, -1)),
+                           (array.unsqueeze(2), np.expand_dims(host, 2)),
+                           (array.flip(), np.flip(host)), (array.flip(2), np.flip(host, 2)),
+                           (array.flip((0, -2)), np.flip(host, (0, -2))),
+                           (array.T.ravel(), host.T.ravel()), (array.ravel(), host.ravel()),
+                           (array[:, :, ::2].flatten(), host[:, :, ::2].flatten())):
+        assert made.shape == expected.shape
+        assert np.array_equal(made.to_numpy(), expected)
+    assert array.squeeze().base is array and array.flip(0).base is array
+    assert array.ravel().base is array and array.flatten().base is not array
+    assert array.contiguous() is array and array.T.contiguous().is_contiguous()
+    assert array.dim() == 4
+    with pytest.raises(ValueError, match="squeeze: axis 0 has extent 3, not 1"):
+        array.squeeze(0)
+    with pytest.raises(ValueError, match="unsqueeze: axis 6 is out of range for 5"):
+        array.unsqueeze(6)
+
+
+def test_one_element_converts_to_python_scalars_as_numpy_does(q):
+    one = ur_cffi.asarray(np.array([[2.5]]), queue=q)
+    assert float(one) == 2.5 and int(one) == 2 and bool(one) is True
+    assert bool(ur_cffi.zeros(1, queue=q)) is False  # (every array was true)
+    for many in (ur_cffi.zeros(3, queue=q), ur_cffi.zeros(0, queue=q)):
+        with pytest.raises(ValueError, match="truth value of a USMArray of \\d elements is "
+                                             "ambiguous"):
+            bool(many)
+        with pytest.raises(TypeError, match="only one element converts"):
+            float(many)

@@ -607,6 +607,55 @@ class USMArray(_handle.Resource):
         """The view with the axes reversed."""
         return self.transpose()
 
+    def squeeze(self, axis=None) -> USMArray:
+        """A view without the axes of extent 1 (or only ``axis``, an int or tuple of them,
+        each of extent 1: ``ValueError`` otherwise, as numpy)."""
+        if axis is None:
+            drop = {i for i, extent in enumerate(self.shape) if extent == 1}
+        else:
+            drop = {_strided.axis_index(self.ndim, a, "squeeze")
+                    for a in (axis if isinstance(axis, tuple) else (axis,))}
+            wide = [i for i in sorted(drop) if self.shape[i] != 1]
+            if wide:
+                raise ValueError(f"squeeze: axis {wide[0]} has extent {self.shape[wide[0]]}, "
+                                 "not 1")
+        keep = [i for i in range(self.ndim) if i not in drop]
+        return self._view([self.shape[i] for i in keep], [self._strides[i] for i in keep])
+
+    def unsqueeze(self, dim) -> USMArray:
+        """A view with an axis of extent 1 inserted before ``dim`` (PyTorch's ``unsqueeze``,
+        numpy's ``expand_dims``; ``dim`` from ``-ndim - 1`` to ``ndim``)."""
+        position = _strided.axis_index(self.ndim + 1, dim, "unsqueeze")
+        return self[(slice(None),) * position + (None,)]
+
+    def flip(self, axis=None) -> USMArray:
+        """A view with the elements of ``axis`` (an int or tuple of them; None: every axis) in
+        reverse order (numpy's ``flip``; PyTorch's ``flip`` copies)."""
+        axes = range(self.ndim) if axis is None else {
+            _strided.axis_index(self.ndim, a, "flip")
+            for a in (axis if isinstance(axis, tuple) else (axis,))}
+        return self[tuple(slice(None, None, -1) if i in axes else slice(None)
+                          for i in range(self.ndim))]
+
+    def ravel(self) -> USMArray:
+        """The elements along one axis: a view where strides allow, else a copy (numpy's
+        ``ravel``, PyTorch's ``flatten``)."""
+        return self.reshape(-1)
+
+    def flatten(self) -> USMArray:
+        """A new one-axis array of the elements, always a copy (numpy's ``flatten``; PyTorch's
+        ``flatten`` is :meth:`ravel`)."""
+        return self.copy().reshape(-1)
+
+    def contiguous(self) -> USMArray:
+        """This array if it is C-contiguous, else a contiguous copy (PyTorch's
+        ``contiguous``)."""
+        return self if self.is_contiguous() else self.copy()
+
+    def dim(self) -> int:
+        """The number of dimensions (PyTorch's name for ``ndim``)."""
+        return len(self.shape)
+
     def copy(self, *, queue: Queue | None = None, kind: str | None = None) -> USMArray:
         """A new contiguous array with this array's elements (same queue and kind unless
         given), copied on the device."""
@@ -962,6 +1011,26 @@ class USMArray(_handle.Resource):
         if not self.shape:
             raise TypeError("len() of a 0-d USMArray")
         return self.shape[0]
+
+    def _one_element(self, what: str):
+        if self.size != 1:
+            raise TypeError(f"{what} of a USMArray of {self.size} elements: only one element "
+                            "converts to a Python scalar (as in numpy)")
+        return self.item()
+
+    def __bool__(self) -> bool:
+        """The one element's truth (a blocking read); ``ValueError`` for any other size, as
+        numpy's "truth value of an array is ambiguous" (an array was always true)."""
+        if self.size != 1:
+            raise ValueError(f"the truth value of a USMArray of {self.size} elements is "
+                             "ambiguous (as in numpy); test a.to_numpy() with any() or all()")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self._one_element("float()"))
+
+    def __int__(self) -> int:
+        return int(self._one_element("int()"))
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else hex(self._address)
