@@ -6,6 +6,7 @@ checked with a kernel that spins until the test lets it go (order, not timing, d
 import ctypes
 import gc
 import json
+import pickle
 import sys
 import threading
 import time
@@ -250,10 +251,12 @@ def test_empty_cache_and_the_memory_limit(queue):
         stats = ur_cffi.memory_stats()                           # cached block: emptied first
         assert stats["ur_frees"] == frees + 1 and stats["cached_bytes"] == 0
         served = stats["allocations"]
-        with pytest.raises(MemoryError, match=r"^shape \(32768,\) of uint8: 32768 bytes more "
-                                              "would pass the memory limit .* urUSMDeviceAlloc "
-                                              "was not called$"):  # (it said UR returned it)
+        with pytest.raises(MemoryError, match=r"^ur_cffi's memory limit returned .*: shape "
+                                              r"\(32768,\) of uint8: 32768 bytes more would pass "
+                                              "the limit .* urUSMDeviceAlloc was not called$"
+                                              ) as refused:  # (it said UR returned it)
             ur_cffi.empty(32 << 10, np.uint8, queue=queue)
+        assert str(pickle.loads(pickle.dumps(refused.value))) == str(refused.value)
         assert ur_cffi.memory_stats()["allocations"] == served  # a refused one is not counted
         with pytest.raises(ur_cffi.errors.OutOfDeviceMemoryError):
             ur_cffi.zeros((8, 4096), np.float32, queue=queue)

@@ -71,6 +71,8 @@ def test_like_constructors_lay_out_as_numpy_does(queue, rng, kind):
             assert made.strides == reference.strides, (view.strides, made.strides)
         assert np.array_equal(ur_cffi.full_like(view, 2.5).to_numpy(), np.full_like(expected, 2.5))
         assert not ur_cffi.zeros_like(view).to_numpy().any()
+        assert ur_cffi.empty_like(view, order="C").strides == np.empty_like(expected,
+                                                                            order="C").strides
 
 
 def test_constructor_defaults_and_checks(queue):

@@ -196,7 +196,9 @@ def test_sizes_alone_and_local_sizes_update(updatable, add, queue, rng):
         command = kernel.launch(queue, blocks(n, local), local, x, y, out, np.int32(n))
         with pytest.raises(RuntimeError, match="after its recording blocks"):
             command.update(global_size=local)
-    assert not graph.finalized  # the first update finalizes it, as a first replay does
+    with pytest.raises(TypeError, match="takes its whole argument list again"):
+        command.update(nope=1)
+    assert not graph.finalized  # a refused update leaves it open; the first one finalizes it
     expected = f32(x.to_numpy().astype(np.float64) + y.to_numpy())
     for groups in (1, 3, 2, 4):  # fewer work-groups: only the first blocks are written
         command.update(global_size=groups * local)

@@ -623,6 +623,9 @@ def test_wrong_pointer_dtype(tq, rng):
     before = ur_triton.last_event()
     with pytest.raises(TypeError, match=r"\*fp32 but the USMArray holds float64"):
         compiled[(1, 1, 1)](x64, y, 1.0, n, 1024)
+    one = ur_cffi.zeros(1, np.float32, queue=tq)  # where a float goes: refused, not read (a
+    with pytest.raises(TypeError, match="argument 'a'"):  # read under the launch lock hung)
+        compiled[(1, 1, 1)](ur_cffi.zeros(n, np.float32, queue=tq), y, one, n, 1024)
     assert_nothing_launched(y, before)
 
 

@@ -304,6 +304,42 @@ def test_a_write_through_the_span_reads_its_source_after_earlier_work(q, rng):
     assert np.array_equal(target.to_numpy(), (values * 2)[::-1])
 
 
+def test_new_memory_of_a_reshape_flatten_or_like_goes_with_its_close(q):
+    """They made views of a fresh copy: closing one closed only the view, the memory stayed
+    allocated until the copy was collected (4 MiB per 'with' block in a review's repro)."""
+    array = ur_cffi.zeros((256, 1024), np.float32, queue=q)
+    before = ur_cffi.memory_stats()["allocated_bytes"]
+    for make in (lambda: array.T.reshape(-1), lambda: array.T.flatten(),
+                 lambda: ur_cffi.empty_like(array.T), lambda: ur_cffi.full_like(array.T, 1.0)):
+        with make() as made:
+            assert made.base is None
+        assert ur_cffi.memory_stats()["allocated_bytes"] == before
+
+
+def test_copies_of_the_whole_array_take_shapes_that_differ_by_axes_of_one(q, rng):
+    """numpy's copyto broadcasts (1, 4, 6) against (4, 6); ur_cffi takes the whole array in
+    any shape with the same extents but for axes of 1, or flat, on either side, strided or
+    not; a view of the destination where it is written."""
+    host = rng.standard_normal((4, 6))
+    array = ur_cffi.asarray(host, queue=q)
+    out = np.full((1, 4, 6), np.nan)
+    array.copy_to(out)
+    assert np.array_equal(out[0], host)
+    transposed = np.full((6, 1, 4), np.nan)
+    array.T.copy_to(transposed)
+    assert np.array_equal(transposed[:, 0], host.T)
+    target = ur_cffi.full((6, 4), np.nan, np.float64, queue=q)
+    target.T.copy_from(host.reshape(1, 4, 6))
+    assert np.array_equal(target.to_numpy(), host.T)
+    strided = np.full(48, np.nan)[::2]
+    array.T.copy_to(strided)
+    assert np.array_equal(strided, host.T.ravel())
+    closed = ur_cffi.zeros((4, 6), queue=q)
+    closed.close()
+    with pytest.raises(ur_cffi.ClosedError):  # (it said the source overlaps)
+        ur_cffi.zeros((4, 6), queue=q).copy_from(closed)
+
+
 def test_fill_of_a_non_contiguous_view(q):
     array = ur_cffi.zeros((4, 6), np.int32, queue=q)
     array[:, 1::2].fill(7)
@@ -667,19 +703,23 @@ def test_numpy_and_pytorch_shape_methods(q, rng, kind):
     assert array.ravel().base is array and array.flatten().base is not array
     assert array.contiguous() is array and array.T.contiguous().is_contiguous()
     assert array.dim() == 4
+    assert np.array_equal(array.flip([0, 2]).to_numpy(), np.flip(host, [0, 2]))
     with pytest.raises(ValueError, match="squeeze: axis 0 has extent 3, not 1"):
         array.squeeze(0)
+    with pytest.raises(ValueError, match=r"flip: axis \(1, -3\) repeats an axis"):
+        array.flip((1, -3))
     with pytest.raises(ValueError, match="unsqueeze: axis 6 is out of range for 5"):
         array.unsqueeze(6)
 
 
-def test_one_element_converts_to_python_scalars_as_numpy_does(q):
-    one = ur_cffi.asarray(np.array([[2.5]]), queue=q)
-    assert float(one) == 2.5 and int(one) == 2 and bool(one) is True
-    assert bool(ur_cffi.zeros(1, queue=q)) is False  # (every array was true)
-    for many in (ur_cffi.zeros(3, queue=q), ur_cffi.zeros(0, queue=q)):
-        with pytest.raises(ValueError, match="truth value of a USMArray of \\d elements is "
-                                             "ambiguous"):
-            bool(many)
-        with pytest.raises(TypeError, match="only one element converts"):
-            float(many)
+def test_conversions_to_python_scalars_never_read_the_device(q):
+    """bool() raises (an array was always true, whatever it held); float() and int() are not
+    there: a conversion that read the device deadlocked a Triton launch packing a one-element
+    array under its lock.  item() reads it."""
+    for array in (ur_cffi.zeros(1, queue=q), ur_cffi.zeros(3, queue=q)):
+        with pytest.raises(ValueError, match="the truth value of a USMArray .* is a read of "
+                                             "device memory: use bool\\(a.item\\(\\)\\)"):
+            bool(array)
+        with pytest.raises(TypeError):
+            float(array)
+    assert ur_cffi.asarray(np.array([[2.5]]), queue=q).item() == 2.5

@@ -176,6 +176,15 @@ def axes(ndim: int, given, what: str) -> tuple[int, ...]:
     return order
 
 
+def axis_set(ndim: int, given, what: str) -> set[int]:
+    """The axes ``given`` names (an int or a sequence of them, negative allowed), each once."""
+    listed = [given] if isinstance(given, (int, np.integer)) else list(given)
+    axes = [axis_index(ndim, a, what) for a in listed]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{what}: axis {tuple(listed)} repeats an axis")
+    return set(axes)
+
+
 def axis_index(ndim: int, axis, what: str) -> int:
     """``axis`` as an index in ``range(ndim)``; raises naming ``what``."""
     number = _checks.integer(f"{what}: axis", axis, minimum=-(2**63))

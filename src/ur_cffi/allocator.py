@@ -241,11 +241,11 @@ class _Pool(_handle.Resource):
         if limit is not None and _totals["reserved"] + size > limit:
             empty_cache()
             if _totals["reserved"] + size > limit:
-                error = by_result[_LIMIT_RESULT](_LIMIT_RESULT, _ALLOCATE[self.kind])
-                error.args = (f"{detail}{size} bytes more would pass the memory limit of "
-                              f"{limit} bytes ({_totals['reserved']} in use; "
-                              f"ur_cffi.set_memory_limit): {error.function} was not called",)
-                raise error
+                raise by_result[_LIMIT_RESULT](
+                    _LIMIT_RESULT, "ur_cffi's memory limit",
+                    f"{detail}{size} bytes more would pass the limit of {limit} bytes "
+                    f"({_totals['reserved']} in use; ur_cffi.set_memory_limit); "
+                    f"{_ALLOCATE[self.kind]} was not called")
         out = ffi.new("void **")
         result = self._ur_allocate(queue, size, out)
         if result in _OUT_OF_MEMORY:  # free what the cache holds, then try once more

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _checks
-from .memory import USMArray, _dtype, asarray, empty, zeros
+from .memory import USMArray, _dtype, _relaid, asarray, empty, zeros
 
 __all__ = ["ones", "full", "arange", "empty_like", "zeros_like", "ones_like", "full_like"]
 
@@ -45,43 +45,46 @@ def arange(start, stop=None, step=1, dtype=None, *, queue, kind: str = "device")
     return asarray(host, queue=queue, kind=kind)
 
 
-def _like(array, dtype, queue, kind, make) -> USMArray:
-    """``make(shape, dtype, queue, kind)`` for ``array``'s shape, laid out as ``array`` is
-    (numpy's ``order="K"``, PyTorch's ``preserve_format``): its axes ordered by the size of
-    their strides, so that an array like a transposed view is a transposed view too and the
-    strides a kernel is given for one fit the other; contiguous for a contiguous array."""
+def _like(array, dtype, queue, kind, order, make) -> USMArray:
+    """``make(shape, dtype, queue, kind)`` for ``array``'s shape, laid out as ``order`` says:
+    ``"K"`` (numpy's default, PyTorch's ``preserve_format``) as ``array`` is, its axes in the
+    order of their strides' sizes (a transposed view's like is transposed too, with positive
+    strides); ``"C"`` contiguous."""
     if not isinstance(array, USMArray):
         raise TypeError(f"a *_like constructor takes a USMArray, not {type(array).__name__}")
+    if order not in ("K", "C"):
+        raise ValueError(f"order must be 'K' (as the array is laid out) or 'C', not {order!r}")
     dtype = array.dtype if dtype is None else _dtype(dtype)
     queue = array.queue if queue is None else queue
     kind = array.kind if kind is None else kind
-    order = sorted(range(array.ndim), key=lambda axis: -abs(array.strides[axis]))  # stable
-    if array.is_contiguous() or order == list(range(array.ndim)):
+    axes = sorted(range(array.ndim), key=lambda axis: -abs(array.strides[axis]))  # stable
+    if order == "C" or array.is_contiguous() or axes == list(range(array.ndim)):
         return make(array.shape, dtype, queue, kind)
-    laid_out = make(tuple(array.shape[axis] for axis in order), dtype, queue, kind)
-    return laid_out.permute(*(order.index(axis) for axis in range(array.ndim)))
+    laid = make(tuple(array.shape[axis] for axis in axes), dtype, queue, kind)
+    return _relaid(laid, array.shape, [laid.strides[axes.index(axis)]
+                                       for axis in range(array.ndim)])
 
 
-def empty_like(array, dtype=None, *, queue=None, kind=None) -> USMArray:
-    """An uninitialised array of ``array``'s shape, laid out as it is (see :func:`_like`), and
-    of its dtype, queue and kind unless given."""
-    return _like(array, dtype, queue, kind,
+def empty_like(array, dtype=None, *, queue=None, kind=None, order="K") -> USMArray:
+    """An uninitialised array of ``array``'s shape, laid out as it is (``order="C"``:
+    contiguous; see :func:`_like`), and of its dtype, queue and kind unless given."""
+    return _like(array, dtype, queue, kind, order,
                  lambda shape, dtype, queue, kind: empty(shape, dtype, queue=queue, kind=kind))
 
 
-def zeros_like(array, dtype=None, *, queue=None, kind=None) -> USMArray:
+def zeros_like(array, dtype=None, *, queue=None, kind=None, order="K") -> USMArray:
     """Zeros shaped and laid out like ``array``."""
-    return _like(array, dtype, queue, kind,
+    return _like(array, dtype, queue, kind, order,
                  lambda shape, dtype, queue, kind: zeros(shape, dtype, queue=queue, kind=kind))
 
 
-def ones_like(array, dtype=None, *, queue=None, kind=None) -> USMArray:
+def ones_like(array, dtype=None, *, queue=None, kind=None, order="K") -> USMArray:
     """Ones shaped and laid out like ``array``."""
-    return _like(array, dtype, queue, kind,
+    return _like(array, dtype, queue, kind, order,
                  lambda shape, dtype, queue, kind: full(shape, 1, dtype, queue=queue, kind=kind))
 
 
-def full_like(array, fill_value, dtype=None, *, queue=None, kind=None) -> USMArray:
+def full_like(array, fill_value, dtype=None, *, queue=None, kind=None, order="K") -> USMArray:
     """``fill_value`` shaped and laid out like ``array``."""
-    return _like(array, dtype, queue, kind, lambda shape, dtype, queue, kind: full(
+    return _like(array, dtype, queue, kind, order, lambda shape, dtype, queue, kind: full(
         shape, fill_value, dtype, queue=queue, kind=kind))

@@ -643,8 +643,8 @@ class Graph(_handle.Resource):
     def _update(self, launch, args, by_name, global_size, local_size, global_offset,
                 grid) -> None:
         self.handle  # noqa: B018 - raises ClosedError
-        if not self._finalized:
-            self.finalize()  # (a command buffer's launches update once it is final)
+        if self._blocks:
+            raise RuntimeError("update the graph's launches after its recording blocks")
         if launch.launcher is not None:
             if args or global_size is not None or local_size is not None \
                     or global_offset is not None:
@@ -657,6 +657,8 @@ class Graph(_handle.Resource):
                                 "list again (update(x, y, 2.0, n)) and global_size/local_size")
             new = launch.kernel_update(self._own_queue(), args, global_size,
                                        local_size, global_offset)
+        if not self._finalized:  # once the arguments are checked: a refused update leaves the
+            self.finalize()      # graph open (a command buffer's launches update once final)
         with self._lock:
             self.handle  # noqa: B018
             changed, sizes = launch.changes(new)  # against what the command buffer holds

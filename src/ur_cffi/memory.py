@@ -273,18 +273,39 @@ def _through_span(array: USMArray, host: np.ndarray, reading: bool) -> bool:
     return _strided.is_dense(array.shape, array._strides, array.itemsize)
 
 
-def _whole_or_part(array: USMArray, what: str, shape: tuple, offset):
-    """``offset`` for ``copy_from``/``copy_to``; without one (None), the copy is of the whole
-    array: the other side's ``shape`` must be its shape, or one of the two be flat (at most one
-    dimension) with as many elements: a forgotten transpose or a smaller source copied part of
-    the array, silently."""
-    if offset is not None:
-        return offset
-    if shape != array.shape and not (math.prod(shape) == array.size and
-                                     (len(shape) <= 1 or array.ndim <= 1)):
+def _as_whole(array: USMArray, what: str, other, writes: bool):
+    """``other`` (a USMArray or numpy array) in ``array``'s shape, for a copy of the whole
+    array (``copy_from``/``copy_to`` without ``offset=``): it must have that shape already, or
+    as many elements with either side flat (at most one axis) or the two the same but for axes
+    of extent 1; a view of it where ``writes`` (a destination).  A forgotten transpose or a
+    smaller source copied part of the array, silently."""
+    shape = tuple(other.shape)
+    if shape == array.shape:
+        return other
+    if math.prod(shape) != array.size or not (
+            len(shape) <= 1 or array.ndim <= 1 or
+            tuple(e for e in shape if e != 1) == tuple(e for e in array.shape if e != 1)):
         raise ValueError(f"{what}: shape {shape} does not match {array.shape}; for part of a "
                          f"contiguous array, pass offset= (in elements)")
-    return 0
+    try:
+        if isinstance(other, USMArray):
+            return other.view(*array.shape) if writes else other.reshape(array.shape)
+        if not writes:
+            return other.reshape(array.shape)
+        view = other.view()
+        view.shape = array.shape  # (AttributeError where that needs a copy)
+        return view
+    except (ValueError, AttributeError):
+        raise ValueError(f"{what}: shape {shape} holds the {array.shape} elements only in a "
+                         f"copy; copy into a {array.shape} array") from None
+
+
+def _relaid(fresh: USMArray, shape, strides) -> USMArray:
+    """``fresh`` (a contiguous array just made, owning its memory) as ``shape`` and ``strides``
+    over the same bytes, still the owner: a reshape's or ``empty_like``'s new memory then goes
+    with its ``close()`` (a view of it would close alone, the memory staying allocated)."""
+    fresh.shape, fresh._strides = tuple(shape), tuple(strides)
+    return fresh
 
 
 def _root(array) -> USMArray:
@@ -538,7 +559,7 @@ class USMArray(_handle.Resource):
         target = _strided.new_shape(shape, self.size)
         strides = _strided.reshaped_strides(self.shape, self._strides, target, self.itemsize)
         if strides is None:
-            return self.copy().reshape(target)
+            return _relaid(self.copy(), target, _strided.contiguous_strides(target, self.itemsize))
         return self._view(target, strides)
 
     def view(self, *shape_or_dtype) -> USMArray:
@@ -608,13 +629,12 @@ class USMArray(_handle.Resource):
         return self.transpose()
 
     def squeeze(self, axis=None) -> USMArray:
-        """A view without the axes of extent 1 (or only ``axis``, an int or tuple of them,
+        """A view without the axes of extent 1 (or only ``axis``, an int or sequence of them,
         each of extent 1: ``ValueError`` otherwise, as numpy)."""
         if axis is None:
             drop = {i for i, extent in enumerate(self.shape) if extent == 1}
         else:
-            drop = {_strided.axis_index(self.ndim, a, "squeeze")
-                    for a in (axis if isinstance(axis, tuple) else (axis,))}
+            drop = _strided.axis_set(self.ndim, axis, "squeeze")
             wide = [i for i in sorted(drop) if self.shape[i] != 1]
             if wide:
                 raise ValueError(f"squeeze: axis {wide[0]} has extent {self.shape[wide[0]]}, "
@@ -629,11 +649,9 @@ class USMArray(_handle.Resource):
         return self[(slice(None),) * position + (None,)]
 
     def flip(self, axis=None) -> USMArray:
-        """A view with the elements of ``axis`` (an int or tuple of them; None: every axis) in
-        reverse order (numpy's ``flip``; PyTorch's ``flip`` copies)."""
-        axes = range(self.ndim) if axis is None else {
-            _strided.axis_index(self.ndim, a, "flip")
-            for a in (axis if isinstance(axis, tuple) else (axis,))}
+        """A view with the elements of ``axis`` (an int or sequence of them; None: every axis)
+        in reverse order (numpy's ``flip``; PyTorch's ``flip`` copies)."""
+        axes = range(self.ndim) if axis is None else _strided.axis_set(self.ndim, axis, "flip")
         return self[tuple(slice(None, None, -1) if i in axes else slice(None)
                           for i in range(self.ndim))]
 
@@ -645,7 +663,7 @@ class USMArray(_handle.Resource):
     def flatten(self) -> USMArray:
         """A new one-axis array of the elements, always a copy (numpy's ``flatten``; PyTorch's
         ``flatten`` is :meth:`ravel`)."""
-        return self.copy().reshape(-1)
+        return _relaid(self.copy(), (self.size,), (self.itemsize,))
 
     def contiguous(self) -> USMArray:
         """This array if it is C-contiguous, else a contiguous copy (PyTorch's
@@ -807,7 +825,9 @@ class USMArray(_handle.Resource):
                 raise ValueError("copy_from: the source array belongs to another context")
             if source.dtype != self.dtype:
                 raise TypeError(f"copy_from: dtype {source.dtype} does not match {self.dtype}")
-            offset = _whole_or_part(self, "copy_from", source.shape, offset)
+            source.data_ptr()  # noqa: B018 - raises ClosedError
+            if offset is None:
+                source, offset = _as_whole(self, "copy_from", source, False), 0
             source._used_on(queue)
             if self.is_contiguous() and source.is_contiguous():
                 offset, _ = _span("copy_from", offset, source.size, self.size)
@@ -823,7 +843,8 @@ class USMArray(_handle.Resource):
             return self._strided_copy(queue, self.data_ptr(), self._strides, source.data_ptr(),
                                       source._strides, blocking, wait_for, (source, self))
         host = _host_view(source, self.dtype, "copy_from")
-        offset = _whole_or_part(self, "copy_from", host.shape, offset)
+        if offset is None:
+            host, offset = _as_whole(self, "copy_from", host, False), 0
         if self._overlaps_host(host):  # np.asarray of this host USM: read it first (numpy)
             _not_recorded(queue, "copy_from", "apart from this array's memory")
             host = host.copy()
@@ -879,7 +900,9 @@ class USMArray(_handle.Resource):
             if destination.dtype != self.dtype:
                 raise TypeError(f"copy_to: dtype {self.dtype} does not match the "
                                 f"destination's {destination.dtype}")
-            offset = _whole_or_part(self, "copy_to", destination.shape, offset)
+            destination.data_ptr()  # noqa: B018 - raises ClosedError
+            if offset is None:
+                destination, offset = _as_whole(self, "copy_to", destination, True), 0
             if offset == 0 and destination.shape == self.shape:
                 self._check_overlap(destination, "copy_to")
                 return destination.copy_from(self, queue=queue, blocking=blocking,
@@ -891,7 +914,8 @@ class USMArray(_handle.Resource):
         if not host.flags.writeable:
             raise ValueError("copy_to needs a writeable C-contiguous (or strided) numpy "
                              "array; this one is read-only")
-        offset = _whole_or_part(self, "copy_to", host.shape, offset)
+        if offset is None:
+            host, offset = _as_whole(self, "copy_to", host, True), 0
         if self._overlaps_host(host):  # np.asarray of this host USM: through a copy (numpy)
             _not_recorded(queue, "copy_to", "apart from this array's memory")
             whole = self.to_numpy(queue=queue, wait_for=wait_for)
@@ -1012,25 +1036,13 @@ class USMArray(_handle.Resource):
             raise TypeError("len() of a 0-d USMArray")
         return self.shape[0]
 
-    def _one_element(self, what: str):
-        if self.size != 1:
-            raise TypeError(f"{what} of a USMArray of {self.size} elements: only one element "
-                            "converts to a Python scalar (as in numpy)")
-        return self.item()
-
     def __bool__(self) -> bool:
-        """The one element's truth (a blocking read); ``ValueError`` for any other size, as
-        numpy's "truth value of an array is ambiguous" (an array was always true)."""
-        if self.size != 1:
-            raise ValueError(f"the truth value of a USMArray of {self.size} elements is "
-                             "ambiguous (as in numpy); test a.to_numpy() with any() or all()")
-        return bool(self.item())
-
-    def __float__(self) -> float:
-        return float(self._one_element("float()"))
-
-    def __int__(self) -> int:
-        return int(self._one_element("int()"))
+        """Raises ``ValueError``: an array's truth would be a read of device memory, which a
+        conversion must not do behind a caller's back (an argument packed under a launch's
+        lock would wait for that lock); ``bool(a.item())`` reads it.  (An array was always
+        true, whatever it held.)"""
+        raise ValueError(f"the truth value of a USMArray ({self.size} elements) is a read of "
+                         "device memory: use bool(a.item()), or any()/all() of a.to_numpy()")
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else hex(self._address)
