@@ -415,8 +415,10 @@ TEARDOWN = textwrap.dedent("""
             raise AssertionError(f"{obj!r} still hands out its released handle")
     try:
         array.to_numpy()
-    except ur_cffi.ClosedError:
-        pass
+    except ur_cffi.ClosedError as error:
+        assert str(error) == "USMArray is closed", error  # (not: its queue is, pass queue=)
+    else:
+        raise AssertionError("to_numpy() after teardown read released memory")
     # The next use initialises the loader again, with new objects.
     device = device_under_test.get()
     with device.create_context() as context, ur_cffi.Queue(context) as queue:

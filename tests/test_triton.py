@@ -504,6 +504,9 @@ def test_spirv_is_adapted_only_because_the_device_refuses_it(tq, rng):
         ur_cffi.spirv.capabilities(compiled.asm["spv"])
     # The CPU OpenCL runtime refuses capability 5892: the first build told us so.
     assert programs.needs_adaptation(tq.device) is True
+    with pytest.raises(ur_cffi.URError, match=r"(?s)unsupported capability 5892.*"
+                                              r"ur_cffi.spirv.drop_capabilities\(il\)"):
+        ur_cffi.Program.from_il(tq.context, compiled.asm["spv"])  # the build names the remedy
 
 
 @pytest.mark.cpu_device("the Intel backend's target; test_gpu.py checks the CUDA one")

@@ -334,6 +334,13 @@ def test_copies_of_the_whole_array_take_shapes_that_differ_by_axes_of_one(q, rng
     strided = np.full(48, np.nan)[::2]
     array.T.copy_to(strided)
     assert np.array_equal(strided, host.T.ravel())
+    flat = ur_cffi.asarray(host.ravel(), queue=q)  # into layouts no flat view shows: the
+    for destination in (ur_cffi.full((6, 4), np.nan, np.float64, queue=q), np.full((6, 4),
+                                                                                   np.nan)):
+        flat.copy_to(destination.T)  # source is copied into the destination's shape first
+        result = destination.to_numpy() if isinstance(destination, ur_cffi.USMArray) \
+            else destination
+        assert np.array_equal(result.T, host)
     closed = ur_cffi.zeros((4, 6), queue=q)
     closed.close()
     with pytest.raises(ur_cffi.ClosedError):  # (it said the source overlaps)

@@ -46,7 +46,8 @@ def main(argv=None) -> int:
 
 
 def _list_devices() -> int:
-    print(f"ur_cffi: UR API {HEADER_FACTS['version']} (bindings from {HEADER_FACTS['header']})")
+    print(f"ur_cffi: UR API {HEADER_FACTS['version']} (bindings built from "
+          f"{HEADER_FACTS['header']})")
     built_for = HEADER_FACTS.get("loader") or {}
     print(f"loader:  {_libraries.opened_loader() or 'found by the dynamic linker'} (built for "
           f"{built_for.get('release', 'an unrecorded loader')})")

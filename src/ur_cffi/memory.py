@@ -277,8 +277,9 @@ def _as_whole(array: USMArray, what: str, other, writes: bool):
     """``other`` (a USMArray or numpy array) in ``array``'s shape, for a copy of the whole
     array (``copy_from``/``copy_to`` without ``offset=``): it must have that shape already, or
     as many elements with either side flat (at most one axis) or the two the same but for axes
-    of extent 1; a view of it where ``writes`` (a destination).  A forgotten transpose or a
-    smaller source copied part of the array, silently."""
+    of extent 1; a view of it where ``writes`` (a destination), or None where no view has
+    that shape (the source is then copied into the destination's shape).  A forgotten
+    transpose or a smaller source copied part of the array, silently."""
     shape = tuple(other.shape)
     if shape == array.shape:
         return other
@@ -296,8 +297,9 @@ def _as_whole(array: USMArray, what: str, other, writes: bool):
         view.shape = array.shape  # (AttributeError where that needs a copy)
         return view
     except (ValueError, AttributeError):
-        raise ValueError(f"{what}: shape {shape} holds the {array.shape} elements only in a "
-                         f"copy; copy into a {array.shape} array") from None
+        if writes:
+            return None
+        raise
 
 
 def _relaid(fresh: USMArray, shape, strides) -> USMArray:
@@ -735,8 +737,8 @@ class USMArray(_handle.Resource):
         if queue is None:
             queue = self.queue
             if queue._handle is None:
-                if _handle._forked:
-                    queue.handle  # noqa: B018 - raises ClosedError: the parent process's
+                if _handle._forked or self.closed:  # (closed too at loader.teardown())
+                    (queue if _handle._forked else self).handle  # noqa: B018 - ClosedError
                 raise _handle.ClosedError(
                     f"the queue this {self.shape} {self.dtype} array was made on is closed; "
                     "pass queue= another queue of its context (a.to_numpy(queue=q))")
@@ -902,7 +904,11 @@ class USMArray(_handle.Resource):
                                 f"destination's {destination.dtype}")
             destination.data_ptr()  # noqa: B018 - raises ClosedError
             if offset is None:
-                destination, offset = _as_whole(self, "copy_to", destination, True), 0
+                whole = _as_whole(self, "copy_to", destination, True)
+                if whole is None:
+                    return self._in_shape(destination.shape, queue, wait_for).copy_to(
+                        destination, queue=queue, blocking=blocking)
+                destination, offset = whole, 0
             if offset == 0 and destination.shape == self.shape:
                 self._check_overlap(destination, "copy_to")
                 return destination.copy_from(self, queue=queue, blocking=blocking,
@@ -915,7 +921,11 @@ class USMArray(_handle.Resource):
             raise ValueError("copy_to needs a writeable C-contiguous (or strided) numpy "
                              "array; this one is read-only")
         if offset is None:
-            host, offset = _as_whole(self, "copy_to", host, True), 0
+            whole = _as_whole(self, "copy_to", host, True)
+            if whole is None:
+                return self._in_shape(host.shape, queue, wait_for).copy_to(
+                    host, queue=queue, blocking=blocking)
+            host, offset = whole, 0
         if self._overlaps_host(host):  # np.asarray of this host USM: through a copy (numpy)
             _not_recorded(queue, "copy_to", "apart from this array's memory")
             whole = self.to_numpy(queue=queue, wait_for=wait_for)
@@ -943,6 +953,13 @@ class USMArray(_handle.Resource):
         _wait_before_pageable_copy(queue, host, wait_for)
         return self._strided_copy(queue, host.ctypes.data, host.strides, self.data_ptr(),
                                   self._strides, blocking, wait_for, (host, self))
+
+    def _in_shape(self, shape, queue: Queue, wait_for) -> USMArray:
+        """A new array of ``shape`` holding this array's elements in C order, copied on
+        ``queue`` after ``wait_for`` (for a destination that no view shows in this shape)."""
+        out = USMArray(queue, self.shape, self.dtype, self.kind)
+        out.copy_from(self, queue=queue, blocking=False, wait_for=wait_for)
+        return _relaid(out, shape, _strided.contiguous_strides(tuple(shape), self.itemsize))
 
     def _copy_part_to(self, destination: USMArray, offset, queue, blocking, wait_for) -> Event:
         if destination.context is not self.context:

@@ -85,8 +85,13 @@ class Program(_handle.Resource):
                   "urProgramBuild")
         except URError as error:
             logs = "\n".join(self.build_log(device) for device in self.context.devices)
-            raise type(error)(error.result, error.function, f"build log:\n{logs.strip()}") \
-                from None
+            hint = ""
+            if "capability" in logs.lower():  # Triton's SPIR-V names Intel's kernel attributes
+                hint = ("\n(SPIR-V with capabilities this device lacks: "
+                        "ur_cffi.spirv.drop_capabilities(il) removes those of Intel's kernel "
+                        "attributes, as ur_cffi.triton does for its own programs)")
+            raise type(error)(error.result, error.function,
+                              f"build log:\n{logs.strip()}{hint}") from None
 
     def build_log(self, device=None) -> str:
         """The compiler's log for ``device`` (default: the context's first device)."""
