@@ -293,9 +293,12 @@ def _as_whole(array: USMArray, what: str, other, writes: bool):
             return other.view(*array.shape) if writes else other.reshape(array.shape)
         if not writes:
             return other.reshape(array.shape)
-        view = other.view()
-        view.shape = array.shape  # (AttributeError where that needs a copy)
-        return view
+        try:
+            return np.reshape(other, array.shape, copy=False)  # (ValueError: needs a copy)
+        except TypeError:  # numpy before 2.1 has no copy=; 2.5 deprecates setting a shape
+            view = other.view()
+            view.shape = array.shape  # (AttributeError where that needs a copy)
+            return view
     except (ValueError, AttributeError):
         if writes:
             return None
