@@ -57,7 +57,18 @@ class Program(_handle.Resource):
             check(lib.urProgramCreateWithIL(context.handle, il, len(il), ffi.NULL, out),
                   "urProgramCreateWithIL")
             program = cls(context, out[0])
-        program.build(options)
+        try:
+            program.build(options)
+        except URError as error:
+            if il[:4] == spirv.MAGIC.to_bytes(4, "little") and \
+                    spirv.CAPABILITY_KERNEL_ATTRIBUTES_INTEL in spirv.capabilities(il):
+                # Triton's SPIR-V: CPU runtimes refuse the capability ("unsupported
+                # capability 5892", or "KernelAttributes is only supported on FPGA emulator")
+                raise type(error)(error.result, error.function, f"{error.detail}\n(the module "
+                                  "declares Intel's kernel attributes, which this device may "
+                                  "refuse: ur_cffi.spirv.drop_capabilities(il) removes them, "
+                                  "as ur_cffi.triton does for its own programs)") from None
+            raise
         return program
 
     @classmethod
@@ -85,13 +96,8 @@ class Program(_handle.Resource):
                   "urProgramBuild")
         except URError as error:
             logs = "\n".join(self.build_log(device) for device in self.context.devices)
-            hint = ""
-            if "capability" in logs.lower():  # Triton's SPIR-V names Intel's kernel attributes
-                hint = ("\n(SPIR-V with capabilities this device lacks: "
-                        "ur_cffi.spirv.drop_capabilities(il) removes those of Intel's kernel "
-                        "attributes, as ur_cffi.triton does for its own programs)")
-            raise type(error)(error.result, error.function,
-                              f"build log:\n{logs.strip()}{hint}") from None
+            raise type(error)(error.result, error.function, f"build log:\n{logs.strip()}") \
+                from None
 
     def build_log(self, device=None) -> str:
         """The compiler's log for ``device`` (default: the context's first device)."""
