@@ -906,12 +906,18 @@ class USMArray(_handle.Resource):
                 raise TypeError(f"copy_to: dtype {self.dtype} does not match the "
                                 f"destination's {destination.dtype}")
             destination.data_ptr()  # noqa: B018 - raises ClosedError
-            if offset is None:
-                whole = _as_whole(self, "copy_to", destination, True)
-                if whole is None:
-                    return self._in_shape(destination.shape, queue, wait_for).copy_to(
-                        destination, queue=queue, blocking=blocking)
-                destination, offset = whole, 0
+        else:
+            destination = _host_view(destination, self.dtype, "copy_to")
+            if not destination.flags.writeable:
+                raise ValueError("copy_to needs a writeable C-contiguous (or strided) numpy "
+                                 "array; this one is read-only")
+        if offset is None:
+            whole = _as_whole(self, "copy_to", destination, True)
+            if whole is None:
+                return self._in_shape(destination.shape, queue, wait_for).copy_to(
+                    destination, queue=queue, blocking=blocking)
+            destination, offset = whole, 0
+        if isinstance(destination, USMArray):
             if offset == 0 and destination.shape == self.shape:
                 self._check_overlap(destination, "copy_to")
                 return destination.copy_from(self, queue=queue, blocking=blocking,
@@ -919,16 +925,7 @@ class USMArray(_handle.Resource):
             if not self.is_contiguous():
                 self._same_shape("copy_to", destination.shape, offset)
             return self._copy_part_to(destination, offset, queue, blocking, wait_for)
-        host = _host_view(destination, self.dtype, "copy_to")
-        if not host.flags.writeable:
-            raise ValueError("copy_to needs a writeable C-contiguous (or strided) numpy "
-                             "array; this one is read-only")
-        if offset is None:
-            whole = _as_whole(self, "copy_to", host, True)
-            if whole is None:
-                return self._in_shape(host.shape, queue, wait_for).copy_to(
-                    host, queue=queue, blocking=blocking)
-            host, offset = whole, 0
+        host = destination
         if self._overlaps_host(host):  # np.asarray of this host USM: through a copy (numpy)
             _not_recorded(queue, "copy_to", "apart from this array's memory")
             whole = self.to_numpy(queue=queue, wait_for=wait_for)
