@@ -924,3 +924,21 @@ def test_a_graph_collected_inside_an_enqueue_releases_its_queue():
     lock: a collection inside an enqueue (holding it) then waited for itself forever."""
     done = crash_probe.run_child(code=GRAPH_COLLECTED_UNDER_THE_ENQUEUE_LOCK, timeout=60)
     assert done.stdout.split() == ["collected"], done.stderr[-2000:]
+
+
+def test_a_copy_into_a_layout_no_view_shows_is_recorded_whole_or_not_at_all(native, queue,
+                                                                             rng):
+    """copy_to of a flat array into a transposed numpy array goes through a copy into the
+    destination's shape first: refused as blocking in a recording, it recorded that first
+    copy; not blocking, both replay."""
+    values = rng.standard_normal(24)
+    flat = ur_cffi.asarray(values, queue=queue)
+    host = np.full((6, 4), np.nan)
+    graph = ur_cffi.Graph(queue.context, native=native)
+    with graph.recording(queue):
+        with pytest.raises(RuntimeError, match="blocking copy into host memory while recording"):
+            flat.copy_to(host.T)
+        assert graph.commands == ()
+        flat.copy_to(host.T, blocking=False)
+    graph.replay(queue).wait()
+    assert np.array_equal(host.T.ravel(), values)

@@ -914,6 +914,11 @@ class USMArray(_handle.Resource):
         if offset is None:
             whole = _as_whole(self, "copy_to", destination, True)
             if whole is None:
+                if blocking and recording and queue in recording and \
+                        not isinstance(destination, USMArray):  # refused before recording one
+                    raise RuntimeError("copy_to: a blocking copy into host memory while "
+                                       "recording (its data would exist only after a replay):"
+                                       " record it with blocking=False")
                 return self._in_shape(destination.shape, queue, wait_for).copy_to(
                     destination, queue=queue, blocking=blocking)
             destination, offset = whole, 0
