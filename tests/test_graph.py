@@ -926,11 +926,12 @@ def test_a_graph_collected_inside_an_enqueue_releases_its_queue():
     assert done.stdout.split() == ["collected"], done.stderr[-2000:]
 
 
-def test_a_copy_into_a_layout_no_view_shows_is_recorded_whole_or_not_at_all(native, queue,
-                                                                             rng):
+def test_a_strided_copy_into_a_layout_no_view_shows_is_recorded_whole_or_none(native, queue,
+                                                                              rng):
     """copy_to of a flat array into a transposed numpy array goes through a copy into the
     destination's shape first: refused as blocking in a recording, it recorded that first
-    copy; not blocking, both replay."""
+    copy; not blocking, both replay.  ("strided" in the name: the validation run leaves it
+    out, as UR's leak checker does not see the events of 2-D copies.)"""
     values = rng.standard_normal(24)
     flat = ur_cffi.asarray(values, queue=queue)
     host = np.full((6, 4), np.nan)
