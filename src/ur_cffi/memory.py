@@ -305,11 +305,15 @@ def _as_whole(array: USMArray, what: str, other, writes: bool):
         raise
 
 
-def _relaid(fresh: USMArray, shape, strides) -> USMArray:
+def _relaid(fresh: USMArray, shape, strides=None) -> USMArray:
     """``fresh`` (a contiguous array just made, owning its memory) as ``shape`` and ``strides``
-    over the same bytes, still the owner: a reshape's or ``empty_like``'s new memory then goes
-    with its ``close()`` (a view of it would close alone, the memory staying allocated)."""
-    fresh.shape, fresh._strides = tuple(shape), tuple(strides)
+    (None: C-contiguous) over the same bytes, still the owner: a reshape's or ``empty_like``'s
+    new memory then goes with its ``close()`` (a view of it would close alone, the memory
+    staying allocated)."""
+    shape = tuple(shape)
+    fresh.shape = shape
+    fresh._strides = tuple(strides) if strides is not None else \
+        _strided.contiguous_strides(shape, fresh.itemsize)
     return fresh
 
 
@@ -564,7 +568,7 @@ class USMArray(_handle.Resource):
         target = _strided.new_shape(shape, self.size)
         strides = _strided.reshaped_strides(self.shape, self._strides, target, self.itemsize)
         if strides is None:
-            return _relaid(self.copy(), target, _strided.contiguous_strides(target, self.itemsize))
+            return _relaid(self.copy(), target)
         return self._view(target, strides)
 
     def view(self, *shape_or_dtype) -> USMArray:
@@ -668,7 +672,7 @@ class USMArray(_handle.Resource):
     def flatten(self) -> USMArray:
         """A new one-axis array of the elements, always a copy (numpy's ``flatten``; PyTorch's
         ``flatten`` is :meth:`ravel`)."""
-        return _relaid(self.copy(), (self.size,), (self.itemsize,))
+        return _relaid(self.copy(), (self.size,))
 
     def contiguous(self) -> USMArray:
         """This array if it is C-contiguous, else a contiguous copy (PyTorch's
@@ -964,7 +968,7 @@ class USMArray(_handle.Resource):
         ``queue`` after ``wait_for`` (for a destination that no view shows in this shape)."""
         out = USMArray(queue, self.shape, self.dtype, self.kind)
         out.copy_from(self, queue=queue, blocking=False, wait_for=wait_for)
-        return _relaid(out, shape, _strided.contiguous_strides(tuple(shape), self.itemsize))
+        return _relaid(out, shape)
 
     def _copy_part_to(self, destination: USMArray, offset, queue, blocking, wait_for) -> Event:
         if destination.context is not self.context:
