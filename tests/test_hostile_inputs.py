@@ -341,6 +341,8 @@ def _calls(env: dict, value) -> list:
         ("float32 argument", "argument 3",
          lambda: kernel.launch(queue, LOCAL, LOCAL, array, array, array, value, 0)),
         ("kernel name", "kernel name", lambda: env["program"].kernel(value)),
+        ("required_local_size", "required_local_size",
+         lambda: env["program"].kernel(kernel.name, required_local_size=value).close()),
         ("build options", "options", lambda: env["program"].build(value)),
         ("Queue context", "context", lambda: ur_cffi.Queue(value)),
     ]

@@ -172,3 +172,119 @@ def test_nvidia_options_match_the_cubin():
         assert len(entries[kernel.metadata.name]) == users + len(options["hidden_args"])
         assert options["work_group_memory"] == kernel.metadata.shared
     assert options["work_group_memory"] > 0  # block_sums
+
+
+def with_local_size(module: bytes, size: int) -> bytes:
+    """``module`` with ``OpExecutionMode LocalSize size 1 1`` for its entry point: what OpenCL
+    C's ``reqd_work_group_size`` compiles to."""
+    words, _ = spirv._words(module)
+    entries = [(offset, count) for offset, opcode, count in spirv._instructions(words)
+               if opcode == spirv.OP_ENTRY_POINT]
+    (offset, count), = entries
+    mode = [(6 << 16) | spirv.OP_EXECUTION_MODE, words[offset + 2], 17, size, 1, 1]
+    return (words[:offset + count] + type(words)(words.typecode, mode)
+            + words[offset + count:]).tobytes()
+
+
+def test_a_launch_by_hand_takes_the_local_size_triton_compiled_for(compiled, context, queue,
+                                                                   rng):
+    """Another work-group size than ``num_warps`` times the threads per warp leaves Triton's
+    output partly unwritten with no error from the runtime: ``kernel_options`` gives the size,
+    a launch with ``local_size=None`` takes it, and another raises naming both."""
+    kernel = compiled("add", ADD)
+    options = ur_triton.kernel_options(kernel)
+    local = local_size(kernel)
+    assert options["required_local_size"] == (local,)
+    n = int(rng.integers(3 * BLOCK, 9 * BLOCK))
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    expected = (x.astype(np.float64) + y).astype(np.float32)
+    global_size = -(-n // BLOCK) * local
+    with program_of(context, kernel) as program, \
+            program.kernel(kernel.metadata.name, ("ptr", "ptr", "ptr", "int32"),
+                           **options) as add:
+        assert add.required_local_size == (local,)
+        dx, dy = ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue)
+        out = ur_cffi.full(n, np.nan, np.float32, queue=queue)
+        add.launch(queue, global_size, None, dx, dy, out, n).wait()
+        assert np.array_equal(out.to_numpy(), expected)
+        out.fill(np.nan)
+        add.prepare(queue, global_size, (local,), dx, dy, out, n)().wait()
+        assert np.array_equal(out.to_numpy(), expected)
+        out.fill(np.nan)
+        for wrong in (local // 2, 2 * local, (local // 4,)):
+            message = rf"local_size \({wrong if type(wrong) is int else wrong[0]},.*" \
+                      rf"'{kernel.metadata.name}'.*work-groups of \({local},\)"
+            with pytest.raises(ValueError, match=message):
+                add.launch(queue, 4 * global_size, wrong, dx, dy, out, n)
+            with pytest.raises(ValueError, match=message):
+                add.prepare(queue, 4 * global_size, wrong, dx, dy, out, n)
+        with program.kernel(kernel.metadata.name, required_local_size=(local, 2)) as flat, \
+                pytest.raises(ValueError, match=rf"work-groups of \({local}, 2\).*1 dimension"):
+            flat.launch(queue, (global_size,), None, dx, dy, out, n)
+        queue.finish()
+        assert np.isnan(out.to_numpy()).all()  # nothing was launched
+        graph = ur_cffi.Graph(context)
+        with graph.recording(queue):
+            command = add.launch(queue, global_size, None, dx, dy, out, n)
+        with pytest.raises(ValueError, match=r"work-groups of"):
+            command.update(local_size=local // 2)
+        graph.replay(queue).wait()
+        assert np.array_equal(out.to_numpy(), expected)
+        graph.close()
+
+
+def test_the_size_a_kernel_was_compiled_for_comes_from_the_runtime(compiled, context, queue,
+                                                                    rng):
+    kernel = compiled("add", ADD)
+    if "spv" not in kernel.asm:
+        pytest.skip("the module is SPIR-V written here; the test device takes a cubin")
+    local = local_size(kernel)
+    module = with_local_size(spirv.drop_capabilities(kernel.asm["spv"]), local)
+    n = int(rng.integers(BLOCK, 4 * BLOCK))
+    x = rng.standard_normal(n).astype(np.float32)
+    with ur_cffi.Program.from_il(context, module) as program, \
+            program.kernel(kernel.metadata.name, ("ptr", "ptr", "ptr", "int32")) as add:
+        assert add.required_local_size == (local, 1, 1)
+        assert add.group_info(ur_cffi.enums.ur_kernel_group_info_t
+                              .UR_KERNEL_GROUP_INFO_COMPILE_WORK_GROUP_SIZE) == [local, 1, 1]
+        dx = ur_cffi.asarray(x, queue=queue)
+        out = ur_cffi.full(n, np.nan, np.float32, queue=queue)
+        add.launch(queue, -(-n // BLOCK) * local, None, dx, dx, out, n).wait()
+        assert np.array_equal(out.to_numpy(), (2 * x.astype(np.float64)).astype(np.float32))
+        with pytest.raises(ValueError, match=r"local_size \(64,\).*required_local_size"):
+            add.launch(queue, local, 64, dx, dx, out, n)
+    with program_of(context, kernel) as program, \
+            program.kernel(kernel.metadata.name) as plain:
+        assert plain.required_local_size is None  # Triton's module does not say
+
+
+def test_group_info_answers_for_the_kernel(compiled, context, queue, device):
+    from ur_cffi.enums import ur_kernel_group_info_t as group, \
+        ur_kernel_sub_group_info_t as sub_group
+
+    kernel = compiled("add", ADD)
+    with program_of(context, kernel) as program, \
+            program.kernel(kernel.metadata.name) as add:
+        largest = add.group_info(group.UR_KERNEL_GROUP_INFO_WORK_GROUP_SIZE)
+        assert type(largest) is int and local_size(kernel) <= largest \
+            <= device.max_work_group_size
+        assert add.group_info(group.UR_KERNEL_GROUP_INFO_WORK_GROUP_SIZE, device) == largest
+        assert add.group_info(
+            group.UR_KERNEL_GROUP_INFO_PREFERRED_WORK_GROUP_SIZE_MULTIPLE) >= 1
+        assert type(add.group_info(group.UR_KERNEL_GROUP_INFO_PRIVATE_MEM_SIZE)) is int
+        if "spv" in kernel.asm:  # Intel's sub-groups: Triton's threads per warp
+            assert add.sub_group_info(
+                sub_group.UR_KERNEL_SUB_GROUP_INFO_MAX_SUB_GROUP_SIZE) == \
+                abi.current("intel").threads_per_warp(kernel.metadata)
+        with pytest.raises(TypeError, match="group_info takes a ur_kernel_group_info_t, not "
+                                            "int 1"):
+            add.group_info(1)
+        with pytest.raises(TypeError, match="sub_group_info takes a "
+                                            "ur_kernel_sub_group_info_t"):
+            add.sub_group_info(group.UR_KERNEL_GROUP_INFO_WORK_GROUP_SIZE)
+        with pytest.raises(ValueError, match="device 'gpu' is not one of its context's"):
+            add.group_info(group.UR_KERNEL_GROUP_INFO_WORK_GROUP_SIZE, "gpu")
+        for wrong, error in ((0, ValueError), ("128", TypeError), ((1, 2, 3, 4), ValueError),
+                             (2 * device.max_work_group_size, ValueError), (1.5, TypeError)):
+            with pytest.raises(error, match="required_local_size"):
+                program.kernel(kernel.metadata.name, required_local_size=wrong)

@@ -818,11 +818,13 @@ def _launch_sizes(call_args: tuple) -> tuple:
             None if local_sizes == _NULL else tuple(local_sizes[i] for i in range(dims)))
 
 
-def _checked_sizes(device, dims: int, global_size, local_size, global_offset) -> tuple:
-    """New sizes of a launch of ``dims`` dimensions, checked as a launch checks them."""
+def _checked_sizes(kernel: Kernel, device, dims: int, global_size, local_size,
+                   global_offset) -> tuple:
+    """New sizes of a launch of ``kernel`` in ``dims`` dimensions, checked as a launch checks
+    them."""
     global_sizes = _sizes("global_size", global_size)
     offsets = _sizes("global_offset", global_offset, smallest=0)
-    local_sizes = None if local_size is None else _sizes("local_size", local_size)
+    local_sizes = kernel._local_sizes(local_size, dims)
     for name, values in (("global_size", global_sizes), ("local_size", local_sizes),
                          ("global_offset", offsets)):
         if values is not None and len(values) != dims:
@@ -889,7 +891,8 @@ class _Launch:
         local_size = local_sizes if local_size is None else local_size
         global_offset = offsets if global_offset is None else global_offset
         if not args:
-            sizes = _checked_sizes(queue.device, dims, global_size, local_size, global_offset)
+            sizes = _checked_sizes(self.kernel, queue.device, dims, global_size, local_size,
+                                   global_offset)
             return _Snapshot(sizes, self.block, self.arguments, self.words, self.args, self.keep)
         kernel = self.kernel
         (call_args, _), _ = kernel._check_and_pack(queue, global_size, local_size, args,

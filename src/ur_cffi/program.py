@@ -14,7 +14,8 @@ from ._handle import _events, _serials
 from ._interrupts import hold_back_in, section
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
 from ._ur import ffi, lib
-from .enums import ur_kernel_info_t, ur_program_build_info_t, ur_program_info_t, ur_result_t
+from .enums import (ur_kernel_group_info_t, ur_kernel_info_t, ur_kernel_sub_group_info_t,
+                    ur_program_build_info_t, ur_program_info_t, ur_result_t)
 from .errors import UNSUPPORTED, URError, check
 from .info import query
 from .memory import Buffer, USMArray, is_usm, memory_of
@@ -132,10 +133,11 @@ class Program(_handle.Resource):
         return [ffi.buffer(buffer, size)[:] for buffer, size in zip(buffers, sizes)]
 
     def kernel(self, name: str, signature=None, *, hidden_args=(),
-               work_group_memory: int = 0) -> Kernel:
+               work_group_memory: int = 0, required_local_size=None) -> Kernel:
         """The kernel called ``name``; see :class:`Kernel` for the others."""
         return Kernel(self, name, signature, hidden_args=hidden_args,
-                      work_group_memory=work_group_memory)
+                      work_group_memory=work_group_memory,
+                      required_local_size=required_local_size)
 
 
 class Local:
@@ -241,15 +243,21 @@ class Kernel(_handle.Resource):
     argument (Triton's NVIDIA backend; ``ur_cffi.triton.kernel_options(compiled)`` says).
     Launch properties need ``urEnqueueKernelLaunchWithArgsExp`` (oneAPI 2026.0 on): on older
     releases a non-zero ``work_group_memory`` raises ``NotImplementedError`` here.
+
+    ``required_local_size`` (1 to 3 integers) is the only work-group size the kernel computes
+    right in (a Triton kernel's: ``num_warps`` times its threads per warp;
+    ``ur_cffi.triton.kernel_options(compiled)`` gives it).  Launches with
+    ``local_size=None`` use it, and another local size raises ``ValueError``.  None takes the
+    size the runtime reports the kernel was compiled for (``reqd_work_group_size``), if any.
     """
 
     __slots__ = ("program", "name", "num_args", "argument_sizes", "argument_source",
-                 "signature", "hidden_args", "work_group_memory", "timing", "_declared",
-                 "_properties", "_reusable")
+                 "signature", "hidden_args", "work_group_memory", "required_local_size",
+                 "timing", "_declared", "_properties", "_reusable")
     _release_function = "urKernelRelease"
 
     def __init__(self, program: Program, name: str, signature=None, *, hidden_args=(),
-                 work_group_memory: int = 0):
+                 work_group_memory: int = 0, required_local_size=None):
         if not isinstance(program, Program):
             raise TypeError(f"program must be a ur_cffi Program, not {type(program).__name__}")
         encoded = _checks.no_nul("kernel name", name)
@@ -273,6 +281,13 @@ class Kernel(_handle.Resource):
         if work_group_memory > largest:
             raise ValueError(f"work_group_memory {work_group_memory} of {name!r} is more than "
                              f"the context's devices have ({largest} bytes of local memory)")
+        if required_local_size is not None:
+            required_local_size = _sizes("required_local_size", required_local_size)
+            largest = min(device.max_work_group_size for device in program.context.devices)
+            if math.prod(required_local_size) > largest:
+                raise ValueError(f"required_local_size {required_local_size} of {name!r} "
+                                 "exceeds the context's maximum work-group size "
+                                 f"{largest}")
         properties = _release.launch_properties(work_group_memory=work_group_memory)
         # What _pack checks each argument against: the hidden ones are typed by their values.
         declared = signature + (None,) * len(hidden_args) \
@@ -299,6 +314,7 @@ class Kernel(_handle.Resource):
         self.signature, self._declared = signature, declared
         self.hidden_args = hidden_args
         self.work_group_memory, self._properties = work_group_memory, properties
+        self.required_local_size = required_local_size or self._compiled_local_size()
         self.timing = _durations.Timing()  # how long its launches take, measured by waits
         _interrupts.install()  # its launches hold Ctrl-C back without a section
         # (key, its identities function, launch arguments, the same for a launch without
@@ -354,6 +370,67 @@ class Kernel(_handle.Resource):
                                                global_offset)
         return PreparedLaunch(self, queue, args, call_args, held)
 
+    def group_info(self, prop: ur_kernel_group_info_t, device=None):
+        """Any ``ur_kernel_group_info_t`` property of the kernel on ``device`` (None: the
+        context's device, where it has one), decoded to its documented Python type."""
+        if not isinstance(prop, ur_kernel_group_info_t):
+            raise TypeError(f"group_info takes a ur_kernel_group_info_t, not "
+                            f"{type(prop).__name__} {prop!r}")
+        return query("urKernelGetGroupInfo", self.handle, self._device(device).handle, prop)
+
+    def sub_group_info(self, prop: ur_kernel_sub_group_info_t, device=None):
+        """Any ``ur_kernel_sub_group_info_t`` property of the kernel on ``device`` (None: the
+        context's device, where it has one)."""
+        if not isinstance(prop, ur_kernel_sub_group_info_t):
+            raise TypeError(f"sub_group_info takes a ur_kernel_sub_group_info_t, not "
+                            f"{type(prop).__name__} {prop!r}")
+        return query("urKernelGetSubGroupInfo", self.handle, self._device(device).handle, prop)
+
+    def _device(self, device):
+        devices = self.program.context.devices
+        if device is None:
+            if len(devices) > 1:
+                raise ValueError(f"kernel {self.name!r}: its context has {len(devices)} "
+                                 "devices; say which with device=")
+            return devices[0]
+        if not any(device is known for known in devices):
+            raise ValueError(f"kernel {self.name!r}: device {device!r} is not one of its "
+                             "context's")
+        return device
+
+    def _compiled_local_size(self) -> tuple | None:
+        """The work-group size the runtime says the kernel was compiled for, or None."""
+        sizes = set()
+        for device in self.program.context.devices:
+            try:
+                size = self.group_info(
+                    ur_kernel_group_info_t.UR_KERNEL_GROUP_INFO_COMPILE_WORK_GROUP_SIZE, device)
+            except URError:  # an adapter that does not say
+                continue
+            if any(size):
+                sizes.add(tuple(size))
+        return sizes.pop() if len(sizes) == 1 else None
+
+    def _local_sizes(self, local_size, dims: int) -> tuple | None:
+        """The local sizes a launch of ``dims`` dimensions gives UR for ``local_size``, its
+        ``required_local_size`` where the kernel has one."""
+        local_sizes = None if local_size is None else _sizes("local_size", local_size)
+        required = self.required_local_size
+        if required is None:
+            return local_sizes
+        padded = required + (1,) * (3 - len(required))
+        if local_sizes is None:
+            if any(size != 1 for size in padded[dims:]):
+                raise ValueError(f"kernel {self.name!r} runs in work-groups of {required} "
+                                 f"(its required_local_size), which a launch in {dims} "
+                                 "dimension(s) cannot give")
+            return padded[:dims]
+        if local_sizes + (1,) * (3 - len(local_sizes)) != padded:
+            raise ValueError(f"local_size {local_sizes} of kernel {self.name!r}: it was compiled "
+                             f"for work-groups of {required} (its required_local_size) and "
+                             "computes wrong results in others")
+        return local_sizes
+
     def _check_and_pack(self, queue: Queue, global_size, local_size, args,
                         global_offset) -> tuple:
         """``((the launch's arguments after the kernel (``_release.enqueue_launch``) up to its
@@ -372,8 +449,8 @@ class Kernel(_handle.Resource):
         global_sizes = _sizes("global_size", global_size)
         dims = len(global_sizes)
         local_array = ffi.NULL
-        if local_size is not None:
-            local_sizes = _sizes("local_size", local_size)
+        local_sizes = self._local_sizes(local_size, dims)
+        if local_sizes is not None:
             if len(local_sizes) != dims:
                 raise ValueError(f"local_size {local_sizes} and global_size {global_sizes} "
                                  "differ in dimensions")
@@ -385,8 +462,7 @@ class Kernel(_handle.Resource):
                 raise ValueError(f"local_size {local_sizes} exceeds the device's maximum "
                                  f"work-group size {limit}")
             local_array = ffi.new("size_t[]", local_sizes)
-        queue.device.check_launch_size("global_size", global_sizes,
-                                       None if local_size is None else local_sizes)
+        queue.device.check_launch_size("global_size", global_sizes, local_sizes)
         offset_array = ffi.NULL
         if global_offset is not None:
             offsets = _sizes("global_offset", global_offset, smallest=0)

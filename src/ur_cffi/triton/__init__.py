@@ -227,8 +227,9 @@ def kernel_options(compiled) -> dict:
     (a :func:`compile` result) by hand with the user's arguments only: ``hidden_args``, the
     values its backend's ABI passes after them (null scratch pointers on NVIDIA; a
     :class:`~ur_cffi.Local` of ``metadata.shared`` bytes on Intel, whose kernels take shared
-    memory as an argument), and ``work_group_memory``, the shared memory a NVIDIA kernel takes
-    as a launch property.
+    memory as an argument), ``work_group_memory``, the shared memory a NVIDIA kernel takes
+    as a launch property, and ``required_local_size``, the work-group size it computes right
+    in (``num_warps`` times its threads per warp; launches take it by default).
 
     Raises ``NotImplementedError`` for a kernel that needs scratch memory: launch it with
     ``kernel[grid]`` or :func:`prepare`, which allocate it.
@@ -250,9 +251,12 @@ def kernel_options(compiled) -> dict:
             "allocate it")
     hidden = (np.uint64(0),) * rules.scratch_pointers
     shared = int(metadata.shared)
+    local_size = (metadata.num_warps * rules.threads_per_warp(metadata),)
     if shared and rules.shared_memory_argument:
-        return {"hidden_args": (*hidden, Local(shared)), "work_group_memory": 0}
-    return {"hidden_args": hidden, "work_group_memory": shared}
+        return {"hidden_args": (*hidden, Local(shared)), "work_group_memory": 0,
+                "required_local_size": local_size}
+    return {"hidden_args": hidden, "work_group_memory": shared,
+            "required_local_size": local_size}
 
 
 def prepare(fn, grid, *args, **kwargs):
