@@ -287,6 +287,54 @@ def test_reversed_and_transposed_views_copy_through_their_span_exactly(q, rng, k
     assert not _strided.is_dense((3, 4), (64, 8), 8) and not _strided.is_dense((3, 4), (0, 8), 8)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_usm_views_with_many_short_rows_copy_through_the_host_exactly(q, context, device, rng,
+                                                                       kind):
+    """A copy between USM views that UR would make row by row (a.T: one row per element, a
+    few microseconds each on the CPU device) goes as two plain copies of the spans
+    (memory.py, _staged_on_host), after what it waits for, even when asked not to block; a
+    destination with gaps between its elements, or few long rows, keeps UR's copies."""
+    host = rng.standard_normal((200, 300)).astype(np.float32)
+    cube = rng.standard_normal((20, 30, 40))
+    source = ur_cffi.asarray(host, queue=q, kind=kind)
+    source3 = ur_cffi.asarray(cube, queue=q, kind=kind)
+    wide = ur_cffi.asarray(rng.standard_normal((40, 2000)), queue=q, kind=kind)
+    cases = ((source, lambda a: a.T, True), (source, lambda a: a[::-1, ::-1], True),
+             (source, lambda a: a[:, ::-1], True), (source3, lambda a: a.transpose(2, 0, 1), True),
+             (source, lambda a: a[::-1], True),  # 200 rows of 1,200 bytes
+             (wide, lambda a: a[::-1], False),  # 40 rows of 16,000 bytes: UR's copies
+             (source, lambda a: a[:20, 5:15], False))  # 20 rows
+    for array, view_of, staged in cases:
+        view, expected = view_of(array), view_of(array.to_numpy())
+        contiguous = ur_cffi.full(view.shape, np.nan, view.dtype, queue=q, kind=kind)
+        assert memory._staged_on_host(contiguous, view) == staged
+        transposed = ur_cffi.full(view.shape[::-1], np.nan, view.dtype, queue=q, kind=kind).T
+        for target in (contiguous, transposed):  # dense, in two layouts
+            for blocking in (True, False):
+                target.fill(np.nan)
+                event = target.copy_from(view, blocking=blocking)
+                event.wait()
+                assert np.array_equal(target.to_numpy(), expected)
+    gapped = ur_cffi.full((300, 400), np.nan, np.float32, queue=q, kind=kind)
+    assert not memory._staged_on_host(gapped[:, ::2][:, :200].T, source)
+    gapped[:, ::2][:, :200].T.copy_from(source)  # the gaps stay NaN
+    result = gapped.to_numpy()
+    assert np.array_equal(result[:, ::2][:, :200].T, host) and np.isnan(result[:, 1::2]).all()
+    # After earlier work: a copy queued just before writes the source; another queue's
+    # copy is waited for through wait_for.
+    for _ in range(2):
+        values = rng.standard_normal(host.shape).astype(np.float32)
+        source.copy_from(values, blocking=False)
+        target = ur_cffi.full((300, 200), np.nan, np.float32, queue=q, kind=kind)
+        target.copy_from(source.T, blocking=False).wait()
+        assert np.array_equal(target.to_numpy(), values.T)
+    with ur_cffi.Queue(context, device) as other:
+        values = rng.standard_normal(host.shape).astype(np.float32)
+        written = source.copy_from(values, queue=other, blocking=False)
+        target.copy_from(source.T, wait_for=[written])
+        assert np.array_equal(target.to_numpy(), values.T)
+
+
 def test_a_write_through_the_span_reads_its_source_after_earlier_work(q, rng):
     """The span's staging copy of the numpy source is made when the copy would run: a copy
     into that memory queued just before (here into shared USM, read through np.asarray)

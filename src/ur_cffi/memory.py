@@ -273,6 +273,29 @@ def _through_span(array: USMArray, host: np.ndarray, reading: bool) -> bool:
     return _strided.is_dense(array.shape, array._strides, array.itemsize)
 
 
+_STAGED_ROWS = 32
+_STAGED_ROW_BYTES = 4096
+
+
+def _staged_on_host(destination: USMArray, source: USMArray) -> bool:
+    """Whether a copy between two USM views goes through host memory, as two plain copies of
+    the bytes each spans with numpy placing the elements, rather than as UR's copies row by
+    row: where the rows are many and short (a few microseconds a row on the CPU device:
+    seconds for ``a.T`` of a million floats, against milliseconds), the source spans no more
+    than twice its elements' bytes, and the destination's elements fill its span (no gap
+    between them to overwrite).  The call then returns with the copy done.  Not records with
+    padding, whose bytes the host side would not hold."""
+    if destination.dtype.fields is not None:
+        return False
+    rows = _strided.copy_rows(destination.shape, destination._strides, source._strides,
+                              destination.itemsize)
+    if rows < _STAGED_ROWS or destination.nbytes > rows * _STAGED_ROW_BYTES:
+        return False
+    low, high = _strided.span(source.shape, source._strides, source.itemsize)
+    return high - low <= 2 * source.nbytes and \
+        _strided.is_dense(destination.shape, destination._strides, destination.itemsize)
+
+
 def _as_whole(array: USMArray, what: str, other, writes: bool):
     """``other`` (a USMArray or numpy array) in ``array``'s shape, for a copy of the whole
     array (``copy_from``/``copy_to`` without ``offset=``): it must have that shape already, or
@@ -849,6 +872,12 @@ class USMArray(_handle.Resource):
                                        (source, self))
             self._same_shape("copy_from", source.shape, offset)
             self._check_overlap(source, "copy_from")
+            if _staged_on_host(self, source) and not (recording and queue in recording):
+                staging, low = source._staging()
+                source._copy_span(queue, staging, low, True, True, wait_for)
+                target, target_low = self._staging()
+                target[...] = staging
+                return self._copy_span(queue, target, target_low, False, True, ())
             return self._strided_copy(queue, self.data_ptr(), self._strides, source.data_ptr(),
                                       source._strides, blocking, wait_for, (source, self))
         host = _host_view(source, self.dtype, "copy_from")
