@@ -777,4 +777,6 @@ def test_conversions_to_python_scalars_never_read_the_device(q):
             bool(array)
         with pytest.raises(TypeError):
             float(array)
+        with pytest.raises(TypeError, match="'in' compares the elements of a USMArray"):
+            0.0 in array  # noqa: B015 - Python's fallback said False
     assert ur_cffi.asarray(np.array([[2.5]]), queue=q).item() == 2.5

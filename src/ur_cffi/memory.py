@@ -1099,6 +1099,13 @@ class USMArray(_handle.Resource):
         raise ValueError(f"the truth value of a USMArray ({self.size} elements) is a read of "
                          "device memory: use bool(a.item()), or any()/all() of a.to_numpy()")
 
+    def __contains__(self, value) -> bool:
+        """Raises ``TypeError``, as :meth:`__bool__` does: ``x in a`` compares elements, a read
+        of device memory.  (Python's fallback compared ``x`` with each row's object: ``0.0 in
+        zeros(3)`` was False.)"""
+        raise TypeError(f"'in' compares the elements of a USMArray ({self.size} elements), a "
+                        "read of device memory: use x in a.to_numpy()")
+
     def __repr__(self) -> str:
         state = "closed" if self.closed else hex(self._address)
         view = "" if self._base is None else " view"
