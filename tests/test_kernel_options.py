@@ -244,7 +244,9 @@ def test_the_size_a_kernel_was_compiled_for_comes_from_the_runtime(compiled, con
     x = rng.standard_normal(n).astype(np.float32)
     with ur_cffi.Program.from_il(context, module) as program, \
             program.kernel(kernel.metadata.name, ("ptr", "ptr", "ptr", "int32")) as add:
-        assert add.required_local_size == (local, 1, 1)
+        assert add.required_local_size == (local,)
+        with pytest.raises(AttributeError):
+            add.required_local_size = (local // 2,)  # a launch's checked block may hold it
         assert add.group_info(ur_cffi.enums.ur_kernel_group_info_t
                               .UR_KERNEL_GROUP_INFO_COMPILE_WORK_GROUP_SIZE) == [local, 1, 1]
         dx = ur_cffi.asarray(x, queue=queue)
@@ -253,6 +255,12 @@ def test_the_size_a_kernel_was_compiled_for_comes_from_the_runtime(compiled, con
         assert np.array_equal(out.to_numpy(), (2 * x.astype(np.float64)).astype(np.float32))
         with pytest.raises(ValueError, match=r"local_size \(64,\).*required_local_size"):
             add.launch(queue, local, 64, dx, dx, out, n)
+        assert program.kernel(kernel.metadata.name,
+                              required_local_size=(local, 1)).required_local_size == (local,)
+        with pytest.raises(ValueError, match=rf"required_local_size \(64,\) of .*: the runtime "
+                                             rf"says it was compiled for work-groups of "
+                                             rf"\({local},\)"):
+            program.kernel(kernel.metadata.name, required_local_size=64)
     with program_of(context, kernel) as program, \
             program.kernel(kernel.metadata.name) as plain:
         assert plain.required_local_size is None  # Triton's module does not say

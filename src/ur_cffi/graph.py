@@ -52,7 +52,6 @@ latest replay.  A replay raises ``ClosedError`` if an array it uses was closed s
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import struct
 import sys
@@ -824,21 +823,13 @@ def _checked_sizes(kernel: Kernel, device, dims: int, global_size, local_size,
     them."""
     global_sizes = _sizes("global_size", global_size)
     offsets = _sizes("global_offset", global_offset, smallest=0)
-    local_sizes = kernel._local_sizes(local_size, dims)
-    for name, values in (("global_size", global_sizes), ("local_size", local_sizes),
-                         ("global_offset", offsets)):
-        if values is not None and len(values) != dims:
+    for name, values in (("global_size", global_sizes), ("global_offset", offsets)):
+        if len(values) != dims:
             raise ValueError(f"{name} {values}: the launch was recorded in {dims} dimension(s)")
     if any(o + g > _SIZE_MAX for o, g in zip(offsets, global_sizes)):
         raise ValueError(f"global_offset {offsets} + global_size {global_sizes} exceeds "
                          "size_t: the work-item ids would wrap around")
-    if local_sizes is not None:
-        if any(g % s for g, s in zip(global_sizes, local_sizes)):
-            raise ValueError(f"local_size {local_sizes} does not divide global_size "
-                             f"{global_sizes}")
-        if math.prod(local_sizes) > device.max_work_group_size:
-            raise ValueError(f"local_size {local_sizes} exceeds the device's maximum work-group "
-                             f"size {device.max_work_group_size}")
+    local_sizes = kernel._local_sizes(local_size, global_sizes, device)
     device.check_launch_size("global_size", global_sizes, local_sizes)
     return dims, offsets, global_sizes, local_sizes
 

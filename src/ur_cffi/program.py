@@ -252,7 +252,7 @@ class Kernel(_handle.Resource):
     """
 
     __slots__ = ("program", "name", "num_args", "argument_sizes", "argument_source",
-                 "signature", "hidden_args", "work_group_memory", "required_local_size",
+                 "signature", "hidden_args", "work_group_memory", "_required_local_size",
                  "timing", "_declared", "_properties", "_reusable")
     _release_function = "urKernelRelease"
 
@@ -282,12 +282,11 @@ class Kernel(_handle.Resource):
             raise ValueError(f"work_group_memory {work_group_memory} of {name!r} is more than "
                              f"the context's devices have ({largest} bytes of local memory)")
         if required_local_size is not None:
-            required_local_size = _sizes("required_local_size", required_local_size)
-            largest = min(device.max_work_group_size for device in program.context.devices)
-            if math.prod(required_local_size) > largest:
+            required_local_size = _trimmed(_sizes("required_local_size", required_local_size))
+            most = min(device.max_work_group_size for device in program.context.devices)
+            if math.prod(required_local_size) > most:
                 raise ValueError(f"required_local_size {required_local_size} of {name!r} "
-                                 "exceeds the context's maximum work-group size "
-                                 f"{largest}")
+                                 f"exceeds the context's maximum work-group size {most}")
         properties = _release.launch_properties(work_group_memory=work_group_memory)
         # What _pack checks each argument against: the hidden ones are typed by their values.
         declared = signature + (None,) * len(hidden_args) \
@@ -314,7 +313,11 @@ class Kernel(_handle.Resource):
         self.signature, self._declared = signature, declared
         self.hidden_args = hidden_args
         self.work_group_memory, self._properties = work_group_memory, properties
-        self.required_local_size = required_local_size or self._compiled_local_size()
+        compiled_for = self._compiled_local_size()
+        if required_local_size is not None and compiled_for not in (None, required_local_size):
+            raise ValueError(f"required_local_size {required_local_size} of {name!r}: the "
+                             f"runtime says it was compiled for work-groups of {compiled_for}")
+        self._required_local_size = required_local_size or compiled_for
         self.timing = _durations.Timing()  # how long its launches take, measured by waits
         _interrupts.install()  # its launches hold Ctrl-C back without a section
         # (key, its identities function, launch arguments, the same for a launch without
@@ -370,6 +373,12 @@ class Kernel(_handle.Resource):
                                                global_offset)
         return PreparedLaunch(self, queue, args, call_args, held)
 
+    @property
+    def required_local_size(self) -> tuple | None:
+        """The only work-group size the kernel computes right in (trailing 1s left out), or
+        None: given at creation, or reported by the runtime."""
+        return self._required_local_size
+
     def group_info(self, prop: ur_kernel_group_info_t, device=None):
         """Any ``ur_kernel_group_info_t`` property of the kernel on ``device`` (None: the
         context's device, where it has one), decoded to its documented Python type."""
@@ -408,27 +417,38 @@ class Kernel(_handle.Resource):
             except URError:  # an adapter that does not say
                 continue
             if any(size):
-                sizes.add(tuple(size))
+                sizes.add(_trimmed(tuple(size)))
         return sizes.pop() if len(sizes) == 1 else None
 
-    def _local_sizes(self, local_size, dims: int) -> tuple | None:
-        """The local sizes a launch of ``dims`` dimensions gives UR for ``local_size``, its
-        ``required_local_size`` where the kernel has one."""
-        local_sizes = None if local_size is None else _sizes("local_size", local_size)
-        required = self.required_local_size
-        if required is None:
-            return local_sizes
-        padded = required + (1,) * (3 - len(required))
-        if local_sizes is None:
-            if any(size != 1 for size in padded[dims:]):
+    def _local_sizes(self, local_size, global_sizes: tuple, device) -> tuple | None:
+        """The local sizes of a launch over ``global_sizes`` on ``device`` for ``local_size``,
+        checked: the kernel's ``required_local_size`` where it has one (None takes it), in as
+        many dimensions, dividing the global sizes, within the device's work-group size."""
+        dims, required = len(global_sizes), self._required_local_size
+        name = "local_size"
+        if local_size is None:
+            if required is None:
+                return None
+            if len(required) > dims:
                 raise ValueError(f"kernel {self.name!r} runs in work-groups of {required} "
                                  f"(its required_local_size), which a launch in {dims} "
                                  "dimension(s) cannot give")
-            return padded[:dims]
-        if local_sizes + (1,) * (3 - len(local_sizes)) != padded:
-            raise ValueError(f"local_size {local_sizes} of kernel {self.name!r}: it was compiled "
-                             f"for work-groups of {required} (its required_local_size) and "
-                             "computes wrong results in others")
+            local_sizes, name = required + (1,) * (dims - len(required)), "required_local_size"
+        else:
+            local_sizes = _sizes("local_size", local_size)
+            if required is not None and _trimmed(local_sizes) != required:
+                raise ValueError(f"local_size {local_sizes} of kernel {self.name!r}: it was "
+                                 f"compiled for work-groups of {required} (its "
+                                 "required_local_size) and computes wrong results in others")
+        if len(local_sizes) != dims:
+            raise ValueError(f"{name} {local_sizes} and global_size {global_sizes} differ in "
+                             "dimensions")
+        if any(g % s for g, s in zip(global_sizes, local_sizes)):
+            raise ValueError(f"{name} {local_sizes} does not divide global_size {global_sizes}")
+        limit = device.max_work_group_size
+        if math.prod(local_sizes) > limit:
+            raise ValueError(f"{name} {local_sizes} exceeds the device's maximum work-group "
+                             f"size {limit}")
         return local_sizes
 
     def _check_and_pack(self, queue: Queue, global_size, local_size, args,
@@ -448,20 +468,8 @@ class Kernel(_handle.Resource):
             raise ValueError(f"kernel {self.name!r} belongs to another context than {queue!r}")
         global_sizes = _sizes("global_size", global_size)
         dims = len(global_sizes)
-        local_array = ffi.NULL
-        local_sizes = self._local_sizes(local_size, dims)
-        if local_sizes is not None:
-            if len(local_sizes) != dims:
-                raise ValueError(f"local_size {local_sizes} and global_size {global_sizes} "
-                                 "differ in dimensions")
-            if any(g % s for g, s in zip(global_sizes, local_sizes)):
-                raise ValueError(f"local_size {local_sizes} does not divide global_size "
-                                 f"{global_sizes}")
-            limit = queue.device.max_work_group_size
-            if math.prod(local_sizes) > limit:
-                raise ValueError(f"local_size {local_sizes} exceeds the device's maximum "
-                                 f"work-group size {limit}")
-            local_array = ffi.new("size_t[]", local_sizes)
+        local_sizes = self._local_sizes(local_size, global_sizes, queue.device)
+        local_array = ffi.NULL if local_sizes is None else ffi.new("size_t[]", local_sizes)
         queue.device.check_launch_size("global_size", global_sizes, local_sizes)
         offset_array = ffi.NULL
         if global_offset is not None:
@@ -528,6 +536,13 @@ class Kernel(_handle.Resource):
             raise ValueError(f"argument {index} of {self.name!r}: address 0x{address:x} is not "
                              "USM memory of the launch queue's context")
         return address
+
+
+def _trimmed(sizes: tuple) -> tuple:
+    """``sizes`` without trailing 1s (at least one left): ``(128, 1, 1)`` -> ``(128,)``."""
+    while len(sizes) > 1 and sizes[-1] == 1:
+        sizes = sizes[:-1]
+    return sizes
 
 
 def _address(cdata) -> int:
