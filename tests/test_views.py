@@ -291,9 +291,10 @@ def test_reversed_and_transposed_views_copy_through_their_span_exactly(q, rng, k
 def test_usm_views_with_many_short_rows_copy_through_the_host_exactly(q, context, device, rng,
                                                                        kind):
     """A copy between USM views that UR would make row by row (a.T: one row per element, a
-    few microseconds each on the CPU device) goes as two plain copies of the spans
-    (memory.py, _staged_on_host), after what it waits for, even when asked not to block; a
-    destination with gaps between its elements, or few long rows, keeps UR's copies."""
+    few microseconds each on the CPU device, whose OpenCL adapter copies a 2D copy's rows one
+    by one) goes as two plain copies of the spans (memory.py, _staged_on_host), after what it
+    waits for, even when asked not to block; a destination with gaps between its elements,
+    or few long rows, keeps UR's copies."""
     host = rng.standard_normal((200, 300)).astype(np.float32)
     cube = rng.standard_normal((20, 30, 40))
     source = ur_cffi.asarray(host, queue=q, kind=kind)
@@ -307,7 +308,8 @@ def test_usm_views_with_many_short_rows_copy_through_the_host_exactly(q, context
     for array, view_of, staged in cases:
         view, expected = view_of(array), view_of(array.to_numpy())
         contiguous = ur_cffi.full(view.shape, np.nan, view.dtype, queue=q, kind=kind)
-        assert memory._staged_on_host(contiguous, view) == staged
+        assert memory._staged_on_host(contiguous, view) == (
+            staged and device.copies_rows_one_by_one)  # (CUDA: a 2D copy is one)
         transposed = ur_cffi.full(view.shape[::-1], np.nan, view.dtype, queue=q, kind=kind).T
         for target in (contiguous, transposed):  # dense, in two layouts
             for blocking in (True, False):
@@ -362,6 +364,39 @@ def test_new_memory_of_a_reshape_flatten_or_like_goes_with_its_close(q):
         with make() as made:
             assert made.base is None
         assert ur_cffi.memory_stats()["allocated_bytes"] == before
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_source_copied_into_the_destination_shape_waits_as_the_copy_does(q, context, device,
+                                                                          rng, kind):
+    """A whole-array copy from a source no view of which has the destination's shape copies
+    it into that shape first: on the copy's queue, after its wait_for.  It was made on the
+    source's own queue at once: a write into the source still running on another queue was
+    read half done (millions of stale zeros), and a closed source queue raised although
+    queue= was given."""
+    n = 1500
+    ballast = np.ones(1 << 25, np.float32)  # keeps the other queue busy for a while
+    with ur_cffi.Queue(context, device) as other, \
+            ur_cffi.empty(ballast.size, np.float32, queue=other) as busy:
+        for _ in range(3):
+            source = ur_cffi.zeros((n, n), np.float32, queue=q, kind=kind)
+            values = rng.standard_normal((n, n)).astype(np.float32)
+            busy.copy_from(ballast, blocking=False)
+            written = source.copy_from(values, queue=other, blocking=False)
+            flat = ur_cffi.full(n * n, np.nan, np.float32, queue=q, kind=kind)
+            flat.copy_from(source.T, wait_for=[written])
+            assert np.array_equal(flat.to_numpy(), values.T.reshape(-1))
+        host = np.full((n, n), np.nan, np.float32)
+        read = source.copy_to(host, queue=other, blocking=False)  # numpy, written later
+        flat.fill(np.nan)
+        flat.copy_from(host.T, wait_for=[read])
+        assert np.array_equal(flat.to_numpy(), values.T.reshape(-1))
+    closed_queue = ur_cffi.Queue(context, device)
+    small = ur_cffi.asarray(values[:40, :30], queue=closed_queue, kind=kind)
+    closed_queue.close()
+    flat = ur_cffi.empty(40 * 30, np.float32, queue=q, kind=kind)
+    flat.copy_from(small.T, queue=q)
+    assert np.array_equal(flat.to_numpy(), values[:40, :30].T.reshape(-1))
 
 
 def test_copies_of_the_whole_array_take_shapes_that_differ_by_axes_of_one(q, rng):

@@ -123,6 +123,14 @@ def pageable_copies_wait(backend) -> bool:
     return backend.name.endswith(("_CUDA", "_HIP"))
 
 
+def copies_rows_one_by_one(backend) -> bool:
+    """Whether ``backend``'s 2D USM copy (``urEnqueueUSMMemcpy2D``) is one copy per row: the
+    OpenCL adapter enqueues ``clEnqueueMemcpyINTEL`` for each (a few microseconds a row on
+    the CPU device); the CUDA, HIP and Level Zero adapters give the whole rectangle to their
+    runtime's own 2D copy."""
+    return backend.name.endswith("_OPENCL")
+
+
 _SIZE_MAX = (1 << 64) - 1
 
 

@@ -33,7 +33,7 @@ class Device(_handle.Resource):
     """A root UR device.  Owned by the loader: released at teardown, not by ``close()``."""
 
     __slots__ = ("platform", "queues_lock", "queue_handles_lock", "_queues", "_device_wait",
-                 "_properties", "pageable_copies_wait")
+                 "_properties", "pageable_copies_wait", "copies_rows_one_by_one")
     _release_function = "urDeviceRelease"
 
     def __init__(self, handle, platform: loader.Platform):
@@ -53,6 +53,9 @@ class Device(_handle.Resource):
         self.pageable_copies_wait = _release.pageable_copies_wait(self.platform.backend)
         """Whether a copy between this device and pageable host memory waits in its enqueue
         for the queue's earlier work (``_release.pageable_copies_wait``)."""
+        self.copies_rows_one_by_one = _release.copies_rows_one_by_one(self.platform.backend)
+        """Whether a 2D copy on this device costs a copy per row
+        (``_release.copies_rows_one_by_one``)."""
 
     def close(self) -> None:
         """Root devices live as long as the loader; they are released at ``loader.teardown()``."""

@@ -256,21 +256,28 @@ def memory_of(arg):
     return base if isinstance(base, (USMArray, Buffer)) else None
 
 
-def _through_span(array: USMArray, host: np.ndarray, reading: bool) -> bool:
-    """Whether a copy between ``array`` (a view) and ``host`` goes as one plain copy of the
-    bytes the view spans, numpy placing the elements on the host side, rather than as UR's
-    copies row by row (one per element along a reversed axis: seconds for a[::-1] of a million
-    floats on the CPU device).  Where it needs more than one row, and reading no more than
-    twice the elements' bytes, or writing a span the elements fill exactly (no gap between
-    them to overwrite).  Blocking copies only: the host side is read or written at the call.
-    Not records with padding, whose bytes the span's host side would not hold."""
-    if array.dtype.fields is not None or \
-            _strided.copy_rows(array.shape, host.strides, array._strides, array.itemsize) <= 1:
+def _span_fits(array: USMArray, reading: bool) -> bool:
+    """Whether one plain copy of the bytes ``array`` spans may stand for a copy of its
+    elements: reading no more than twice their bytes, or writing a span they fill exactly
+    (no gap between them to overwrite).  Not structured dtypes (records), whose padding the
+    host side would not hold."""
+    if array.dtype.fields is not None:
         return False
     if reading:
         low, high = _strided.span(array.shape, array._strides, array.itemsize)
         return high - low <= 2 * array.nbytes
     return _strided.is_dense(array.shape, array._strides, array.itemsize)
+
+
+def _through_span(array: USMArray, host: np.ndarray, reading: bool) -> bool:
+    """Whether a copy between ``array`` (a view) and ``host`` goes as one plain copy of the
+    bytes the view spans, numpy placing the elements on the host side, rather than as UR's
+    copies row by row (one per element along a reversed axis: seconds for a[::-1] of a million
+    floats on the CPU device): where it needs more than one row and the span fits
+    (:func:`_span_fits`).  Blocking copies only: the host side is read or written at the
+    call."""
+    return _strided.copy_rows(array.shape, host.strides, array._strides, array.itemsize) > 1 \
+        and _span_fits(array, reading)
 
 
 _STAGED_ROWS = 32
@@ -279,29 +286,25 @@ _STAGED_ROW_BYTES = 4096
 
 def _staged_on_host(destination: USMArray, source: USMArray) -> bool:
     """Whether a copy between two USM views goes through host memory, as two plain copies of
-    the bytes each spans with numpy placing the elements, rather than as UR's copies row by
-    row: where the rows are many and short (a few microseconds a row on the CPU device:
-    seconds for ``a.T`` of a million floats, against milliseconds), the source spans no more
-    than twice its elements' bytes, and the destination's elements fill its span (no gap
-    between them to overwrite).  The call then returns with the copy done.  Not records with
-    padding, whose bytes the host side would not hold."""
-    if destination.dtype.fields is not None:
+    the bytes each spans with numpy placing the elements, rather than as UR's copies: on
+    devices whose 2D copies go row by row (``Device.copies_rows_one_by_one``), where the rows
+    are many and short (seconds for ``a.T`` of a million floats on the CPU device, against
+    milliseconds) and both spans fit (:func:`_span_fits`).  The call then returns with the
+    copy done."""
+    if not destination.queue.device.copies_rows_one_by_one:
         return False
     rows = _strided.copy_rows(destination.shape, destination._strides, source._strides,
                               destination.itemsize)
-    if rows < _STAGED_ROWS or destination.nbytes > rows * _STAGED_ROW_BYTES:
-        return False
-    low, high = _strided.span(source.shape, source._strides, source.itemsize)
-    return high - low <= 2 * source.nbytes and \
-        _strided.is_dense(destination.shape, destination._strides, destination.itemsize)
+    return rows >= _STAGED_ROWS and destination.nbytes <= rows * _STAGED_ROW_BYTES and \
+        _span_fits(source, reading=True) and _span_fits(destination, reading=False)
 
 
-def _as_whole(array: USMArray, what: str, other, writes: bool):
-    """``other`` (a USMArray or numpy array) in ``array``'s shape, for a copy of the whole
-    array (``copy_from``/``copy_to`` without ``offset=``): it must have that shape already, or
-    as many elements with either side flat (at most one axis) or the two the same but for axes
-    of extent 1; a view of it where ``writes`` (a destination), or None where no view has
-    that shape (the source is then copied into the destination's shape).  A forgotten
+def _as_whole(array: USMArray, what: str, other):
+    """A view of ``other`` (a USMArray or numpy array) in ``array``'s shape, for a copy of the
+    whole array (``copy_from``/``copy_to`` without ``offset=``), or None where no view has
+    that shape (the caller copies it into that shape, on the copy's queue and after what the
+    copy waits for).  ``other`` must have that shape already, or as many elements with either
+    side flat (at most one axis) or the two the same but for axes of extent 1: a forgotten
     transpose or a smaller source copied part of the array, silently."""
     shape = tuple(other.shape)
     if shape == array.shape:
@@ -313,9 +316,7 @@ def _as_whole(array: USMArray, what: str, other, writes: bool):
                          f"contiguous array, pass offset= (in elements)")
     try:
         if isinstance(other, USMArray):
-            return other.view(*array.shape) if writes else other.reshape(array.shape)
-        if not writes:
-            return other.reshape(array.shape)
+            return other.view(*array.shape)
         try:
             return np.reshape(other, array.shape, copy=False)  # (ValueError: needs a copy)
         except TypeError:  # numpy before 2.1 has no copy=; 2.5 deprecates setting a shape
@@ -323,9 +324,7 @@ def _as_whole(array: USMArray, what: str, other, writes: bool):
             view.shape = array.shape  # (AttributeError where that needs a copy)
             return view
     except (ValueError, AttributeError):
-        if writes:
-            return None
-        raise
+        return None
 
 
 def _relaid(fresh: USMArray, shape, strides=None) -> USMArray:
@@ -859,7 +858,10 @@ class USMArray(_handle.Resource):
                 raise TypeError(f"copy_from: dtype {source.dtype} does not match {self.dtype}")
             source.data_ptr()  # noqa: B018 - raises ClosedError
             if offset is None:
-                source, offset = _as_whole(self, "copy_from", source, False), 0
+                whole = _as_whole(self, "copy_from", source)
+                if whole is None:
+                    whole, wait_for = source._in_shape(self.shape, queue, wait_for), ()
+                source, offset = whole, 0
             source._used_on(queue)
             if self.is_contiguous() and source.is_contiguous():
                 offset, _ = _span("copy_from", offset, source.size, self.size)
@@ -873,16 +875,23 @@ class USMArray(_handle.Resource):
             self._same_shape("copy_from", source.shape, offset)
             self._check_overlap(source, "copy_from")
             if _staged_on_host(self, source) and not (recording and queue in recording):
-                staging, low = source._staging()
-                source._copy_span(queue, staging, low, True, True, wait_for)
-                target, target_low = self._staging()
-                target[...] = staging
-                return self._copy_span(queue, target, target_low, False, True, ())
+                source_span, source_low = source._staging()
+                source._copy_span(queue, source_span, source_low, to_host=True, blocking=True,
+                                  wait_for=wait_for)
+                target_span, target_low = self._staging()
+                target_span[...] = source_span
+                return self._copy_span(queue, target_span, target_low, to_host=False,
+                                       blocking=True, wait_for=())
             return self._strided_copy(queue, self.data_ptr(), self._strides, source.data_ptr(),
                                       source._strides, blocking, wait_for, (source, self))
         host = _host_view(source, self.dtype, "copy_from")
         if offset is None:
-            host, offset = _as_whole(self, "copy_from", host, False), 0
+            whole = _as_whole(self, "copy_from", host)
+            if whole is None:  # a copy in this shape, made now: after what the copy waits for
+                _not_recorded(queue, "copy_from", "a view in the destination's shape")
+                _enqueue_nothing(queue, True, _ordered(queue, wait_for))
+                whole, wait_for = np.reshape(host, self.shape), ()
+            host, offset = whole, 0
         if self._overlaps_host(host):  # np.asarray of this host USM: read it first (numpy)
             _not_recorded(queue, "copy_from", "apart from this array's memory")
             host = host.copy()
@@ -904,7 +913,8 @@ class USMArray(_handle.Resource):
             _enqueue_nothing(queue, True, _ordered(queue, wait_for))
             staging, low = self._staging()
             staging[...] = host
-            return self._copy_span(queue, staging, low, False, True, ())
+            return self._copy_span(queue, staging, low, to_host=False, blocking=True,
+                                   wait_for=())
         if any(s < 0 for s in host.strides):
             host = np.ascontiguousarray(host)
         if host is not given:
@@ -945,7 +955,7 @@ class USMArray(_handle.Resource):
                 raise ValueError("copy_to needs a writeable C-contiguous (or strided) numpy "
                                  "array; this one is read-only")
         if offset is None:
-            whole = _as_whole(self, "copy_to", destination, True)
+            whole = _as_whole(self, "copy_to", destination)
             if whole is None:
                 if blocking and recording and queue in recording and \
                         not isinstance(destination, USMArray):  # refused before recording one
@@ -985,7 +995,8 @@ class USMArray(_handle.Resource):
             raise ValueError("copy_to needs a numpy array with non-negative strides")
         if blocking and _through_span(self, host, True) and not (recording and queue in recording):
             staging, low = self._staging()
-            event = self._copy_span(queue, staging, low, True, True, wait_for)
+            event = self._copy_span(queue, staging, low, to_host=True, blocking=True,
+                                    wait_for=wait_for)
             host[...] = staging
             return event
         _wait_before_pageable_copy(queue, host, wait_for)
