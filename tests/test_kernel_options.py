@@ -218,7 +218,8 @@ def test_a_launch_by_hand_takes_the_local_size_triton_compiled_for(compiled, con
                 add.launch(queue, 4 * global_size, wrong, dx, dy, out, n)
             with pytest.raises(ValueError, match=message):
                 add.prepare(queue, 4 * global_size, wrong, dx, dy, out, n)
-        with program.kernel(kernel.metadata.name, required_local_size=(local, 2)) as flat, \
+        with program.kernel(kernel.metadata.name,
+                            **{**options, "required_local_size": (local, 2)}) as flat, \
                 pytest.raises(ValueError, match=rf"work-groups of \({local}, 2\).*1 dimension"):
             flat.launch(queue, (global_size,), None, dx, dy, out, n)
         queue.finish()

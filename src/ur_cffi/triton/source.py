@@ -17,8 +17,9 @@ def checked_source(fn, signature, constants):
 
     A constexpr parameter with a default may be left out of both (its default is taken, as
     ``kernel[grid]`` takes it); ``constants`` may name a parameter by its position path
-    (``{(2,): 128}``, Triton's own form).  A signature given as Triton's comma-separated
-    string goes to Triton unchecked."""
+    (``{(2,): 128}``, Triton's own form).  A signature may also be a comma-separated string
+    of types in the parameters' order (``"*fp32, *fp32, i32, constexpr"``), which Triton 3.3
+    takes and 3.6 does not."""
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
 
@@ -28,14 +29,18 @@ def checked_source(fn, signature, constants):
     if not isinstance(constants, dict):
         raise TypeError(f"constants must be a dict of parameter name to value, not "
                         f"{type(constants).__name__} {constants!r}")
+    parameters = fn.arg_names
+    named = f"{fn.__name__}{tuple(parameters)}"
     if isinstance(signature, str):
-        return ASTSource(fn, signature, constants)
+        types = [entry.strip() for entry in signature.split(",")]
+        if len(types) != len(parameters):
+            raise ValueError(f"signature {signature!r} gives {len(types)} types for the "
+                             f"{len(parameters)} parameters of {named}")
+        signature = dict(zip(parameters, types))
     if not isinstance(signature, dict):
         raise TypeError(f"signature must be a dict of parameter name to Triton type "
                         f"({{'x': '*fp32', 'BLOCK': 'constexpr'}}), not "
                         f"{type(signature).__name__} {signature!r}")
-    parameters = fn.arg_names
-    named = f"{fn.__name__}{tuple(parameters)}"
     for name in signature:
         if name not in parameters:
             raise ValueError(f"signature names {name!r}, which is no parameter of {named}")
