@@ -335,6 +335,35 @@ def test_barriers_recorded_from_an_out_of_order_queue(native, out_of_order, add,
         graph.close()
 
 
+def test_strided_copies_of_two_recorded_steps_keep_their_order_out_of_order(native, context,
+                                                                            device, rng):
+    """A whole-array copy through a temporary (another shape no view gives), and assignment
+    from an overlapping view, record two copies; in a graph out of order the second depends
+    on the first (and the first on the caller's wait list).  The second had no dependency:
+    replayed on an out-of-order queue it moved the previous replay's temporary (5 of 5
+    replays in a review's audit)."""
+    n = 256
+    with ur_cffi.Queue(context, device) as recorded, \
+            ur_cffi.Queue(context, device, out_of_order=True) as queue:
+        host = np.zeros((n, n), np.float32)
+        flat = ur_cffi.empty(n * n, np.float32, queue=recorded)
+        transposed = ur_cffi.empty((n, n), np.float32, queue=recorded)
+        shifted = ur_cffi.empty(n * n, np.float32, queue=recorded)
+        graph = ur_cffi.Graph(context, device, in_order=False, native=native)
+        with graph.recording(recorded):
+            loaded = flat.copy_from(host.reshape(-1), blocking=False)
+            flat.copy_to(transposed.T, wait_for=[loaded], blocking=False)
+            shifted.copy_from(flat, wait_for=[loaded], blocking=False)
+            recorded.barrier()
+            shifted[1:] = shifted[:-1]  # overlapping: through a temporary
+        for _ in range(4):
+            host[...] = random32(rng, n * n).reshape(n, n)
+            graph.replay(queue).wait()
+            assert np.array_equal(transposed.to_numpy().T, host)
+            assert np.array_equal(shifted.to_numpy()[1:], host.reshape(-1)[:-1])
+        graph.close()
+
+
 @pytest.mark.parametrize("out_of_order", [False, True], ids=["in-order", "out-of-order"])
 def test_replays_are_ordered_with_queue_work_and_with_each_other(native, out_of_order, add,
                                                                  context, device, rng):

@@ -399,6 +399,91 @@ def test_a_source_copied_into_the_destination_shape_waits_as_the_copy_does(q, co
     assert np.array_equal(flat.to_numpy(), values[:40, :30].T.reshape(-1))
 
 
+def test_numpy_sources_copied_on_the_host_are_read_after_what_the_copy_waits_for(
+        q, context, device, rng):
+    """A numpy source that must be copied on the host first (another layout or dtype, a view
+    of the destination's own memory, a cast or broadcast in assignment, ``asarray`` and
+    ``Buffer.write`` of a strided array) is read once the copy's wait list and its queue's
+    earlier work are done, as UR reads a contiguous one.  It was read at the call: the zeros
+    a pending ``copy_to`` into it had yet to overwrite (a review's audit, 5 of 5 trials)."""
+    n = 512
+    ballast = ur_cffi.empty(1 << 25, np.float32, queue=q)
+    ballast_host = np.empty(1 << 25, np.float32)
+
+    def pending(values, host, queue):
+        """``host`` zeroed, then written with ``values`` by a copy that waits behind 128 MiB
+        on ``queue``: its Event."""
+        host[...] = 0
+        source = ur_cffi.asarray(values, queue=queue)
+        ballast.copy_to(ballast_host, queue=queue, blocking=False)
+        return source.copy_to(host, queue=queue, blocking=False)
+
+    with ur_cffi.Queue(context, device) as other:
+        values = rng.standard_normal((n, n)).astype(np.float32)
+        host = np.zeros((n, n), np.float32)
+        target = ur_cffi.full(n, np.nan, np.float32, queue=q)
+        written = pending(values, host, other)
+        target.copy_from(host[:, 0], wait_for=[written])  # a column: copied on the host
+        assert np.array_equal(target.to_numpy(), values[:, 0])
+        gapped = ur_cffi.full(2 * n, np.nan, np.float32, queue=q)
+        written = pending(values, host, other)
+        gapped[::2].copy_from(host[::-1, 0], wait_for=[written], blocking=False).wait()
+        assert np.array_equal(gapped.to_numpy()[::2], values[::-1, 0])
+        buffer = ur_cffi.Buffer(context, 4 * n)
+        written = pending(values, host, other)
+        buffer.write(q, host[:, 0], wait_for=[written])
+        read = np.empty(n, np.float32)
+        buffer.read(q, read)
+        assert np.array_equal(read, values[:, 0])
+        buffer.close()
+    # The same queue's earlier work: assignment and asarray take no wait_for.
+    for write, expected in ((lambda h: target.__setitem__(..., h[:, 0]), values[:, 0]),
+                            (lambda h: target.__setitem__(..., h[0].astype(np.float64)),
+                             values[0]),  # a cast
+                            (lambda h: target.copy_from(h[:, 0]), values[:, 0])):
+        pending(values, host, q)
+        target.fill(np.nan)
+        write(host)
+        assert np.array_equal(target.to_numpy(), expected)
+    pending(values, host, q)
+    assert np.array_equal(ur_cffi.asarray(host[:, 0], queue=q).to_numpy(), values[:, 0])
+    shared = ur_cffi.zeros(n + 1, np.float32, queue=q, kind="shared")
+    shared[1:].copy_from(values[0])
+    ballast.copy_to(ballast_host, blocking=False)
+    shared[1:].copy_from(values[1], blocking=False)  # pending when the next copy reads
+    shared[:-1].copy_from(np.asarray(shared)[1:])  # a view of its own memory: copied first
+    assert np.array_equal(shared.to_numpy()[:-1], values[1])
+
+
+def test_a_usm_value_cast_or_broadcast_is_read_on_the_operations_queue(q, context, device,
+                                                                       rng):
+    """``a[key] = v`` that casts or broadcasts ``v``, and ``asarray(v, dtype, queue=q)``, read
+    ``v`` on ``a``'s queue or ``q``, as they do without a cast; they read it on ``v``'s own
+    queue, before a copy into it pending on ``q`` (5 of 5 trials in a review's audit)."""
+    n = 256
+    ballast = ur_cffi.empty(1 << 25, np.float32, queue=q)
+    ballast_host = np.empty(1 << 25, np.float32)
+    with ur_cffi.Queue(context, device) as other:
+        values = rng.standard_normal((1, n)).astype(np.float32)
+        value = ur_cffi.zeros((1, n), np.float32, queue=other)
+        target = ur_cffi.full((4, n), np.nan, np.float32, queue=q)
+        ballast.copy_to(ballast_host, blocking=False)
+        value.copy_from(values, queue=q, blocking=False)
+        target[...] = value  # a broadcast: through the host, after q's copy
+        assert np.array_equal(target.to_numpy(), np.repeat(values, 4, axis=0))
+        doubles = ur_cffi.full((1, n), np.nan, np.float64, queue=q)
+        value.fill(0.0)
+        ballast.copy_to(ballast_host, blocking=False)
+        value.copy_from(values, queue=q, blocking=False)
+        doubles[...] = value  # a cast
+        assert np.array_equal(doubles.to_numpy(), values.astype(np.float64))
+        value.fill(0.0)
+        ballast.copy_to(ballast_host, blocking=False)
+        value.copy_from(values, queue=q, blocking=False)
+        cast = ur_cffi.asarray(value, np.float64, queue=q)
+        assert np.array_equal(cast.to_numpy(), values.astype(np.float64))
+
+
 def test_copies_of_the_whole_array_take_shapes_that_differ_by_axes_of_one(q, rng):
     """numpy's copyto broadcasts (1, 4, 6) against (4, 6); ur_cffi takes the whole array in
     any shape with the same extents but for axes of 1, or flat, on either side, strided or

@@ -246,6 +246,17 @@ def _not_recorded(queue: Queue, what: str, needed: str) -> None:
                          f"itself, so it must be {needed} (this one would be copied once, now)")
 
 
+def _host_reads_now(queue: Queue, wait_for, what: str, needed: str) -> tuple:
+    """Before the host reads a numpy source now (to copy it into another layout or dtype),
+    wait for what a copy on ``queue`` after ``wait_for`` would wait for: ``wait_for`` and the
+    queue's earlier work, which may write the source (a ``copy_to`` into it, a kernel writing
+    ``np.asarray`` of shared USM).  Refused in a Graph recording (``_not_recorded``).  Returns
+    the copy's wait list from then on: nothing."""
+    _not_recorded(queue, what, needed)
+    _enqueue_nothing(queue, True, _ordered(queue, wait_for))
+    return ()
+
+
 def memory_of(arg):
     """The ur_cffi memory a kernel argument passes: ``arg`` itself if it is a USMArray or
     Buffer, the array under a wrapper that passes its address (Triton's ``reinterpret`` keeps it
@@ -563,13 +574,19 @@ class USMArray(_handle.Resource):
             if value.context is not self.context:
                 raise ValueError("a[key] = value: the value array belongs to another context")
             if value.shape == target.shape and value.dtype == target.dtype:
-                if target._overlaps(value):
-                    value = value.copy()  # numpy reads the whole value before writing
-                target.copy_from(value)
+                read = ()
+                if target._overlaps(value):  # numpy reads the whole value before writing
+                    value, read = value._in_shape(value.shape, target.queue, ())
+                    read = (read,)
+                target.copy_from(value, wait_for=read)
                 return
             _not_recorded(target.queue, "a[key] = value", "of the target's shape and dtype")
-            value = value.to_numpy()  # broadcast and cast on the host, as below
+            value = value.to_numpy(queue=target.queue)  # broadcast and cast on the host
         if isinstance(value, np.ndarray):
+            if value.dtype != self.dtype or value.shape != target.shape or \
+                    not value.flags.c_contiguous:
+                _host_reads_now(target.queue, (), "a[key] = value",
+                                "C-contiguous, of the target's shape and dtype")
             host = value if value.dtype == self.dtype else value.astype(self.dtype)
         elif np.ndim(value) != 0:
             host = np.asarray(value, dtype=self.dtype)  # numpy's checks of Python numbers
@@ -578,11 +595,7 @@ class USMArray(_handle.Resource):
             cell[()] = value
             target.fill(cell)
             return
-        host = np.ascontiguousarray(np.broadcast_to(host, target.shape))
-        if host is not value and not (host.base is value and host.shape == value.shape):
-            _not_recorded(target.queue, "a[key] = value",
-                          "C-contiguous, of the target's shape and dtype")
-        target.copy_from(host)
+        target.copy_from(np.ascontiguousarray(np.broadcast_to(host, target.shape)))
 
     def reshape(self, *shape) -> USMArray:
         """This array in ``shape`` (one extent may be -1): a view where strides can express it
@@ -860,7 +873,8 @@ class USMArray(_handle.Resource):
             if offset is None:
                 whole = _as_whole(self, "copy_from", source)
                 if whole is None:
-                    whole, wait_for = source._in_shape(self.shape, queue, wait_for), ()
+                    whole, copied = source._in_shape(self.shape, queue, wait_for)
+                    wait_for = (copied,)
                 source, offset = whole, 0
             source._used_on(queue)
             if self.is_contiguous() and source.is_contiguous():
@@ -887,19 +901,19 @@ class USMArray(_handle.Resource):
         host = _host_view(source, self.dtype, "copy_from")
         if offset is None:
             whole = _as_whole(self, "copy_from", host)
-            if whole is None:  # a copy in this shape, made now: after what the copy waits for
-                _not_recorded(queue, "copy_from", "a view in the destination's shape")
-                _enqueue_nothing(queue, True, _ordered(queue, wait_for))
-                whole, wait_for = np.reshape(host, self.shape), ()
+            if whole is None:
+                wait_for = _host_reads_now(queue, wait_for, "copy_from",
+                                           "a view in the destination's shape")
+                whole = np.reshape(host, self.shape)
             host, offset = whole, 0
         if self._overlaps_host(host):  # np.asarray of this host USM: read it first (numpy)
-            _not_recorded(queue, "copy_from", "apart from this array's memory")
+            wait_for = _host_reads_now(queue, wait_for, "copy_from",
+                                       "apart from this array's memory")
             host = host.copy()
-        given = host
         if self.is_contiguous():
-            host = np.ascontiguousarray(host)
-            if host is not given:
-                _not_recorded(queue, "copy_from", "C-contiguous")
+            if not host.flags.c_contiguous:
+                wait_for = _host_reads_now(queue, wait_for, "copy_from", "C-contiguous")
+                host = np.ascontiguousarray(host)
             offset, _ = _span("copy_from", offset, host.size, self.size)
             _wait_before_pageable_copy(queue, host, wait_for)
             return _enqueue_memcpy(queue, self.data_ptr() + offset * self.itemsize,
@@ -916,9 +930,8 @@ class USMArray(_handle.Resource):
             return self._copy_span(queue, staging, low, to_host=False, blocking=True,
                                    wait_for=())
         if any(s < 0 for s in host.strides):
+            wait_for = _host_reads_now(queue, wait_for, "copy_from", "with non-negative strides")
             host = np.ascontiguousarray(host)
-        if host is not given:
-            _not_recorded(queue, "copy_from", "with non-negative strides")
         _wait_before_pageable_copy(queue, host, wait_for)
         return self._strided_copy(queue, self.data_ptr(), self._strides, host.ctypes.data,
                                   host.strides, blocking, wait_for, (host, self))
@@ -962,8 +975,9 @@ class USMArray(_handle.Resource):
                     raise RuntimeError("copy_to: a blocking copy into host memory while "
                                        "recording (its data would exist only after a replay):"
                                        " record it with blocking=False")
-                return self._in_shape(destination.shape, queue, wait_for).copy_to(
-                    destination, queue=queue, blocking=blocking)
+                relaid, copied = self._in_shape(destination.shape, queue, wait_for)
+                return relaid.copy_to(destination, queue=queue, blocking=blocking,
+                                      wait_for=(copied,))
             destination, offset = whole, 0
         if isinstance(destination, USMArray):
             if offset == 0 and destination.shape == self.shape:
@@ -1003,12 +1017,14 @@ class USMArray(_handle.Resource):
         return self._strided_copy(queue, host.ctypes.data, host.strides, self.data_ptr(),
                                   self._strides, blocking, wait_for, (host, self))
 
-    def _in_shape(self, shape, queue: Queue, wait_for) -> USMArray:
-        """A new array of ``shape`` holding this array's elements in C order, copied on
-        ``queue`` after ``wait_for`` (for a destination that no view shows in this shape)."""
+    def _in_shape(self, shape, queue: Queue, wait_for) -> tuple:
+        """``(a new array of shape holding this array's elements in C order, the Event (or
+        recorded command) of their copy)``, copied on ``queue`` after ``wait_for``; what
+        reads the new array waits for that copy (an out-of-order queue or recording orders
+        nothing else)."""
         out = USMArray(queue, self.shape, self.dtype, self.kind)
-        out.copy_from(self, queue=queue, blocking=False, wait_for=wait_for)
-        return _relaid(out, shape)
+        copied = out.copy_from(self, queue=queue, blocking=False, wait_for=wait_for)
+        return _relaid(out, shape), copied
 
     def _copy_part_to(self, destination: USMArray, offset, queue, blocking, wait_for) -> Event:
         if destination.context is not self.context:
@@ -1164,10 +1180,14 @@ def asarray(array, dtype=None, *, queue: Queue, kind: str = "device",
                              f"{', '.join(reasons)}")
         if array.context is queue.context and same_dtype:
             return array.copy(queue=queue, kind=kind)
-        array = array.to_numpy()  # another context's, or another dtype: through the host
+        # Another context's (read on its own queue), or another dtype: through the host.
+        array = array.to_numpy(queue=queue if array.context is queue.context else None)
     elif copy is False:
         raise ValueError(f"asarray(copy=False): {type(array).__name__} memory is not USM; "
                          "ur_cffi.from_dlpack(x, queue=q, copy=False) wraps USM it holds")
+    if isinstance(array, np.ndarray) and not (
+            array.flags.c_contiguous and (dtype is None or array.dtype == dtype)):
+        _host_reads_now(queue, (), "asarray", "C-contiguous, of the dtype asked for")
     host = np.asarray(array, dtype=dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
     if host.dtype.hasobject and not (isinstance(array, np.ndarray) and array.dtype.hasobject):
         raise TypeError(f"asarray: {type(array).__name__} {array!r:.60} makes numpy objects "
@@ -1233,8 +1253,11 @@ class Buffer(_handle.Resource):
     def write(self, queue: Queue, source: np.ndarray, *, offset: int = 0, blocking: bool = True,
               wait_for=()) -> Event:
         """Copy a numpy array into the buffer at byte ``offset``."""
+        source = np.asarray(source)
+        offset = self._check("write", queue, offset, source)
+        if not source.flags.c_contiguous:
+            wait_for = _host_reads_now(queue, wait_for, "Buffer.write", "C-contiguous")
         host = np.ascontiguousarray(source)
-        offset = self._check("write", queue, offset, host)
         return enqueue_command(
             queue, lib.urEnqueueMemBufferWrite,
             (self.handle, False, offset, host.nbytes, ffi.from_buffer(host)),
