@@ -589,6 +589,8 @@ class USMArray(_handle.Resource):
                                 "C-contiguous, of the target's shape and dtype")
             host = value if value.dtype == self.dtype else value.astype(self.dtype)
         elif np.ndim(value) != 0:
+            _not_recorded(target.queue, "a[key] = value",
+                          "C-contiguous, of the target's shape and dtype")
             host = np.asarray(value, dtype=self.dtype)  # numpy's checks of Python numbers
         else:  # numpy's assignment of one value: truncated, wrapped or refused as numpy does
             cell = np.empty((), self.dtype)
