@@ -883,9 +883,12 @@ def test_updates_and_copies_that_a_replay_cannot_honour_are_refused(updatable, t
             out.copy_from(host[:, 0], blocking=False)  # a snapshot would be replayed
         with pytest.raises(ValueError, match="non-negative strides"):
             out[::2].copy_from(host[::-2, 1], blocking=False)
-        for value in (host[:, 0], host[:, 0].astype(np.float64)):  # assignment: as copy_from
+        for value in (host[:, 0], host[:, 0].astype(np.float64),  # assignment: as copy_from
+                      host[:, 0].tolist()):
             with pytest.raises(ValueError, match=r"a\[key\] = value in a Graph recording"):
                 out[...] = value
+        with pytest.raises(ValueError, match=r"asarray in a Graph recording"):
+            ur_cffi.asarray(host[:, 0], queue=tq)  # each replay would copy the same snapshot
     assert graph.commands == ()
     graph.close()
 
