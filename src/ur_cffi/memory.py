@@ -864,7 +864,13 @@ class USMArray(_handle.Resource):
         """Copy a numpy array or USMArray of the same dtype into this array.  The shapes must
         match (strides may differ on either side), or one side be flat with as many elements.
         With ``offset`` (in elements, over the flattened array), both contiguous: any number
-        of elements that fits from there.  Returns the copy's Event."""
+        of elements that fits from there.  Returns the copy's Event.
+
+        The source is read after ``wait_for`` and the queue's earlier work.  A numpy source
+        that must first be copied on the host (not C-contiguous where this array is, negative
+        strides, a view of this array's own memory), and a copy between USM views that goes
+        through the host (``_staged_on_host``), are done in the call, even with
+        ``blocking=False``."""
         queue = self._queue_for(queue)
         if isinstance(source, USMArray):
             if source.context is not self.context:
