@@ -868,9 +868,9 @@ class USMArray(_handle.Resource):
 
         The source is read after ``wait_for`` and the queue's earlier work.  A numpy source
         that must first be copied on the host (not C-contiguous where this array is, negative
-        strides, a view of this array's own memory), and a copy between USM views that goes
-        through the host (``_staged_on_host``), are done in the call, even with
-        ``blocking=False``."""
+        strides, a view of this array's own memory) is copied once that work is done: the
+        call waits for it even with ``blocking=False``.  A copy between USM views that goes
+        through the host (``_staged_on_host``) is done in the call."""
         queue = self._queue_for(queue)
         if isinstance(source, USMArray):
             if source.context is not self.context:
