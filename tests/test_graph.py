@@ -889,6 +889,12 @@ def test_updates_and_copies_that_a_replay_cannot_honour_are_refused(updatable, t
                 out[...] = value
         with pytest.raises(ValueError, match=r"asarray in a Graph recording"):
             ur_cffi.asarray(host[:, 0], queue=tq)  # each replay would copy the same snapshot
+        with pytest.raises(ValueError, match=r"asarray in a Graph recording: a USMArray of "
+                                             r"another dtype"):
+            ur_cffi.asarray(out, np.float64, queue=tq)
+        with pytest.raises(ValueError, match="from_dlpack of host memory in a Graph "
+                                             "recording: the producer's memory is released"):
+            ur_cffi.from_dlpack(np.arange(4.0), queue=tq)  # a replay read freed memory
     assert graph.commands == ()
     graph.close()
 

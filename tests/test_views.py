@@ -447,6 +447,12 @@ def test_numpy_sources_copied_on_the_host_are_read_after_what_the_copy_waits_for
         assert np.array_equal(target.to_numpy(), expected)
     pending(values, host, q)
     assert np.array_equal(ur_cffi.asarray(host[:, 0], queue=q).to_numpy(), values[:, 0])
+    pending(values, host, q)  # a list of numpy rows, converted on the host
+    assert np.array_equal(ur_cffi.asarray([host[0], host[1]], queue=q).to_numpy(), values[:2])
+    rows = ur_cffi.full((2, n), np.nan, np.float32, queue=q)
+    pending(values, host, q)
+    rows[...] = [host[2], host[3]]
+    assert np.array_equal(rows.to_numpy(), values[2:4])
     shared = ur_cffi.zeros(n + 1, np.float32, queue=q, kind="shared")
     shared[1:].copy_from(values[0])
     ballast.copy_to(ballast_host, blocking=False)

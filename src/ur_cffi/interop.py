@@ -30,6 +30,7 @@ from ._interrupts import hold_back_in, section
 from ._ur import ffi, lib
 from .enums import ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
+from .queue import recording
 from .memory import (ExportPin, USMArray, _check_queue, _dtype, _element_stride, _no_objects,
                      _shape, _usm_type, asarray)
 
@@ -443,6 +444,10 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     if copy is False:
         raise BufferError("from_dlpack(copy=False) of host memory that is not USM of the "
                           "queue's context")
+    if recording and queue in recording:  # (graph.py)
+        raise ValueError("from_dlpack of host memory in a Graph recording: the producer's "
+                         "memory is released once imported, and each replay would read it; "
+                         "import it before recording")
     strides = strides or _strided.contiguous_strides(shape, dtype.itemsize)
     low, high = _strided.span(shape, strides, dtype.itemsize)
     raw = (ctypes.c_char * max(1, high - low)).from_address(data + low) if data else b"\0"

@@ -576,8 +576,8 @@ class USMArray(_handle.Resource):
             if value.shape == target.shape and value.dtype == target.dtype:
                 read = ()
                 if target._overlaps(value):  # numpy reads the whole value before writing
-                    value, read = value._in_shape(value.shape, target.queue, ())
-                    read = (read,)
+                    value, copied = value._in_shape(value.shape, target.queue, ())
+                    read = (copied,)
                 target.copy_from(value, wait_for=read)
                 return
             _not_recorded(target.queue, "a[key] = value", "of the target's shape and dtype")
@@ -588,9 +588,9 @@ class USMArray(_handle.Resource):
                 _host_reads_now(target.queue, (), "a[key] = value",
                                 "C-contiguous, of the target's shape and dtype")
             host = value if value.dtype == self.dtype else value.astype(self.dtype)
-        elif np.ndim(value) != 0:
-            _not_recorded(target.queue, "a[key] = value",
-                          "C-contiguous, of the target's shape and dtype")
+        elif np.ndim(value) != 0:  # (its rows may be numpy arrays that earlier work writes)
+            _host_reads_now(target.queue, (), "a[key] = value",
+                            "C-contiguous, of the target's shape and dtype")
             host = np.asarray(value, dtype=self.dtype)  # numpy's checks of Python numbers
         else:  # numpy's assignment of one value: truncated, wrapped or refused as numpy does
             cell = np.empty((), self.dtype)
@@ -1189,13 +1189,19 @@ def asarray(array, dtype=None, *, queue: Queue, kind: str = "device",
         if array.context is queue.context and same_dtype:
             return array.copy(queue=queue, kind=kind)
         # Another context's (read on its own queue), or another dtype: through the host.
+        if recording and queue in recording:
+            raise ValueError("asarray in a Graph recording: a USMArray of another dtype or "
+                             "context goes through host memory, read once, now; a replay "
+                             "would copy that snapshot: convert it before recording")
         array = array.to_numpy(queue=queue if array.context is queue.context else None)
     elif copy is False:
         raise ValueError(f"asarray(copy=False): {type(array).__name__} memory is not USM; "
                          "ur_cffi.from_dlpack(x, queue=q, copy=False) wraps USM it holds")
-    if isinstance(array, np.ndarray) and not (
-            array.flags.c_contiguous and (dtype is None or array.dtype == dtype)):
-        _host_reads_now(queue, (), "asarray", "C-contiguous, of the dtype asked for")
+    if isinstance(array, np.ndarray):
+        if not (array.flags.c_contiguous and (dtype is None or array.dtype == dtype)):
+            _host_reads_now(queue, (), "asarray", "C-contiguous, of the dtype asked for")
+    elif not (recording and queue in recording):  # a sequence or buffer of host memory
+        _enqueue_nothing(queue, True, _ordered(queue, ()))  # that earlier work may write
     host = np.asarray(array, dtype=dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
     if host.dtype.hasobject and not (isinstance(array, np.ndarray) and array.dtype.hasobject):
         raise TypeError(f"asarray: {type(array).__name__} {array!r:.60} makes numpy objects "
