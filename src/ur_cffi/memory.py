@@ -246,15 +246,20 @@ def _not_recorded(queue: Queue, what: str, needed: str) -> None:
                          f"itself, so it must be {needed} (this one would be copied once, now)")
 
 
-def _host_reads_now(queue: Queue, wait_for, what: str, needed: str) -> tuple:
-    """Before the host reads a numpy source now (to copy it into another layout or dtype),
-    wait for what a copy on ``queue`` after ``wait_for`` would wait for: ``wait_for`` and the
-    queue's earlier work, which may write the source (a ``copy_to`` into it, a kernel writing
-    ``np.asarray`` of shared USM).  Refused in a Graph recording (``_not_recorded``).  Returns
-    the copy's wait list from then on: nothing."""
-    _not_recorded(queue, what, needed)
+def _after_earlier_work(queue: Queue, wait_for) -> tuple:
+    """Wait for what a copy on ``queue`` after ``wait_for`` would wait for: ``wait_for`` and
+    the queue's earlier work, which may write host memory the caller reads next (a
+    ``copy_to`` into it, a kernel writing ``np.asarray`` of shared USM).  Returns the copy's
+    wait list from then on: nothing."""
     _enqueue_nothing(queue, True, _ordered(queue, wait_for))
     return ()
+
+
+def _host_reads_now(queue: Queue, wait_for, what: str, needed: str) -> tuple:
+    """:func:`_after_earlier_work`, before the host reads a numpy source now (to copy it into
+    another layout or dtype); refused in a Graph recording (``_not_recorded``)."""
+    _not_recorded(queue, what, needed)
+    return _after_earlier_work(queue, wait_for)
 
 
 def memory_of(arg):
@@ -930,9 +935,7 @@ class USMArray(_handle.Resource):
         self._same_shape("copy_from", host.shape, offset)
         if blocking and _through_span(self, host, False) and \
                 not (recording and queue in recording):
-            # The source is read now: after what the copy would wait for (earlier commands
-            # may write it: a copy into it, or kernels writing np.asarray of shared USM).
-            _enqueue_nothing(queue, True, _ordered(queue, wait_for))
+            _after_earlier_work(queue, wait_for)  # the source is read now
             staging, low = self._staging()
             staging[...] = host
             return self._copy_span(queue, staging, low, to_host=False, blocking=True,
@@ -1201,7 +1204,7 @@ def asarray(array, dtype=None, *, queue: Queue, kind: str = "device",
         if not (array.flags.c_contiguous and (dtype is None or array.dtype == dtype)):
             _host_reads_now(queue, (), "asarray", "C-contiguous, of the dtype asked for")
     elif not (recording and queue in recording):  # a sequence or buffer of host memory
-        _enqueue_nothing(queue, True, _ordered(queue, ()))  # that earlier work may write
+        _after_earlier_work(queue, ())
     host = np.asarray(array, dtype=dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
     if host.dtype.hasobject and not (isinstance(array, np.ndarray) and array.dtype.hasobject):
         raise TypeError(f"asarray: {type(array).__name__} {array!r:.60} makes numpy objects "

@@ -251,12 +251,10 @@ def kernel_options(compiled) -> dict:
             "allocate it")
     hidden = (np.uint64(0),) * rules.scratch_pointers
     shared = int(metadata.shared)
-    local_size = (metadata.num_warps * rules.threads_per_warp(metadata),)
     if shared and rules.shared_memory_argument:
-        return {"hidden_args": (*hidden, Local(shared)), "work_group_memory": 0,
-                "required_local_size": local_size}
+        hidden, shared = (*hidden, Local(shared)), 0
     return {"hidden_args": hidden, "work_group_memory": shared,
-            "required_local_size": local_size}
+            "required_local_size": (metadata.num_warps * rules.threads_per_warp(metadata),)}
 
 
 def prepare(fn, grid, *args, **kwargs):
