@@ -97,6 +97,86 @@ def test_constructor_defaults_and_checks(queue):
         ur_cffi.ones(3, "bfloat16"[:-1] + "7", queue=queue)
 
 
+@pytest.mark.parametrize("value, dtype, error", [
+    # Fractions of every float kind into integer and bool elements, NaN and infinity too.
+    (ml_dtypes.bfloat16(0.5), "bool", "0.5 is not an integer"),
+    (ml_dtypes.float8_e5m2(-0.25), "bool", "-0.25 is not an integer"),
+    (ml_dtypes.bfloat16(1.5), "int32", "1.5 is not an integer"),
+    (ml_dtypes.bfloat16("nan"), "int8", "nan is not an integer"),
+    (ml_dtypes.bfloat16("inf"), "int8", "inf is not an integer"),
+    (1.5, ml_dtypes.int4, "1.5 is not an integer"),
+    (9, ml_dtypes.int4, "9 does not fit in int4"),
+    # A finite value beyond the type, a NaN or infinity the type cannot hold.
+    (np.longdouble("1e400"), "float32", "does not fit in float32"),
+    (10**6, ml_dtypes.float8_e4m3, "does not fit in float8_e4m3"),
+    (2**70, ml_dtypes.float8_e4m3, "does not fit in float8_e4m3"),
+    (float("nan"), ml_dtypes.float4_e2m1fn, "holds no NaN"),
+    (float("inf"), "float8_e4m3fn", "holds no infinity"),
+    # Values that are no number of the type.
+    (np.timedelta64(5, "s"), "bfloat16", "must be a number, not timedelta64"),
+    (np.datetime64("2020-01-01T10:00"), "M8", "cannot be stored as datetime64"),
+    (np.timedelta64(5, "h"), "m8", "cannot be stored as timedelta64"),
+])
+def test_fill_values_are_refused_where_they_would_change(queue, value, dtype, error):
+    """``full`` and ``fill`` store a value exactly or refuse it, naming it: a fraction is no
+    integer whatever its float type (an ml_dtypes scalar was truncated: 0.5 made False), a
+    finite value does not become infinity (a long double beyond float64 did), and a type
+    without NaN or infinity does not make another value of them (NaN became -0 in float4);
+    a datetime in its unit does not go into a unit-less datetime array (its count was kept,
+    its unit lost)."""
+    kind = TypeError if "number" in error or "stored as" in error else ValueError
+    with pytest.raises(kind, match=error):
+        ur_cffi.full(3, value, dtype, queue=queue)
+    array = ur_cffi.zeros(3, dtype, queue=queue)
+    with pytest.raises(kind, match=error):
+        array.fill(value)
+    assert array.to_numpy().tobytes() == np.zeros(3, array.dtype).tobytes()
+
+
+def test_fill_values_that_fit_are_stored_as_numpy_stores_them(queue):
+    for value, dtype in ((ml_dtypes.bfloat16(1.0), "bool"), (ml_dtypes.bfloat16(-2), "int32"),
+                         (-8, ml_dtypes.int4), (10**400, np.longdouble),
+                         (float("inf"), "float16"), (complex(np.inf, 1), "complex64"),
+                         (np.datetime64("2020-01-01T10:00"), "M8[m]"), ("ab", "U4")):
+        expected = np.full(3, value, ur_cffi.dtypes.dtype(dtype))
+        made = ur_cffi.full(3, value, dtype, queue=queue)
+        assert made.dtype == expected.dtype
+        assert np.array_equal(made.to_numpy(), expected), (value, dtype)  # (not the bytes:
+        # a long double's padding is whatever was there)
+
+
+@pytest.mark.parametrize("dtype", [str, bytes, "S0", "U0", "V0"])
+def test_a_dtype_of_no_bytes_is_refused(queue, dtype):
+    """numpy's unsized ``str`` and ``bytes``: an array of them was made of 0 bytes, and a fill
+    of ``"ab"`` wrote 8 bytes per element past it."""
+    with pytest.raises(TypeError, match="of 0 bytes: it holds nothing; give its size"):
+        ur_cffi.empty(200, dtype, queue=queue)
+    with pytest.raises(TypeError, match="of 0 bytes"):
+        ur_cffi.full(3, "ab", dtype, queue=queue)
+
+
+def test_ones_takes_no_dtype_none_and_huge_empty_shapes_are_refused(queue):
+    with pytest.raises(TypeError, match="dtype None: name the element type"):
+        ur_cffi.ones(3, dtype=None, queue=queue)  # int64 before (full's inference from 1)
+    with pytest.raises(ValueError, match="extents other than 0 span more bytes than an index"):
+        ur_cffi.empty((0, 2**62, 4), np.float64, queue=queue)
+    assert ur_cffi.empty((0, 2**40), np.float64, queue=queue).strides == (2**43, 8)
+
+
+def test_assignment_drops_a_values_leading_axes_of_one_as_numpy_does(queue, rng):
+    host = rng.standard_normal((1, 1, 3)).astype(np.float32)
+    for value in (host, ur_cffi.asarray(host[0], queue=queue)):
+        target = ur_cffi.full(3, np.nan, np.float32, queue=queue)
+        target[...] = value
+        assert np.array_equal(target.to_numpy(), host.reshape(3))
+    target = ur_cffi.full((2, 3), np.nan, np.float32, queue=queue)
+    target.copy_(host)
+    assert np.array_equal(target.to_numpy(), np.broadcast_to(host[0], (2, 3)))
+    with pytest.raises(ValueError, match=r"shape \(2, 1, 3\) does not broadcast to the "
+                                         r"target's shape \(3,\)"):
+        target[0] = np.ones((2, 1, 3), np.float32)
+
+
 def test_a_dtype_is_kept_as_given(queue):
     # Read dtypes are cached; a dtype equal to a cached one (the metadata does not take part
     # in equality) is still the one given, not the cached one.

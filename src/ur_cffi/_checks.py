@@ -37,13 +37,6 @@ def no_nul(name: str, text) -> bytes:
     return text.encode()
 
 
-def _as_int(value: np.ndarray) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
     """``value`` as a 0-d array of ``dtype``, refusing what would not convert exactly: None,
     sequences and strings, a fraction or out-of-range number for an integer dtype, a finite
@@ -57,18 +50,23 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
         raise TypeError(f"{name} must be one number, not {type(value).__name__} {value!r}")
     if isinstance(value, (bool, np.bool_)) and dtype.kind != "b":
         raise TypeError(f"{name} {value!r} is a bool; the elements are {dtype}")
+    numeric = dtype.kind in "biufc" or dtypes.is_floating(dtype) or dtypes.is_integer(dtype)
     if (not isinstance(value, (int, float, complex, np.generic)) and not text) or (
-            dtype.kind in "biufc" and isinstance(value, (np.datetime64, np.timedelta64, np.void))):
+            numeric and isinstance(value, (np.datetime64, np.timedelta64, np.void))):
         raise TypeError(f"{name} must be a number, not {type(value).__name__} {value!r}")
     if isinstance(value, (complex, np.complexfloating)) and dtype.kind != "c":
         if value.imag:
             raise ValueError(f"{name} {value!r} is complex; the elements are {dtype}")
         value = value.real
-    if dtype.kind in "biu":
-        if isinstance(value, (float, np.floating)) and not float(value).is_integer():
-            raise ValueError(f"{name} {value!r} is not an integer; the elements are {dtype}")
-        number = int(value)
-        low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+    if dtypes.is_integer(dtype):
+        number = value
+        if not isinstance(value, (int, np.integer)):  # floats: numpy's, ml_dtypes' (exact)
+            if not isinstance(value, np.floating):
+                number = float(value)
+            if not np.isfinite(number) or number != np.trunc(number):
+                raise ValueError(f"{name} {value!r} is not an integer; the elements are {dtype}")
+        number = int(number)
+        low, high = dtypes.integer_bounds(dtype)
         if not low <= number <= high:
             raise ValueError(f"{name} {value!r} does not fit in {dtype}")
         return np.array(number, dtype=dtype)
@@ -77,15 +75,25 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
             converted = np.array(value, dtype=dtype)
         except (TypeError, ValueError, OverflowError):
             raise TypeError(f"{name} {value!r} cannot be stored as {dtype}") from None
-        if isinstance(value, (int, np.integer)) and _as_int(converted) not in (None, value):
-            raise ValueError(f"{name} {value!r} does not fit in {dtype}")  # (ml_dtypes' int4)
+        if converted.dtype != dtype:  # a datetime's unit into a generic datetime64
+            raise TypeError(f"{name} {value!r} cannot be stored as {dtype} (numpy makes it "
+                            f"{converted.dtype})")
         return converted
-    try:
+    if isinstance(value, (int, np.integer)):
+        finite = True
+    elif isinstance(value, (np.floating, np.complexfloating)):  # long doubles beyond float64
+        finite = bool(np.isfinite(value))
+    else:
         finite = math.isfinite(abs(complex(value)))
+    try:
         with np.errstate(over="ignore"):
             converted = np.array(value, dtype=dtype)
     except OverflowError:
-        finite, converted = True, np.array(np.inf, dtype=dtype)
+        converted = np.array(np.inf, dtype=dtype)
     if finite and not np.all(np.isfinite(converted)):
         raise ValueError(f"{name} {value!r} does not fit in {dtype}")
+    if not finite and not (np.isnan(converted) if value != value else converted == value):
+        raise ValueError(f"{name} {value!r} cannot be stored in {dtype}, which holds no "
+                         f"{'NaN' if value != value else 'infinity'} (it would read "
+                         f"{converted[()]!r})")
     return converted

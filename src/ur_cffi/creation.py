@@ -14,7 +14,7 @@ __all__ = ["ones", "full", "arange", "empty_like", "zeros_like", "ones_like", "f
 
 def ones(shape, dtype=np.float32, *, queue, kind: str = "device") -> USMArray:
     """A USMArray of ones."""
-    return full(shape, 1, dtype, queue=queue, kind=kind)
+    return full(shape, 1, _dtype(dtype), queue=queue, kind=kind)
 
 
 def full(shape, fill_value, dtype=None, *, queue, kind: str = "device") -> USMArray:

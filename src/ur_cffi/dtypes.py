@@ -67,6 +67,9 @@ def dtype(value) -> np.dtype:
         except (TypeError, ValueError) as error:
             raise TypeError(f"dtype {value!r} is not a numpy dtype ({error})") from None
         _not_subarray(value, read)
+    if read.itemsize == 0:  # numpy's unsized str and bytes (``str``, ``"S"``), ``"V0"``
+        raise TypeError(f"dtype {value!r} is {read}, of 0 bytes: it holds nothing; give its "
+                        f"size (such as {read.kind}8)")
     if (isinstance(value, str) or isinstance(value, type)) and len(_READ) < 256:
         _READ[value] = read
     return read
@@ -80,8 +83,29 @@ def _not_subarray(value, read: np.dtype) -> np.dtype:
 
 
 def is_floating(value: np.dtype) -> bool:
-    """Whether ``value`` is a floating-point dtype, numpy's or ``ml_dtypes``'."""
-    return value.kind == "f" or value.name in _NAME_SET
+    """Whether ``value`` is a floating-point dtype, numpy's or any of ``ml_dtypes``' (those of
+    :data:`NAMES`, and ``float4_e2m1fn``, ``float6_*``... that arrays may hold as well)."""
+    return value.kind == "f" or value.name in _NAME_SET or (
+        value.type.__module__ == "ml_dtypes" and value.name.startswith("float"))
+
+
+def is_integer(value: np.dtype) -> bool:
+    """Whether ``value`` is a bool or integer dtype, numpy's or ``ml_dtypes``' (``int4``...)."""
+    return value.kind in "biu" or (value.type.__module__ == "ml_dtypes"
+                                   and value.name.startswith(("int", "uint")))
+
+
+def integer_bounds(value: np.dtype) -> tuple[int, int]:
+    """The smallest and largest value of an :func:`is_integer` dtype."""
+    if value.kind == "b":
+        return 0, 1
+    if value.kind in "iu":
+        info = np.iinfo(value)
+    else:
+        import ml_dtypes
+
+        info = ml_dtypes.iinfo(value)
+    return int(info.min), int(info.max)
 
 
 def is_numeric(value: np.dtype) -> bool:

@@ -402,6 +402,9 @@ class USMArray(_handle.Resource):
         if nbytes > SIZE_MAX:
             raise ValueError(f"shape {shape} of {dtype} is {nbytes} bytes, more than size_t "
                              f"holds ({SIZE_MAX})")
+        if not size and math.prod(filter(None, shape)) * dtype.itemsize > _INTP_MAX:
+            raise ValueError(f"shape {shape} of {dtype}: its extents other than 0 span more "
+                             f"bytes than an index holds ({_INTP_MAX}); numpy refuses it too")
         self._strides = (dtype.itemsize,) if len(shape) == 1 else \
             _strided.contiguous_strides(shape, dtype.itemsize)
         self._base = self._exports = None
@@ -602,6 +605,12 @@ class USMArray(_handle.Resource):
             cell[()] = value
             target.fill(cell)
             return
+        leading = host.ndim - target.ndim
+        if leading > 0:  # numpy drops a value's leading axes of extent 1
+            if any(extent != 1 for extent in host.shape[:leading]):
+                raise ValueError(f"a[key] = value: a value of shape {host.shape} does not "
+                                 f"broadcast to the target's shape {target.shape}")
+            host = host.reshape(host.shape[leading:])
         target.copy_from(np.ascontiguousarray(np.broadcast_to(host, target.shape)))
 
     def reshape(self, *shape) -> USMArray:
