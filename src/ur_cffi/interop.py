@@ -32,7 +32,7 @@ from .enums import ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
 from .queue import recording
 from .memory import (ExportPin, USMArray, _check_queue, _dtype, _element_stride, _no_objects,
-                     _shape, _usm_type, asarray)
+                     _shape, _usm_type, asarray, show)
 
 KDL_CPU, KDL_ONEAPI = 1, 14
 _NULL = ffi.NULL
@@ -77,7 +77,7 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
     _no_objects(dtype, "from_pointer")
     if strides is not None:
         strides = tuple(_checks.integer("from_pointer: stride", s, minimum=-(1 << 62))
-                        for s in strides)
+                        for s in _sequence("from_pointer: strides", strides))
         if len(strides) != len(shape):
             raise ValueError(f"from_pointer: strides {strides} do not match shape {shape}")
     if address % dtype.alignment:  # a kernel's loads of it would be misaligned
@@ -203,6 +203,7 @@ _unconsumed: dict[int, object] = {}  # address of a managed tensor -> its capsul
 _CODES = {"b": 6, "i": 0, "u": 1, "f": 2, "c": 5}  # kDLBool, kDLInt, kDLUInt, kDLFloat, kDLComplex
 _BFLOAT = 4  # kDLBfloat
 _FLAG_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+_FLAG_IS_COPIED = 2  # DLPACK_FLAG_BITMASK_IS_COPIED
 _IEEE = (np.float16, np.float32, np.float64, np.complex64, np.complex128)  # not longdouble
 _FLOAT8 = {"float8_e4m3fn": 10, "float8_e4m3fnuz": 11, "float8_e5m2": 12,
            "float8_e5m2fnuz": 13}  # DLPack 1.1's kDLFloat8_*
@@ -229,7 +230,9 @@ _USED = {b"dltensor": b"used_dltensor", b"dltensor_versioned": b"used_dltensor_v
 
 
 def _references(capsules: dict, address: int) -> int:
-    return sys.getrefcount(capsules[address])
+    """The reference count of ``capsules[address]``; 0 where another thread took it out."""
+    capsule = capsules.get(address)
+    return 0 if capsule is None else sys.getrefcount(capsule)
 
 
 # What _references reads for an object that only the dictionary holds (Python versions count
@@ -239,18 +242,21 @@ _NOBODY_ELSE = _references({0: object()}, 0)
 
 def _forget_unused_capsules() -> None:
     """Delete the tensors of unconsumed capsules that nobody else holds; forget the capsules
-    consumers have taken (renamed)."""
+    consumers have taken (renamed).  Any thread may run it, several at once: each capsule is
+    taken out with one ``pop``, and its name is read as final only once nobody else holds it
+    (a consumer renames a capsule it holds, then calls the deleter when done)."""
     for address in list(_unconsumed):
-        capsule = _unconsumed.get(address)
-        if capsule is None:
+        count = _references(_unconsumed, address)
+        if not count:
             continue
-        if _capsule_name(capsule) not in _USED:  # consumed: the consumer calls the deleter
-            _unconsumed.pop(address, None)
-        else:
-            del capsule
-            if _references(_unconsumed, address) <= _NOBODY_ELSE:
-                _unconsumed.pop(address, None)
-                _exported.pop(address, None)
+        if count <= _NOBODY_ELSE:  # nobody can rename it any more
+            capsule = _unconsumed.pop(address, None)
+            if capsule is not None and _capsule_name(capsule) in _USED:  # (its first name)
+                _exported.pop(address, None)  # dropped unused: DLPack's rule deletes it
+            continue
+        capsule = _unconsumed.get(address)
+        if capsule is not None and _capsule_name(capsule) not in _USED:  # renamed: taken
+            _unconsumed.pop(address, None)  # a consumer's: it calls the deleter
 
 
 def _dl_dtype(dtype: np.dtype) -> _DLDataType:
@@ -285,6 +291,9 @@ def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
     first.  ``dl_device=(kDLCPU, 0)`` of device USM copies to the host (``copy`` not False)."""
     max_version = _pair("max_version", max_version)
     dl_device = _pair("dl_device", dl_device)
+    if stream is not None and (array.kind == "host" or dl_device == (KDL_CPU, 0)):
+        raise BufferError(f"__dlpack__: stream must be None for memory exported as kDLCPU "
+                          f"(DLPack: a device without streams), not {stream!r}")
     if copy is not None and not isinstance(copy, (bool, np.bool_)):
         raise TypeError(f"__dlpack__: copy must be True, False or None, not "
                         f"{type(copy).__name__} {copy!r}")
@@ -297,13 +306,21 @@ def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
                 raise BufferError("__dlpack__(dl_device=kDLCPU, copy=False) of device USM")
             host = array.to_numpy()
             return _capsule(host.ctypes.data, host.shape, host.strides, host.dtype,
-                            (KDL_CPU, 0), host, max_version)
+                            (KDL_CPU, 0), host, max_version, copied=True)
     if copy:  # (shared USM exported as kDLCPU too: the host reads it in place)
         source = array.copy()
     pin = ExportPin(source)  # before the address is read: a close from now on leaves it
     return _capsule(source.data_ptr(), source.shape, source.strides, source.dtype,
                     dl_device if dl_device is not None else dlpack_device(source), pin,
-                    max_version)
+                    max_version, copied=bool(copy))
+
+
+def _sequence(name: str, value) -> tuple:
+    """``value`` (strides) as a tuple; ``TypeError`` naming ``name`` where it is no sequence."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        raise TypeError(f"{name} must be a sequence of integers or None, not "
+                        f"{type(value).__name__} {value!r}")
+    return tuple(value)
 
 
 def _pair(name: str, value) -> tuple[int, int] | None:
@@ -312,16 +329,17 @@ def _pair(name: str, value) -> tuple[int, int] | None:
         return None
     try:
         first, second = value
-        return _checks.integer(f"__dlpack__: {name}", first), \
-            _checks.integer(f"__dlpack__: {name}", second)
     except (TypeError, ValueError):
         raise TypeError(f"__dlpack__: {name} must be a pair of integers or None, not "
                         f"{value!r}") from None
+    return _checks.integer(f"__dlpack__: {name}", first), \
+        _checks.integer(f"__dlpack__: {name}", second)
 
 
-def _capsule(data: int, shape, strides, dtype, device, keep, max_version):
+def _capsule(data: int, shape, strides, dtype, device, keep, max_version, copied: bool):
     """A DLPack capsule of the elements at ``data``; ``keep`` lives until the consumer calls
-    the deleter (or the capsule is dropped unused: ``_forget_unused_capsules``)."""
+    the deleter (or the capsule is dropped unused: ``_forget_unused_capsules``); ``copied``:
+    a copy made for this export (DLPack 1.x's flag, where versioned)."""
     _forget_unused_capsules()
     itemsize = dtype.itemsize
     ndim = len(shape)
@@ -337,7 +355,8 @@ def _capsule(data: int, shape, strides, dtype, device, keep, max_version):
     tensor = _DLTensor(data, _DLDevice(*device), ndim, _dl_dtype(dtype), shape, strides, 0)
     versioned = max_version is not None and max_version[0] >= 1
     if versioned:
-        managed = _DLManagedTensorVersioned(_DLPackVersion(1, 1), None, _delete, 0, tensor)
+        managed = _DLManagedTensorVersioned(_DLPackVersion(1, 1), None, _delete,
+                                            _FLAG_IS_COPIED if copied else 0, tensor)
         name = b"dltensor_versioned"
     else:
         managed = _DLManagedTensor(tensor, None, _delete)
@@ -380,6 +399,9 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     read-only (DLPack 1.x's flag): a USMArray has no read-only mode, so writes through a wrap
     would reach it (``copy=False`` raises ``BufferError`` there)."""
     _check_queue(queue)
+    if copy is not None and not isinstance(copy, (bool, np.bool_)):
+        raise TypeError(f"from_dlpack: copy must be True, False or None, not "
+                        f"{type(copy).__name__} {copy!r}")
     _forget_unused_capsules()
     if hasattr(x, "__dlpack__"):
         try:
@@ -408,6 +430,12 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     else:
         managed = _DLManagedTensor.from_address(address)
     tensor = managed.dl_tensor
+    if tensor.ndim < 0 or (tensor.ndim and not tensor.shape):
+        raise BufferError(f"from_dlpack: a DLPack tensor of ndim {tensor.ndim} with "
+                          f"{'a NULL' if not tensor.shape else 'its'} shape pointer")
+    if any(tensor.shape[i] < 0 for i in range(tensor.ndim)):
+        raise BufferError(f"from_dlpack: a DLPack tensor of shape "
+                          f"{tuple(tensor.shape[i] for i in range(tensor.ndim))}")
     key = (tensor.dtype.code, tensor.dtype.bits)
     if tensor.dtype.lanes != 1 or key not in _NUMPY_TYPES:
         raise BufferError(f"DLPack type code {key[0]}, {key[1]} bits, {tensor.dtype.lanes} "
@@ -417,6 +445,10 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     strides = tuple(tensor.strides[i] * dtype.itemsize for i in range(tensor.ndim)) \
         if tensor.strides else None
     data = (tensor.data or 0) + tensor.byte_offset
+    empty = 0 in shape
+    if not tensor.data and not empty:
+        raise BufferError(f"from_dlpack: a DLPack tensor of shape {shape} with a NULL data "
+                          f"pointer")
     _capsule_rename(capsule, _USED[name])
     ours = _exported.get(address)
     if ours is not None and isinstance(ours[3], ExportPin) and \
@@ -429,6 +461,9 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
         result.queue = queue  # (of the same context: copies go there, as from_pointer's)
         return result.copy(queue=queue) if copy else result
     owner = _Consumed(managed.deleter, address)
+    if empty:  # no memory to share or read (an empty tensor's pointer may be NULL)
+        del owner
+        return asarray(np.empty(shape, dtype), queue=queue)
     if data and usm_kind(queue.context, data) is not None:
         if read_only and copy is False:
             raise BufferError("from_dlpack(copy=False): the DLPack tensor's flags mark its "
@@ -612,9 +647,7 @@ def sycl_usm_array_interface(array: USMArray) -> dict:
     except ValueError as error:  # (AttributeError: a consumer probing with hasattr goes on)
         raise AttributeError(f"{error}; no __sycl_usm_array_interface__") from None
     if getattr(array, "_shown", None) is None:
-        # Its consumers (dpctl) keep the array object, not a pin: a pin that lives as long
-        # as the array (a cycle with it) leaves its memory to them past close().
-        array._shown = ExportPin(array)
+        show(array)  # its consumers keep the array object, not a pin
     return {"data": (array.data_ptr(), False), "shape": array.shape, "strides": strides,
             "typestr": _typestr(array.dtype), "version": 1, "syclobj": entry[1]}
 
@@ -645,7 +678,7 @@ def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:
     strides = interface.get("strides")
     if strides is not None:  # in elements
         strides = tuple(_checks.integer(f"{what}: stride", s, minimum=-(1 << 62))
-                        * dtype.itemsize for s in strides)
+                        * dtype.itemsize for s in _sequence(f"{what}: strides", strides))
     offset = _checks.integer(f"{what}: offset", interface.get("offset", 0)) * dtype.itemsize
     data = interface["data"]
     if not isinstance(data, (tuple, list)) or not data:

@@ -161,16 +161,10 @@ class ExportPin:
     __slots__ = ("array", "_root")
 
     @hold_back_in  # Ctrl-C comes after the pin is counted
-    def __init__(self, array: USMArray):
-        self.array = array
+    def __init__(self, array: USMArray, hold: bool = True):
+        self.array = array if hold else None  # (not: a view that holds its own pin)
         self._root = root = array if array._base is None else array._base
-        exports = root._exports
-        if exports is None:
-            with _exports_lock:  # two first pins of one array in two threads: one set
-                exports = root._exports
-                if exports is None:
-                    exports = root._exports = set()
-        exports.add(id(self))
+        _exports_of(root).add(id(self))
 
     @hold_back_in  # a finalizer, as the registry's own callback is (_handle._collected)
     def __del__(self):
@@ -184,6 +178,32 @@ class ExportPin:
 
 
 _exports_lock = threading.Lock()  # never taken by a finalizer
+
+
+def _exports_of(root: USMArray) -> set:
+    exports = root._exports
+    if exports is None:
+        with _exports_lock:  # two first pins of one array in two threads: one set
+            exports = root._exports
+            if exports is None:
+                exports = root._exports = set()
+    return exports
+
+
+_SHOWN = -1
+"""In a root array's ``_exports`` (no pin's id) once ``__sycl_usm_array_interface__`` showed
+it: close() then leaves the memory until the array object is collected."""
+
+
+def show(array: USMArray) -> None:
+    """Keep ``array``'s memory for consumers that hold the array object itself (dpctl, of
+    ``__sycl_usm_array_interface__``) past close(), until the object goes: no cycle, so
+    dropping the last reference frees it at once."""
+    if array._base is None:
+        _exports_of(array).add(_SHOWN)  # the registry's release at collection frees it
+        array._shown = True
+    else:  # a pin of the base that only the view holds
+        array._shown = ExportPin(array, hold=False)
 
 
 def _still_exported(array: USMArray) -> bool:
