@@ -111,6 +111,8 @@ def test_constructor_defaults_and_checks(queue):
     (10**6, ml_dtypes.float8_e4m3, "does not fit in float8_e4m3"),
     (2**70, ml_dtypes.float8_e4m3, "does not fit in float8_e4m3"),
     (float("nan"), ml_dtypes.float4_e2m1fn, "holds no NaN"),
+    (1e6, ml_dtypes.float4_e2m1fn, "does not fit in float4_e2m1fn"),  # (it saturates: 6)
+    (2**70, ml_dtypes.float4_e2m1fn, "does not fit in float4_e2m1fn"),
     (float("inf"), "float8_e4m3fn", "holds no infinity"),
     # Values that are no number of the type.
     (np.timedelta64(5, "s"), "bfloat16", "must be a number, not timedelta64"),

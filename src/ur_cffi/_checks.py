@@ -88,10 +88,23 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
     try:
         with np.errstate(over="ignore"):
             converted = np.array(value, dtype=dtype)
-    except OverflowError:
-        converted = np.array(np.inf, dtype=dtype)
+    except (OverflowError, TypeError):
+        if not isinstance(value, int):  # (numpy 1.26 takes no int beyond 64 bits for
+            raise  # ml_dtypes' types: TypeError "expected number, got int")
+        try:
+            converted = np.array(float(value), dtype=dtype)
+        except OverflowError:  # beyond float64
+            converted = np.array(np.inf, dtype=dtype)
     if finite and not np.all(np.isfinite(converted)):
         raise ValueError(f"{name} {value!r} does not fit in {dtype}")
+    if finite and dtype.kind != "c":  # types that saturate (float4_e2m1fn: 1e6 makes 6)
+        try:
+            with np.errstate(over="ignore"):
+                magnitude = abs(float(value))
+        except OverflowError:  # an int beyond float64 (a long double holds it)
+            magnitude = math.inf
+        if magnitude > dtypes.largest(dtype):
+            raise ValueError(f"{name} {value!r} does not fit in {dtype}")
     if not finite and not (np.isnan(converted) if value != value else converted == value):
         raise ValueError(f"{name} {value!r} cannot be stored in {dtype}, which holds no "
                          f"{'NaN' if value != value else 'infinity'} (it would read "
