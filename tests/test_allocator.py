@@ -18,6 +18,7 @@ import crash_probe
 import ur_cffi
 from ur_cffi import _handle
 from ur_cffi.enums import ur_event_status_t
+from ur_cffi.errors import InvalidUsmSizeError
 
 LOCAL = crash_probe.LOCAL_SIZE
 COMPLETE = ur_event_status_t.UR_EVENT_STATUS_COMPLETE
@@ -459,7 +460,7 @@ def test_record_queue_orders_reuse_after_the_other_queues_work(context, device, 
                 taken.record_queue(foreign)
 
 
-@pytest.mark.parametrize("copy", ["into", "out of", "fill"])
+@pytest.mark.parametrize("copy", ["into", "out of", "fill", "part into"])
 def test_copies_on_another_queue_order_reuse_without_record_queue(context, device, spin, copy):
     """A copy or fill of an array of queue A enqueued on queue B (behind a running kernel),
     then the array closed: its memory's next owner on A waits for B's command, as if
@@ -475,8 +476,10 @@ def test_copies_on_another_queue_order_reuse_without_record_queue(context, devic
             event = array.copy_from(other, queue=b, blocking=False)
         elif copy == "out of":
             event = other.copy_from(array, blocking=False)  # on B, reading A's array
-        else:
+        elif copy == "fill":
             event = array.fill(-3.0, queue=b, blocking=False)
+        else:  # copy_to's offset= path, on B: it did not note B on its destination
+            event = other.copy_to(array[:-1], offset=1, blocking=False)
         array.close()
         taken = ur_cffi.empty(n, np.float32, queue=a)
         assert taken.data_ptr() == address  # reused at once, ordered on the device
@@ -556,3 +559,127 @@ def test_the_peak_is_the_most_in_use_at_once():
     """It was the sum of each pool's own peak: 3 MiB for three kinds used one after another."""
     done = crash_probe.run_child(code=PEAK, timeout=60)
     assert done.stdout.split() == [str(1 << 20), str(2 << 20), str(1 << 20), str(3 << 20)]
+
+
+@pytest.mark.parametrize("kind", ["device", "host"])
+def test_a_block_freed_while_its_queue_closes_waits_for_the_close(context, device, spin, kind):
+    """A kernel enqueued on queue A by another thread after A's close() has finished A, and
+    before it released it: an array freed then went back as of a closed (idle) queue, and
+    queue B got its block while the kernel still wrote it (x[0], its round count, in y)."""
+    from ur_cffi import _handle as handles
+
+    a, b = ur_cffi.Queue(context, device), ur_cffi.Queue(context, device)
+    with b:
+        flag = ur_cffi.zeros(1, np.int32, queue=a, kind="host")
+        x = ur_cffi.empty(4321, np.int32, queue=a, kind=kind)  # a size of its own
+        a.finish()
+        inside, go = threading.Event(), threading.Event()
+
+        def tracer(frame, event, arg):  # holds the close where it releases, after its finish
+            if event == "call" and frame.f_code is handles.Resource.close.__code__ and \
+                    frame.f_back is not None and frame.f_back.f_code is ur_cffi.Queue.close.__code__:
+                inside.set()
+                go.wait(30)
+
+        def close():
+            sys.settrace(tracer)
+            try:
+                a.close()
+            finally:
+                sys.settrace(None)
+
+        closer = threading.Thread(target=close)
+        closer.start()
+        assert inside.wait(30)
+        event = spin.launch(a, LOCAL, LOCAL, flag, x, crash_probe.SPIN_LIMIT,
+                            *crash_probe.spin_local())
+        go.set()
+        deadline = time.monotonic() + 30
+        while a._handle is not None:  # released: its finish now waits for the kernel
+            assert time.monotonic() < deadline
+            time.sleep(1e-3)
+        address = x.data_ptr()
+        x.close()
+        y = ur_cffi.empty(4321, np.int32, queue=b, kind=kind)
+        y.fill(-1)
+        assert event.status != COMPLETE, "the kernel ended by itself: the check says nothing"
+        assert y.data_ptr() != address
+        ctypes.c_int32.from_address(flag.data_ptr()).value = 1
+        closer.join()
+        assert np.array_equal(y.to_numpy(), np.full(4321, -1, np.int32))
+        assert ur_cffi.empty(4321, np.int32, queue=b, kind=kind).data_ptr() == address
+
+
+def test_first_allocations_in_threads_share_one_pool(device):
+    """Threads making the first allocation of a context at once made a pool each: the
+    allocator kept one, and the others' memory was missing from memory_stats and never
+    freed by empty_cache() or the context's close."""
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(20):
+            with device.create_context() as context:
+                queues = [ur_cffi.Queue(context, device) for _ in range(4)]
+                start = threading.Barrier(4)
+                arrays = [None] * 4
+
+                def allocate(i):
+                    start.wait()
+                    arrays[i] = ur_cffi.empty(1 << 16, np.uint8, queue=queues[i])
+
+                threads = [threading.Thread(target=allocate, args=(i,)) for i in range(4)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                assert len({id(queue._pools["device"]) for queue in queues}) == 1
+                assert ur_cffi.memory_stats(context)["allocated_bytes"] == 4 << 16
+                for array in arrays:
+                    array.close()
+                for queue in queues:
+                    queue.close()
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def test_statistics_keep_a_closed_contexts_memory_in_use(device):
+    """Closing a context took its pools out of memory_stats while its arrays still held the
+    memory (and the limit still counted it), and the counters went backwards."""
+    before = ur_cffi.memory_stats()
+    context = device.create_context()
+    queue = ur_cffi.Queue(context, device)
+    array = ur_cffi.empty(1 << 20, np.uint8, queue=queue)
+    queue.close()
+    context.close()
+    stats = ur_cffi.memory_stats()
+    assert stats["allocated_bytes"] == before["allocated_bytes"] + (1 << 20)
+    assert stats["ur_allocations"] == before["ur_allocations"] + 1
+    array.close()
+    stats = ur_cffi.memory_stats()
+    assert stats["allocated_bytes"] == before["allocated_bytes"]
+    assert stats["ur_allocations"] == before["ur_allocations"] + 1  # a count: it stays
+    assert stats["ur_frees"] >= before["ur_frees"] + 1
+
+
+def test_a_capsule_numpy_refused_gives_its_memory_back_at_empty_cache(queue):
+    """numpy drops the DLPack capsule of device memory it refuses; the array's memory stayed
+    allocated after del, gc.collect() and empty_cache(), until an unrelated later export."""
+    array = ur_cffi.empty(1 << 20, np.uint8, queue=queue)
+    before = ur_cffi.memory_stats()["allocated_bytes"]
+    with pytest.raises((RuntimeError, BufferError, TypeError)):
+        np.from_dlpack(array)
+    del array
+    gc.collect()
+    assert ur_cffi.memory_stats()["allocated_bytes"] == before - (1 << 20)
+
+
+def test_sizes_near_size_t_are_refused_by_the_allocator_or_the_shape_check(queue):
+    """The rounded block of a size just below 2**64 overflowed size_t in cffi (a bare
+    OverflowError); an integer shape skipped the index bound a 1-tuple gets."""
+    for shape in (2**63 - 1, (2**63 - 1, 2)):  # 2**64 - 2 bytes: rounded, past size_t
+        with pytest.raises((InvalidUsmSizeError, MemoryError), match="bytes"):  # (CUDA: the
+            # adapter says out of host memory)
+            ur_cffi.empty(shape, np.uint8, queue=queue)
+    for shape in (2**64 - 2**17 + 1, (2**64 - 2**17 + 1,)):
+        with pytest.raises(ValueError, match="out of range"):
+            ur_cffi.empty(shape, np.uint8, queue=queue)

@@ -30,6 +30,7 @@ the tests has none, and allocates with ``urUSM*Alloc`` directly.
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 
@@ -41,6 +42,7 @@ from .queue import _complete, raw_barrier, raw_enqueue_lock, retained
 
 _NULL = ffi.NULL
 _SMALL = 1 << 20
+_SIZE_MAX = (1 << 64) - 1
 _OUT_OF_MEMORY = frozenset(int(r) for r in (
     ur_result_t.UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY,
     ur_result_t.UR_RESULT_ERROR_OUT_OF_HOST_MEMORY,
@@ -59,6 +61,10 @@ _POOL_STATS = ("reserved_bytes", "ur_allocations", "ur_frees", "oom_retries",
 _HOT_STATS = ("allocated_bytes", "cache_hits", "frees")  # them), these
 # Bytes in use and their high-water mark, of every pool: a peak is not a sum of pools' peaks.
 _usage = [0, 0]
+_released: dict = {}  # id(pool) -> pool taken out (its context closed) with memory still in use
+_COUNTERS = ("cache_hits", "frees", "ur_allocations", "ur_frees", "oom_retries",
+             "cross_queue_reuses")
+_retired = dict.fromkeys(_COUNTERS, 0)  # the counters of pools gone, for memory_stats()
 
 
 def rounded(nbytes: int) -> int:
@@ -66,7 +72,7 @@ def rounded(nbytes: int) -> int:
     1 MiB (CuPy's granularity), of 128 KiB above."""
     if nbytes < _SMALL:
         return max((nbytes + 511) & ~511, 512)
-    return (nbytes + (1 << 17) - 1) & ~((1 << 17) - 1)
+    return min((nbytes + (1 << 17) - 1) & ~((1 << 17) - 1), _SIZE_MAX)  # (UR refuses that)
 
 
 class Block:
@@ -310,11 +316,15 @@ class _Pool(_handle.Resource):
         self.allocated_bytes -= block.size
         self.context_usage[0] -= block.size
         _usage[0] -= block.size
-        block.queue_ref = queue.ref if open_queue else None
+        # A queue that a thread is closing may still run work (its release's finish has yet
+        # to return): the block waits for that close (_finishing), as a closed queue's need not.
+        block.queue_ref = queue.ref if open_queue or queue.closing else None
         block.used_on, block.waits, block.event = None, waits, event
         if self._handle is None:  # this pool was released: free at once
             _free_blocks(self, [block])
             self._release_ur_pool()
+            if not self.allocated_bytes:
+                _retire(self)
             return True
         blocks = self._free.get(block.size)
         if blocks is None:
@@ -406,6 +416,14 @@ class _Pool(_handle.Resource):
 
 
 
+def _forget_unused_exports() -> None:
+    """Give back the memory of DLPack capsules dropped unconsumed (numpy refusing device
+    memory drops its capsule), which only the next export or import would look at."""
+    interop = sys.modules.get("ur_cffi.interop")
+    if interop is not None:
+        interop._forget_unused_capsules()
+
+
 def _release_events(events) -> None:
     for event in events:
         lib.urEventRelease(event)
@@ -485,9 +503,11 @@ def pool_for(queue, kind: str) -> _Pool:
     pool = _pools.get(key)
     if pool is None or pool.context_ref() is not context or pool._handle is None:
         with _lock:
-            usage = next((other.context_usage for other in _pools.values()
-                          if other.context_ref() is context), [0, 0])
-            pool = _pools[key] = _Pool(context, device, kind, key, usage)
+            pool = _pools.get(key)  # again: another thread's first allocation made it
+            if pool is None or pool.context_ref() is not context or pool._handle is None:
+                usage = next((other.context_usage for other in _pools.values()
+                              if other.context_ref() is context), [0, 0])
+                pool = _pools[key] = _Pool(context, device, kind, key, usage)
     queue._pools[kind] = pool
     return pool
 
@@ -500,6 +520,7 @@ def empty_cache() -> None:
     memory in use is released for a new one, which returns its memory to the device."""
     if _handle._forked:
         raise _handle.ClosedError("the cached memory belongs to the parent process (forked)")
+    _forget_unused_exports()
     with _lock:
         _give_back_returned(blocking=True)
         pools = list(_pools.values())
@@ -526,14 +547,27 @@ def _release_pools(pools) -> None:
         for pool in pools:
             if _pools.get(pool.key) is pool:
                 del _pools[pool.key]
+                _released[id(pool)] = pool  # counted until its memory in use comes back
     failure = None
     for pool in pools:
         try:
             pool.close()
         except URError as error:
             failure = failure or error
+        finally:
+            if not pool.allocated_bytes:
+                _retire(pool)
     if failure is not None:
         raise failure
+
+
+def _retire(pool: _Pool) -> None:
+    """Take a released pool with no memory in use out of the statistics, keeping its
+    counters in the totals of every pool."""
+    with _lock:
+        if _released.pop(id(pool), None) is not None:
+            for name in _COUNTERS:
+                _retired[name] += pool.stats[name] if name in pool.stats else getattr(pool, name)
 
 
 def memory_stats(context=None) -> dict:
@@ -549,11 +583,14 @@ def memory_stats(context=None) -> dict:
     if context is not None and not isinstance(context, Context):
         raise TypeError(f"memory_stats takes a ur_cffi Context or None, not "
                         f"{type(context).__name__} {context!r}")
+    _forget_unused_exports()
     with _lock:
         _give_back_returned(blocking=True)
-        pools = [pool for pool in _pools.values()
+        pools = [pool for pool in (*_pools.values(), *_released.values())
                  if context is None or pool.context_ref() is context]
         totals = dict.fromkeys(_HOT_STATS + _POOL_STATS, 0)
+        if context is None:
+            totals.update(_retired)
         for pool in pools:
             for name, value in pool.stats.items():
                 totals[name] += value

@@ -409,7 +409,7 @@ class USMArray(_handle.Resource):
             queue.handle, queue.context.handle  # noqa: B018 - raise ClosedError (cached
             # memory would otherwise hand out memory of a closed context)
         self.queue, self.kind = queue, kind
-        if type(shape) is int and shape >= 0:
+        if type(shape) is int and 0 <= shape <= _INTP_MAX:
             shape, size = (shape,), shape
         else:
             shape = _shape(shape)
@@ -1079,6 +1079,7 @@ class USMArray(_handle.Resource):
                               destination.nbytes):
             raise ValueError(f"copy_to: the part from offset {offset} overlaps the destination "
                              "in memory (UR copies between distinct ranges only)")
+        destination._used_on(queue)  # its reuse waits for this copy (as copy_from's source)
         return _enqueue_memcpy(queue, destination.data_ptr(),
                                self.data_ptr() + offset * self.itemsize,
                                destination.nbytes, blocking, wait_for, (self, destination))
