@@ -8,6 +8,7 @@ without command buffers gets).  Fresh random inputs, NaN-poisoned outputs, float
 """
 
 import gc
+import json
 import re
 import threading
 
@@ -983,3 +984,65 @@ def test_a_strided_copy_into_a_layout_no_view_shows_is_recorded_whole_or_none(na
         flat.copy_to(host.T, blocking=False)
     graph.replay(queue).wait()
     assert np.array_equal(host.T.ravel(), values)
+
+
+def test_an_update_of_several_buffers_gives_each_its_own(updatable, context, queue, kernels,
+                                                          rng):
+    """The OpenCL adapter's update pointed every memory-object argument of one call at the
+    same variable: x and y swapped gave 3x, not 2y + x (native graphs only).  ur_cffi makes
+    one call per such argument there (``_release``)."""
+    index = json.loads((kernels / "kernels.json").read_text())["axpy"]
+    program, _ = crash_probe.load(context, kernels, "axpy")
+    options = {} if index["il"] else {"hidden_args": crash_probe.hidden_args(),
+                                      "work_group_memory": index["shared"]}
+    kernel = program.kernel(index["entry"], signature=("mem", "mem", "mem", "float32", "int32"),
+                            **options)
+    n = 4 * crash_probe.BLOCK  # four programs
+    values = {name: random32(rng, n) for name in "xyz"}
+    buffers = {}
+    for name in (*values, "out"):
+        buffers[name] = ur_cffi.Buffer(context, 4 * n)
+        buffers[name].write(queue, values.get(name, np.full(n, np.nan, np.float32)))
+    graph = ur_cffi.Graph(context, native=updatable)
+    with graph, program, kernel:
+        with graph.recording(queue):
+            kernel.launch(queue, 4 * crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE,
+                          buffers["x"], buffers["y"], buffers["out"], np.float32(2.0),
+                          np.int32(n))
+        for first, second in (("y", "x"), ("z", "y"), ("x", "z"), ("y", "z")):
+            graph.commands[0].update(buffers[first], buffers[second], buffers["out"],
+                                     np.float32(2.0), np.int32(n))
+            buffers["out"].write(queue, np.full(n, np.nan, np.float32))
+            graph.replay(queue).wait()
+            out = np.empty(n, np.float32)
+            buffers["out"].read(queue, out)
+            expected = 2.0 * values[first].astype(np.float64) + values[second]
+            assert np.allclose(out, expected, rtol=1e-6, atol=1e-6), (first, second)
+    for buffer in buffers.values():
+        buffer.close()
+
+
+def test_a_triton_launch_in_an_out_of_order_graph_waits_through_a_recorded_barrier(
+        native, tq, context, device, rng):
+    """``ur_cffi.triton.using(q, wait_for=[graph_command])`` said only "wait_for takes Event
+    objects, not GraphCommand": the error now names the barrier, which orders the launch."""
+    n = 3 * BLOCK + 5
+    y_values = random32(rng, n)
+    with ur_cffi.Queue(context, device) as recorded:
+        x = ur_cffi.empty(n, np.float32, queue=recorded)
+        y = ur_cffi.asarray(y_values, queue=recorded)
+        out = ur_cffi.empty(n, np.float32, queue=recorded)
+        graph = ur_cffi.Graph(context, device, in_order=False, native=native)
+        with graph.recording(recorded):
+            loaded = x.fill(np.float32(2.5), blocking=False)
+            with pytest.raises(TypeError, match=r"through a recorded barrier \(queue.barrier"):
+                with ur_triton.using(recorded, wait_for=[loaded]):
+                    pass
+            recorded.barrier(wait_for=[loaded])
+            kernels.add[(-(-n // BLOCK),)](x, y, out, n, BLOCK=BLOCK)
+        for _ in range(3):
+            x.fill(np.nan)
+            out.fill(np.nan)
+            graph.replay(recorded).wait()
+            assert np.array_equal(out.to_numpy(), f32(2.5 + y_values.astype(np.float64)))
+        graph.close()

@@ -123,6 +123,15 @@ def pageable_copies_wait(backend) -> bool:
     return backend.name.endswith(("_CUDA", "_HIP"))
 
 
+def updates_one_memory_argument_per_call(backend) -> bool:
+    """Whether ``backend``'s command-buffer update (``urCommandBufferUpdateKernelLaunchExp``)
+    takes one memory-object argument per call: the OpenCL adapter (its
+    ``updateKernelArgs``) points every ``cl_mutable_dispatch_arg_khr`` of a call at one
+    variable of its loop, so each argument changed gets the last one's buffer (seen with
+    oneAPI 2026.2: x and y swapped gave 3x, not 2y + x)."""
+    return backend.name.endswith("_OPENCL")
+
+
 def copies_rows_one_by_one(backend) -> bool:
     """Whether ``backend``'s 2D USM copy (``urEnqueueUSMMemcpy2D``) is one copy per row: the
     OpenCL adapter enqueues ``clEnqueueMemcpyINTEL`` for each (a few microseconds a row on

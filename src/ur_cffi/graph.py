@@ -677,20 +677,32 @@ class Graph(_handle.Resource):
             self._wait_for_latest()  # replays in flight use what the update replaces
             with section:  # Ctrl-C after the update waits until the graph holds its memory
                 if self.native and (changed or sizes):
-                    # ``_pointed_into`` holds what ``desc`` points into until the call returns.
-                    desc, _pointed_into = _update_descriptor(launch, new, changed, sizes)
-                    with enqueue_lock:
-                        result = lib.urCommandBufferUpdateKernelLaunchExp(self._state.buffer,
-                                                                          1, desc)
-                    if result:
-                        check(result, "urCommandBufferUpdateKernelLaunchExp",
-                              f"kernel {launch.kernel.name!r}")
+                    for part, part_sizes in self._update_calls(new, changed, sizes):
+                        # ``_pointed_into`` holds what ``desc`` points into until the call
+                        # returns.
+                        desc, _pointed_into = _update_descriptor(launch, new, part, part_sizes)
+                        with enqueue_lock:
+                            result = lib.urCommandBufferUpdateKernelLaunchExp(
+                                self._state.buffer, 1, desc)
+                        if result:
+                            check(result, "urCommandBufferUpdateKernelLaunchExp",
+                                  f"kernel {launch.kernel.name!r}")
                 launch.adopt(new)
                 self._timing = _durations.Timing()  # other work now: measured again
                 self._memory = [resource for command in self._commands
                                 for resource in command.memory()]
                 self._checked = -1
                 self._replay_queue = None  # the next replay notes its queue for new memory
+
+    def _update_calls(self, new, changed: list, sizes: set) -> list:
+        """``[(arguments, sizes)]`` of each update call: one, or where the adapter takes one
+        memory-object argument per call (``_release``), one more for each beyond the first."""
+        memory = [index for index in changed if read_argument(new.words, index)[0] == MEM_OBJ]
+        if len(memory) < 2 or not _release.updates_one_memory_argument_per_call(
+                self.device.platform.backend):
+            return [(changed, sizes)]
+        first = [index for index in changed if index not in memory[1:]]
+        return [(first, sizes)] + [([index], set()) for index in memory[1:]]
 
     def __repr__(self) -> str:
         if self.closed:

@@ -57,6 +57,13 @@ class Scope:
         self.device_key = (queue.context, queue.device)
         self.wait_for = (wait_for,) if isinstance(wait_for, Event) else \
             () if wait_for is None else tuple(wait_for)
+        from ..graph import GraphCommand
+
+        if any(isinstance(item, GraphCommand) for item in self.wait_for):
+            raise TypeError("wait_for takes Event objects, not GraphCommand: a Triton launch "
+                            "in an out-of-order Graph recording runs after recorded commands "
+                            "only through a recorded barrier (queue.barrier(wait_for=[...]) "
+                            "before the launch)")
         self.wait_count, self.wait_events = wait_list(self.wait_for)
         self._held = _HeldEvents(self.wait_events, self.wait_count) if self.wait_count else None
 
