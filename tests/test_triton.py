@@ -832,9 +832,12 @@ def test_autotune_skips_configs_the_device_cannot_run(tq, rng):
     assert tuned_add.best_config is good
 
 
-def test_autotune_resets_and_restores_arguments_as_asked(tq, rng):
+@pytest.mark.parametrize("launch_queue", ["own", "other"])
+def test_autotune_resets_and_restores_arguments_as_asked(tq, rng, launch_queue):
     """``reset_to_zero`` and ``restore_value`` call PyTorch's ``zero_``, ``clone`` and
-    ``copy_`` on the arguments: every config's run starts from the same values."""
+    ``copy_`` on the arguments: every config's run starts from the same values.  They run on
+    the launches' queue (PyTorch's current stream), also where that is not the arrays' own:
+    on the arrays' queue they overtook the kernels being timed (accumulated 136 to 220)."""
     configs = [triton.Config({"BLOCK": 64}, num_warps=1),
                triton.Config({"BLOCK": 256}, num_warps=2)]
 
@@ -853,8 +856,13 @@ def test_autotune_resets_and_restores_arguments_as_asked(tq, rng):
     xh, acch = random32(rng, n), random32(rng, n)
     x, acc = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(acch, queue=tq)
     total = ur_cffi.full(1, np.nan, np.float32, queue=tq)
-    sum_and_double[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, acc, total, n)
-    tq.finish()
+    tq.finish()  # (the arrays' own work before another queue's)
+    with contextlib.ExitStack() as stack:
+        if launch_queue == "other":
+            queue = stack.enter_context(ur_cffi.Queue(tq.context, tq.device, profiling=True))
+            stack.enter_context(ur_triton.using(queue))
+        sum_and_double[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, acc, total, n)
+        ur_triton.last_event().wait()
     assert len(sum_and_double.configs_timings) == 2  # both ran, each several times
     # float32 atomic adds of thousands of terms: an error of a few ulps of their magnitudes'
     # sum, which a relative tolerance of the (cancelling, near 0) total did not allow for
@@ -1060,3 +1068,47 @@ def test_threads_launch_on_their_own_queues(context, device, tq, rng):
     for index, host in enumerate(hosts):
         np.testing.assert_allclose(results[index], (index + 2) * host.astype(np.float64),
                                    rtol=1e-6)
+
+
+def test_a_numpy_grid_is_checked_as_python_ints_are(tq):
+    """``(2**57 + 1) * 128`` work-items wrapped to 128 in numpy's int64 and uint64: the size
+    check passed and one program ran (128 of 1000 elements written)."""
+    n = 1000
+    x = ur_cffi.asarray(np.ones(n, np.float32), queue=tq)
+    y = poisoned(n, tq)
+    for grid in ((2**57 + 1,), (np.int64(2**57 + 1),), (np.uint64(2**57 + 1),)):
+        with pytest.raises(ValueError, match="global_size"):
+            scale[grid](x, y, 2.0, n, BLOCK=128)
+    scale[(np.int64(8),)](x, y, 2.0, n, BLOCK=128)
+    tq.finish()
+    assert np.array_equal(y.to_numpy(), np.full(n, 2.0, np.float32))
+
+
+def test_a_launch_error_names_its_own_argument_beside_a_numpy_float(tq):
+    """Every TypeError of a launch with a numpy.float64 argument was blamed on that argument
+    ("it has a dtype, so Triton takes it for device memory")."""
+    x = ur_cffi.asarray(np.ones(100, np.float32), queue=tq)
+    y = poisoned(100, tq)
+    with pytest.raises(TypeError, match=r"'n'.*1180591620717411303424"):
+        scale[(1,)](x, y, np.float64(2.5), 2**70, BLOCK=128)
+    scale[(1,)](x, y, np.float64(2.5), 100, BLOCK=128)
+    tq.finish()
+    assert np.array_equal(y.to_numpy(), np.full(100, 2.5, np.float32))
+
+
+class _Address:
+    """An object with ``data_ptr()`` and ``dtype``, as the README says a kernel takes."""
+
+    def __init__(self, address):
+        self.address, self.dtype = address, np.dtype(np.float32)
+
+    def data_ptr(self):
+        return self.address
+
+
+@pytest.mark.parametrize("address", [1.5, None, "0x10"], ids=["float", "None", "str"])
+def test_a_data_ptr_that_returns_no_integer_is_named(tq, address):
+    y = poisoned(100, tq)
+    with pytest.raises(TypeError, match=rf"argument 'x_ptr' of kernel 'scale': data_ptr\(\) "
+                                        rf"returned {type(address).__name__}"):
+        scale[(1,)](_Address(address), y, 2.0, 100, BLOCK=128)

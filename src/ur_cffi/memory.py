@@ -179,6 +179,17 @@ class ExportPin:
 
 _exports_lock = threading.Lock()  # never taken by a finalizer
 
+current_queue = None
+"""Set by ``ur_cffi.triton`` while it is active: a function giving this thread's Triton queue
+(or None).  The PyTorch-style methods Triton's autotuner calls (``clone``, ``copy_``,
+``zero_``) run there, where it is of the array's context, as PyTorch runs them on the current
+stream: after the kernels being timed there, not on the array's own queue."""
+
+
+def _current_queue_of(array: USMArray):
+    queue = current_queue() if current_queue is not None else None
+    return queue if queue is not None and queue.context is array.context else None
+
 
 def _exports_of(root: USMArray) -> set:
     exports = root._exports
@@ -764,23 +775,33 @@ class USMArray(_handle.Resource):
 
     def zero_(self) -> USMArray:
         """Set every element to zero, in place (PyTorch's ``zero_``; a blocking fill); returns
-        this array.  ``@triton.autotune(reset_to_zero=...)`` calls it."""
+        this array.  ``@triton.autotune(reset_to_zero=...)`` calls it.  On the current Triton
+        queue (see :data:`current_queue`)."""
         if self.size:
+            queue = _current_queue_of(self)
             if self.is_contiguous():
-                self.reshape(-1).view(np.uint8).fill(0)
+                self.reshape(-1).view(np.uint8).fill(0, queue=queue)
             else:
-                self.fill(0)
+                self.fill(0, queue=queue)
         return self
 
     def clone(self) -> USMArray:
-        """A new contiguous array with this array's elements (PyTorch's ``clone``: :meth:`copy`)."""
-        return self.copy()
+        """A new contiguous array with this array's elements (PyTorch's ``clone``: :meth:`copy`,
+        made and copied on the current Triton queue: :data:`current_queue`)."""
+        return self.copy(queue=_current_queue_of(self))
 
     def copy_(self, source) -> USMArray:
         """Write ``source`` into this array as ``self[...] = source`` does (PyTorch's ``copy_``:
         broadcast and cast); returns this array.  ``@triton.autotune(restore_value=...)``
-        calls it with a :meth:`clone`."""
-        self[...] = source
+        calls it with a :meth:`clone`.  A USMArray of this shape and dtype is copied on the
+        current Triton queue (:data:`current_queue`)."""
+        queue = _current_queue_of(self)
+        if queue is not None and queue is not self.queue and isinstance(source, USMArray) and \
+                source.shape == self.shape and source.dtype == self.dtype and \
+                source.context is self.context and not self._overlaps(source):
+            self.copy_from(source, queue=queue)
+        else:
+            self[...] = source
         return self
 
     def record_queue(self, queue: Queue) -> None:

@@ -61,6 +61,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
+from .. import memory
 from .._interrupts import hold_back_in
 from .._interrupts import install as install_interrupts
 from . import abi
@@ -120,6 +121,7 @@ def _install() -> None:
         raise
     _state.update(driver=driver, patches=patches,
                   previous=_no_torch.set_active_driver(driver))
+    memory.current_queue = driver.current_queue  # clone, copy_, zero_ run there
 
 
 def deactivate() -> None:
@@ -143,6 +145,7 @@ def _uninstall() -> None:
 
     with _lock:
         driver = _state["driver"]
+        memory.current_queue = None
         _no_torch.restore_active_driver(_state["previous"])
         _state["patches"].restore()
         _state.update(driver=None, previous=None, patches=None)

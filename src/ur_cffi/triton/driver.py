@@ -287,6 +287,12 @@ class URDriver(DriverBase):
             raise RuntimeError("ur_cffi.triton has no queue: call ur_cffi.triton.activate()")
         return self._default
 
+    def current_queue(self) -> Queue | None:
+        """The queue of :meth:`scope`, or None where there is none."""
+        stack = self._scopes.stack
+        scope = stack[-1] if stack else self._default
+        return None if scope is None else scope.queue
+
     def push(self, scope: Scope) -> None:
         """Enter a ``using`` block on this thread."""
         self._scopes.stack.append(self._note_context(scope))

@@ -210,7 +210,7 @@ class Launcher:
         if addresses is None and (preparing or (recording and stream in recording)):
             addresses, values, stable = self._arguments(args, stream, context)
         if addresses is not None:  # a grid not seen with these arguments before
-            self._check_grid((grid_x, grid_y, grid_z), stream.device)
+            grid_x, grid_y, grid_z = self._check_grid((grid_x, grid_y, grid_z), stream.device)
         owners = None
         if self._scratch and grid_x and grid_y and grid_z:
             owners = self._scratch_memory(addresses, stream, grid_x * grid_y * grid_z,
@@ -282,12 +282,13 @@ class Launcher:
                                           and not exit_hook.calls):
             exit_hook(launch_metadata)
 
-    def _check_grid(self, grid: tuple, device) -> None:
-        """Raise naming the grid where a cell is not a non-negative integer (None or 0.0
-        would otherwise launch nothing) or the launch is larger than ``device`` runs."""
-        for cell in grid:
-            if type(cell) is not int or cell < 0:
-                _checks.integer(f"kernel {self.name!r}: grid {grid}: cell", cell, 0)
+    def _check_grid(self, grid: tuple, device) -> tuple:
+        """``grid`` as Python ints (numpy's would wrap in the global size's product); raise
+        naming the grid where a cell is not a non-negative integer (None or 0.0 would
+        otherwise launch nothing) or the launch is larger than ``device`` runs."""
+        if any(type(cell) is not int or cell < 0 for cell in grid):
+            grid = tuple(_checks.integer(f"kernel {self.name!r}: grid {grid}: cell", cell, 0)
+                         for cell in grid)
         if all(grid):
             local = self.local_size
             try:
@@ -296,6 +297,7 @@ class Launcher:
             except ValueError as error:
                 raise ValueError(f"kernel {self.name!r}: grid {grid} of {local} work-items per "
                                  f"program: {error}") from None
+        return grid
 
     def _arguments(self, args, stream, context) -> tuple:
         """``(the (word, address) of each pointer, the scalar values as packed, whether all
@@ -419,7 +421,7 @@ class Launcher:
             if dtype is not None and element_type(dtype) not in (element, None):
                 raise TypeError(f"{where}: the kernel was compiled for *{element} but the "
                                 f"argument holds {dtype}")
-            address = data_ptr()
+            address = _checked_address(where, data_ptr())
         else:
             address = arg
         if address and not is_usm(queue.context, address):
@@ -605,8 +607,11 @@ def _explain_host_arrays(function, args, kwargs) -> None:
 
     constexprs = {param.name for param in function.params if param.is_constexpr}
     for name, value in _named_arguments(function, args, kwargs):
-        if name in constexprs:
+        if name in constexprs or isinstance(value, (int, float)):  # (np.float64 is a float)
             continue
+        if hasattr(value, "data_ptr") and not isinstance(value, USMArray):
+            _checked_address(f"argument {name!r} of kernel {function.__name__!r}",
+                             value.data_ptr())  # Triton's specialization takes it % 16
         if hasattr(value, "dtype") and not hasattr(value, "data_ptr"):
             raise TypeError(
                 f"kernel {function.__name__!r}: argument {name!r} is a "
@@ -620,6 +625,14 @@ def _explain_host_arrays(function, args, kwargs) -> None:
                 f"kernel {function.__name__!r}: argument {name!r} is a "
                 f"{type(value).__name__} {value!r:.60}: a kernel takes device memory (an "
                 "object with data_ptr() and dtype), Python int/float/bool or None") from None
+
+
+def _checked_address(where: str, address) -> int:
+    """What an argument's ``data_ptr()`` returned, as an int; ``TypeError`` if no integer."""
+    if isinstance(address, (bool, np.bool_)) or not isinstance(address, (int, np.integer)):
+        raise TypeError(f"{where}: data_ptr() returned {type(address).__name__} {address!r}; "
+                        "it must return the integer address of the memory")
+    return int(address)
 
 
 def _explain_integer_pointers(function, args, kwargs, error) -> None:
