@@ -576,8 +576,9 @@ def test_a_block_freed_while_its_queue_closes_waits_for_the_close(context, devic
         inside, go = threading.Event(), threading.Event()
 
         def tracer(frame, event, arg):  # holds the close where it releases, after its finish
+            caller = frame.f_back
             if event == "call" and frame.f_code is handles.Resource.close.__code__ and \
-                    frame.f_back is not None and frame.f_back.f_code is ur_cffi.Queue.close.__code__:
+                    caller is not None and caller.f_code is ur_cffi.Queue.close.__code__:
                 inside.set()
                 go.wait(30)
 

@@ -368,7 +368,8 @@ def test_sizes_are_checked(add, queue, device):
         kernel.launch(queue, 2 * device.max_work_group_size, 2 * device.max_work_group_size, *args)
     with pytest.raises(ValueError, match=r"global_size 0 is out of range \[1, "):
         kernel.launch(queue, 0, None, *args)
-    for size in (True, 128.0, (128, np.bool_(True)), "128"):
+    for size in (True, 128.0, (128, np.bool_(True)), "128", {128, 1}, {128: 1},
+                 (n for n in (128, 1))):  # a set launched in its hashes' order: (128, 1)
         with pytest.raises(TypeError, match="global_size"):
             kernel.launch(queue, size, None, *args)
     with pytest.raises(TypeError, match="local_size must be an integer, not bool"):
@@ -403,3 +404,31 @@ def test_a_property_the_adapter_lacks_raises_not_implemented(add):
     except NotImplementedError:
         return
     assert type(registers) is int and registers > 0  # an adapter that has it (CUDA)
+
+
+def test_flags_take_true_or_false_only(add, queue):
+    """``event="no"`` made an Event and ``set_interruptible_waits("false")`` turned the
+    interruptible waits on: both were read by truthiness."""
+    kernel, compiled = add
+    a = ur_cffi.zeros(4, queue=queue)
+    args = (a, a, a, np.int32(4))
+    for value in ("no", [], None, 0):
+        with pytest.raises(TypeError, match=f"event must be True or False, not "
+                                            f"{type(value).__name__}"):
+            kernel.launch(queue, compiled.local_size, compiled.local_size, *args, event=value)
+        with pytest.raises(TypeError, match="event must be True or False"):
+            kernel.prepare(queue, compiled.local_size, compiled.local_size, *args)(event=value)
+        with pytest.raises(TypeError, match="set_interruptible_waits must be True or False"):
+            ur_cffi.set_interruptible_waits(value)
+    assert ur_cffi.interruptible_waits()
+    assert kernel.launch(queue, compiled.local_size, compiled.local_size, *args,
+                         event=np.False_) is None
+    queue.finish()
+
+
+def test_building_a_built_program_says_so(add):
+    """OpenCL refuses a second build once kernels exist: the error carried the first build's
+    (successful) log."""
+    kernel, _ = add
+    with pytest.raises(ur_cffi.URError, match="the program is built already"):
+        kernel.program.build()

@@ -37,6 +37,14 @@ def no_nul(name: str, text) -> bytes:
     return text.encode()
 
 
+def flag(name: str, value) -> bool:
+    """``value`` as a bool; ``TypeError`` naming ``name`` for anything but True and False
+    (numpy's too): a string such as "false" would read as true."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, not {type(value).__name__} {value!r}")
+    return bool(value)
+
+
 def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
     """``value`` as a 0-d array of ``dtype``, refusing what would not convert exactly: None,
     sequences and strings, a fraction or out-of-range number for an integer dtype, a finite

@@ -26,7 +26,7 @@ import threading
 import time
 from threading import get_ident
 
-from . import _interrupts
+from . import _checks, _interrupts
 from ._interrupts import section
 from ._ur import lib
 from .errors import check
@@ -49,7 +49,8 @@ def set_interruptible_waits(enabled: bool) -> bool:
     plain blocking UR calls; returns the previous setting.  Not needed for speed: the default
     waits block directly on work measured short, and Ctrl-C then waits for the device."""
     global _interruptible
-    previous, _interruptible = _interruptible, bool(enabled)
+    previous, _interruptible = _interruptible, _checks.flag("set_interruptible_waits",
+                                                           enabled)
     return previous
 
 

@@ -34,12 +34,13 @@ _C_SCALARS = {np.dtype(name): f"{ctype} *" for name, ctype in (
 class Program(_handle.Resource):
     """A built UR program.  Make one with :meth:`from_il` or :meth:`from_binary`."""
 
-    __slots__ = ("context", "binary_entries")
+    __slots__ = ("context", "binary_entries", "_built")
     _release_function = "urProgramRelease"
 
     def __init__(self, context, handle):
         """Take ownership of a ``ur_program_handle_t`` (use the factories instead)."""
         self.context = context
+        self._built = False
         # {kernel: parameter sizes} from the binary, where the adapter cannot say (signatures)
         self.binary_entries = None
         self._own(handle, parents=(context,))
@@ -95,10 +96,17 @@ class Program(_handle.Resource):
         try:
             check(lib.urProgramBuild(self.context.handle, self.handle, options),
                   "urProgramBuild")
+            self._built = True
         except URError as error:
+            if self._built:  # (kept here: the OpenCL adapter reads its build status as NONE)
+                raise type(error)(error.result, error.function,
+                                  "the program is built already (OpenCL refuses a second "
+                                  "build once kernels exist): make a new Program to build it "
+                                  "with other options") from None
             logs = "\n".join(self.build_log(device) for device in self.context.devices)
             raise type(error)(error.result, error.function, f"build log:\n{logs.strip()}") \
                 from None
+
 
     def build_log(self, device=None) -> str:
         """The compiler's log for ``device`` (default: the context's first device)."""
@@ -165,12 +173,13 @@ def _sizes(name: str, value, smallest: int = 1) -> tuple[int, ...]:
         return (value,)
     try:
         sizes = (value,) if isinstance(value, (int, np.integer, bool, np.bool_)) \
-            else None if isinstance(value, (str, bytes, bytearray, memoryview)) \
-            else tuple(value)
+            else tuple(value) if isinstance(value, (tuple, list, np.ndarray)) \
+            else None  # (a set's order is its hashes', a generator is read once)
     except TypeError:
         sizes = None
     if sizes is None:
-        raise TypeError(f"{name} {value!r} must be an integer or 1 to 3 integers")
+        raise TypeError(f"{name} {value!r} must be an integer or a tuple or list of 1 to 3 "
+                        "integers")
     if not 1 <= len(sizes) <= 3:
         raise ValueError(f"{name} {value!r} must be 1 to 3 integers")
     return tuple(_checks.integer(name, s, smallest, _SIZE_MAX) for s in sizes)
@@ -335,6 +344,8 @@ class Kernel(_handle.Resource):
         same argument objects, no memory or queue released since) reuses its checked argument
         block; :meth:`prepare` launches one set of arguments repeatedly at the least cost.
         """
+        if event is not True and event is not False:
+            event = _checks.flag("event", event)
         reused = self._reusable
         try:
             reuse = global_offset is None and reused[0] == (
@@ -569,6 +580,8 @@ class PreparedLaunch:
     def __call__(self, *, wait_for=(), event: bool = True) -> Event | None:
         """Enqueue the launch; returns its Event, or None with ``event=False``.  Raises
         ``ClosedError`` if an argument was closed since :meth:`Kernel.prepare`."""
+        if event is not True and event is not False:
+            event = _checks.flag("event", event)
         if self._released != _handle.released:
             for index, arg in enumerate(self.args):
                 memory = memory_of(arg)  # an array, or one under a wrapper (triton.reinterpret)
