@@ -48,7 +48,9 @@ def expected_seconds(window: dict) -> float:
     if not window:
         return math.inf
     total = 0.0
-    for timing, items in window.items():  # a loop, not sum(): waits are a hot path
+    # A loop, not sum(): waits are a hot path.  Over a copy made in one step: another thread's
+    # launch may add to a window being read (Device.synchronize, a finish's old window).
+    for timing, items in tuple(window.items()):
         if timing is None:
             return math.inf
         total += timing.per_item * items
@@ -58,6 +60,6 @@ def expected_seconds(window: dict) -> float:
 def learn(window: dict, elapsed: float) -> None:
     """Give each kernel of a completed ``window`` its upper bound, ``elapsed`` seconds
     having passed since the window began (``Queue.finish`` does this inline for one kernel)."""
-    for timing, items in window.items():
+    for timing, items in tuple(window.items()):  # (a copy: see expected_seconds)
         if timing is not None:
             timing.per_item = elapsed / items
