@@ -16,6 +16,7 @@ import pytest
 
 import crash_probe
 import ur_cffi
+from concurrency import run_in_threads
 from ur_cffi import _handle
 from ur_cffi.enums import ur_event_status_t
 from ur_cffi.errors import InvalidUsmSizeError
@@ -628,11 +629,7 @@ def test_first_allocations_in_threads_share_one_pool(device):
                     start.wait()
                     arrays[i] = ur_cffi.empty(1 << 16, np.uint8, queue=queues[i])
 
-                threads = [threading.Thread(target=allocate, args=(i,)) for i in range(4)]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join()
+                run_in_threads(allocate, 4)
                 assert len({id(queue._pools["device"]) for queue in queues}) == 1
                 assert ur_cffi.memory_stats(context)["allocated_bytes"] == 4 << 16
                 for array in arrays:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import ur_cffi
+from concurrency import run_in_threads
 from ur_cffi import ffi, interop, lib
 
 NUMPY_2_1 = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
@@ -650,7 +651,7 @@ def test_threads_exporting_at_once_forget_dropped_capsules_without_error(queue):
     array = ur_cffi.zeros(4, np.float32, queue=queue)
     errors = []
 
-    def export_and_drop():
+    def export_and_drop(_):
         for _ in range(200):
             try:
                 batch = [array.__dlpack__() for _ in range(50)]
@@ -661,11 +662,7 @@ def test_threads_exporting_at_once_forget_dropped_capsules_without_error(queue):
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        threads = [threading.Thread(target=export_and_drop) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        run_in_threads(export_and_drop, 2)
     finally:
         sys.setswitchinterval(switch)
     assert errors == []
