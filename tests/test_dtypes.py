@@ -136,7 +136,13 @@ def test_fill_values_are_refused_where_they_would_change(queue, value, dtype, er
 
 
 def test_fill_values_that_fit_are_stored_as_numpy_stores_them(queue):
-    for value, dtype in ((ml_dtypes.bfloat16(1.0), "bool"), (ml_dtypes.bfloat16(-2), "int32"),
+    """Values that round to a type's largest are stored (a check for saturating types
+    refused them for every float type), and a complex whose magnitude passes float64's."""
+    for value, dtype in ((3.4028235e38, "float32"), (3.40282347e38, "float32"),  # FLT_MAX
+                         (65505.0, "float16"), (60000.0, "float8_e5m2"),  # round to the
+                         (450.0, "float8_e4m3fn"), (6.5, ml_dtypes.float4_e2m1fn),  # largest
+                         (complex(1.7e308, 1.7e308), "complex128"),
+                         (ml_dtypes.bfloat16(1.0), "bool"), (ml_dtypes.bfloat16(-2), "int32"),
                          (-8, ml_dtypes.int4), (10**400, np.longdouble),
                          (float("inf"), "float16"), (complex(np.inf, 1), "complex64"),
                          (np.datetime64("2020-01-01T10:00"), "M8[m]"), ("ab", "U4")):

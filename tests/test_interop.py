@@ -618,6 +618,16 @@ def test_from_dlpack_takes_copy_as_a_bool_or_none(queue, copy):
         ur_cffi.from_dlpack(host, queue=queue, copy=copy)  # "False" copied, 0 did not
 
 
+def test_numpys_false_means_no_copy(queue):
+    """``copy=np.False_`` passed the check and then read as "copy allowed" (not ``is False``)."""
+    with pytest.raises(BufferError, match="copy=False"):
+        ur_cffi.from_dlpack(np.arange(3.0), queue=queue, copy=np.False_)
+    with pytest.raises(BufferError, match="copy=False"):
+        ur_cffi.zeros(4, queue=queue).__dlpack__(dl_device=(interop.KDL_CPU, 0), copy=np.False_)
+    host = ur_cffi.zeros(4, queue=queue, kind="host")
+    assert ur_cffi.from_dlpack(host, queue=queue, copy=np.False_).data_ptr() == host.data_ptr()
+
+
 def test_strides_that_are_no_sequence_are_named(queue):
     array = ur_cffi.zeros(16, np.float32, queue=queue)
     with pytest.raises(TypeError, match="from_pointer: strides must be a sequence of integers "

@@ -92,7 +92,10 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
     elif isinstance(value, (np.floating, np.complexfloating)):  # long doubles beyond float64
         finite = bool(np.isfinite(value))
     else:
-        finite = math.isfinite(abs(complex(value)))
+        try:
+            finite = math.isfinite(abs(complex(value)))
+        except OverflowError:  # a finite complex whose magnitude passes float64's
+            finite = True
     try:
         with np.errstate(over="ignore"):
             converted = np.array(value, dtype=dtype)
@@ -105,13 +108,13 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
             converted = np.array(np.inf, dtype=dtype)
     if finite and not np.all(np.isfinite(converted)):
         raise ValueError(f"{name} {value!r} does not fit in {dtype}")
-    if finite and dtype.kind != "c":  # types that saturate (float4_e2m1fn: 1e6 makes 6)
+    bound = dtypes.saturation_bound(dtype) if finite else None
+    if bound is not None:  # (float4_e2m1fn: 1e6 would make 6)
         try:
-            with np.errstate(over="ignore"):
-                magnitude = abs(float(value))
-        except OverflowError:  # an int beyond float64 (a long double holds it)
+            magnitude = abs(float(value))
+        except OverflowError:  # an int beyond float64
             magnitude = math.inf
-        if magnitude > dtypes.largest(dtype):
+        if magnitude >= bound:
             raise ValueError(f"{name} {value!r} does not fit in {dtype}")
     if not finite and not (np.isnan(converted) if value != value else converted == value):
         raise ValueError(f"{name} {value!r} cannot be stored in {dtype}, which holds no "

@@ -47,19 +47,31 @@ def expected_seconds(window: dict) -> float:
     """How long the work of ``window`` is expected to take; ``inf`` where unknown."""
     if not window:
         return math.inf
+    try:
+        return _expected(window.items())
+    except RuntimeError:  # another thread's launch added to it (Device.synchronize reads
+        return _expected(tuple(window.items()))  # every queue's): a copy made in one step
+
+
+def _expected(items) -> float:
     total = 0.0
-    # A loop, not sum(): waits are a hot path.  Over a copy made in one step: another thread's
-    # launch may add to a window being read (Device.synchronize, a finish's old window).
-    for timing, items in tuple(window.items()):
+    for timing, count in items:  # a loop, not sum(): waits are a hot path
         if timing is None:
             return math.inf
-        total += timing.per_item * items
+        total += timing.per_item * count
     return total
 
 
 def learn(window: dict, elapsed: float) -> None:
     """Give each kernel of a completed ``window`` its upper bound, ``elapsed`` seconds
     having passed since the window began (``Queue.finish`` does this inline for one kernel)."""
-    for timing, items in tuple(window.items()):  # (a copy: see expected_seconds)
+    try:
+        _learn(window.items(), elapsed)
+    except RuntimeError:  # changed by another thread: see expected_seconds
+        _learn(tuple(window.items()), elapsed)
+
+
+def _learn(items, elapsed: float) -> None:
+    for timing, count in items:
         if timing is not None:
-            timing.per_item = elapsed / items
+            timing.per_item = elapsed / count

@@ -95,23 +95,32 @@ def is_integer(value: np.dtype) -> bool:
                                    and value.name.startswith(("int", "uint")))
 
 
-def largest(value: np.dtype) -> float:
-    """The largest finite value of an :func:`is_floating` dtype, as a Python float (inf for a
-    long double's, beyond float64)."""
+def saturation_bound(value: np.dtype) -> float | None:
+    """For a floating dtype that holds neither infinity nor NaN (``ml_dtypes``'
+    ``float4_e2m1fn``, ``float6_*``: a conversion saturates, 1e6 makes 6), the magnitude from
+    which a value rounds past its largest one; None for the others, whose overflow shows as
+    infinity or NaN."""
     if value.type.__module__ != "ml_dtypes":
-        with np.errstate(over="ignore"):
-            return float(np.finfo(value).max)
-    found = _LARGEST.get(value)
-    if found is None:  # ml_dtypes' types are of 1 or 2 bytes: every value, read once (numpy
-        # 1.26's finfo refuses float8_e5m2, which ml_dtypes 0.5 gives the kind "f")
-        every = np.arange(1 << 8 * value.itemsize, dtype=f"u{value.itemsize}").view(value)
-        with np.errstate(invalid="ignore"):
-            every = every.astype(np.float64)
-        found = _LARGEST[value] = float(np.max(every[np.isfinite(every)]))
-    return found
+        return None
+    try:
+        return _SATURATION[value]
+    except KeyError:
+        pass
+    # ml_dtypes' types are of 1 or 2 bytes: every value, read once (numpy 1.26's finfo
+    # refuses float8_e5m2, which ml_dtypes 0.5 gives the kind "f")
+    every = np.arange(1 << 8 * value.itemsize, dtype=f"u{value.itemsize}").view(value)
+    with np.errstate(invalid="ignore", over="ignore"):
+        every = every.astype(np.float64)
+        saturates = bool(np.isfinite(np.array(1e300).astype(value)))
+    bound = None
+    if saturates:
+        top = np.unique(np.abs(every[np.isfinite(every)]))[-2:]
+        bound = float(top[1] + (top[1] - top[0]) / 2)  # half a step past the largest
+    _SATURATION[value] = bound
+    return bound
 
 
-_LARGEST: dict = {}
+_SATURATION: dict = {}
 
 
 def integer_bounds(value: np.dtype) -> tuple[int, int]:

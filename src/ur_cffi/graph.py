@@ -677,22 +677,29 @@ class Graph(_handle.Resource):
             self._wait_for_latest()  # replays in flight use what the update replaces
             with section:  # Ctrl-C after the update waits until the graph holds its memory
                 if self.native and (changed or sizes):
+                    applied = []
                     for part, part_sizes in self._update_calls(new, changed, sizes):
-                        # ``_pointed_into`` holds what ``desc`` points into until the call
-                        # returns.
-                        desc, _pointed_into = _update_descriptor(launch, new, part, part_sizes)
-                        with enqueue_lock:
-                            result = lib.urCommandBufferUpdateKernelLaunchExp(
-                                self._state.buffer, 1, desc)
+                        result = self._update_call(launch, new, part, part_sizes)
                         if result:
+                            for done in applied:  # the launch as it was: all or nothing
+                                self._update_call(launch, launch, *done)
                             check(result, "urCommandBufferUpdateKernelLaunchExp",
                                   f"kernel {launch.kernel.name!r}")
+                        applied.append((part, part_sizes))
                 launch.adopt(new)
                 self._timing = _durations.Timing()  # other work now: measured again
                 self._memory = [resource for command in self._commands
                                 for resource in command.memory()]
                 self._checked = -1
                 self._replay_queue = None  # the next replay notes its queue for new memory
+
+    def _update_call(self, launch, state, changed: list, sizes: set) -> int:
+        """One ``urCommandBufferUpdateKernelLaunchExp`` giving ``launch`` the arguments
+        ``changed`` and the ``sizes`` of ``state`` (a snapshot, or the launch itself)."""
+        # ``_pointed_into`` holds what ``desc`` points into until the call returns.
+        desc, _pointed_into = _update_descriptor(launch, state, changed, sizes)
+        with enqueue_lock:
+            return lib.urCommandBufferUpdateKernelLaunchExp(self._state.buffer, 1, desc)
 
     def _update_calls(self, new, changed: list, sizes: set) -> list:
         """``[(arguments, sizes)]`` of each update call: one, or where the adapter takes one

@@ -297,6 +297,7 @@ def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
     if copy is not None and not isinstance(copy, (bool, np.bool_)):
         raise TypeError(f"__dlpack__: copy must be True, False or None, not "
                         f"{type(copy).__name__} {copy!r}")
+    copy = None if copy is None else bool(copy)  # (np.False_ is not False)
     source = array
     if dl_device is not None and dl_device != dlpack_device(array):
         if dl_device != (KDL_CPU, 0):
@@ -402,6 +403,7 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     if copy is not None and not isinstance(copy, (bool, np.bool_)):
         raise TypeError(f"from_dlpack: copy must be True, False or None, not "
                         f"{type(copy).__name__} {copy!r}")
+    copy = None if copy is None else bool(copy)  # (np.False_ is not False)
     _forget_unused_capsules()
     if hasattr(x, "__dlpack__"):
         try:

@@ -183,12 +183,14 @@ current_queue = None
 """Set by ``ur_cffi.triton`` while it is active: a function giving this thread's Triton queue
 (or None).  The PyTorch-style methods Triton's autotuner calls (``clone``, ``copy_``,
 ``zero_``) run there, where it is of the array's context, as PyTorch runs them on the current
-stream: after the kernels being timed there, not on the array's own queue."""
+stream: after the kernels being timed there, not on the array's own queue.  (Of the
+array's device too: PyTorch's current stream is the tensor's device's.)"""
 
 
 def _current_queue_of(array: USMArray):
     queue = current_queue() if current_queue is not None else None
-    return queue if queue is not None and queue.context is array.context else None
+    return queue if queue is not None and queue.context is array.context and \
+        queue.device is array.queue.device else None
 
 
 def _exports_of(root: USMArray) -> set:

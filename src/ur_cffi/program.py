@@ -98,7 +98,8 @@ class Program(_handle.Resource):
                   "urProgramBuild")
             self._built = True
         except URError as error:
-            if self._built:  # (kept here: the OpenCL adapter reads its build status as NONE)
+            if self._built and error.result == ur_result_t.UR_RESULT_ERROR_INVALID_OPERATION:
+                # (OpenCL's refusal; its adapter reads the build status as NONE, so kept here)
                 raise type(error)(error.result, error.function,
                                   "the program is built already (OpenCL refuses a second "
                                   "build once kernels exist): make a new Program to build it "
