@@ -45,6 +45,14 @@ def flag(name: str, value) -> bool:
     return bool(value)
 
 
+def optional_flag(name: str, value) -> bool | None:
+    """:func:`flag`, or None for None (``copy=``: the array API's "copy where needed")."""
+    if value is not None and not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True, False or None, not {type(value).__name__} "
+                        f"{value!r}")
+    return None if value is None else bool(value)  # (np.False_ is not False)
+
+
 def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
     """``value`` as a 0-d array of ``dtype``, refusing what would not convert exactly: None,
     sequences and strings, a fraction or out-of-range number for an integer dtype, a finite

@@ -62,8 +62,8 @@ _HOT_STATS = ("allocated_bytes", "cache_hits", "frees")  # them), these
 # Bytes in use and their high-water mark, of every pool: a peak is not a sum of pools' peaks.
 _usage = [0, 0]
 _released: dict = {}  # id(pool) -> pool taken out (its context closed) with memory still in use
-_COUNTERS = ("cache_hits", "frees", "ur_allocations", "ur_frees", "oom_retries",
-             "cross_queue_reuses")
+_COUNTERS = tuple(name for name in _HOT_STATS + _POOL_STATS
+                  if not name.endswith("_bytes"))  # counts that only grow
 _retired = dict.fromkeys(_COUNTERS, 0)  # the counters of pools gone, for memory_stats()
 
 
@@ -416,7 +416,7 @@ class _Pool(_handle.Resource):
 
 
 
-def _forget_unused_exports() -> None:
+def forget_unused_exports() -> None:
     """Give back the memory of DLPack capsules dropped unconsumed (numpy refusing device
     memory drops its capsule), which only the next export or import would look at."""
     interop = sys.modules.get("ur_cffi.interop")
@@ -520,7 +520,7 @@ def empty_cache() -> None:
     memory in use is released for a new one, which returns its memory to the device."""
     if _handle._forked:
         raise _handle.ClosedError("the cached memory belongs to the parent process (forked)")
-    _forget_unused_exports()
+    forget_unused_exports()
     with _lock:
         _give_back_returned(blocking=True)
         pools = list(_pools.values())
@@ -583,7 +583,7 @@ def memory_stats(context=None) -> dict:
     if context is not None and not isinstance(context, Context):
         raise TypeError(f"memory_stats takes a ur_cffi Context or None, not "
                         f"{type(context).__name__} {context!r}")
-    _forget_unused_exports()
+    forget_unused_exports()
     with _lock:
         _give_back_returned(blocking=True)
         pools = [pool for pool in (*_pools.values(), *_released.values())

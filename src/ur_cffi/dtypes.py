@@ -82,16 +82,20 @@ def _not_subarray(value, read: np.dtype) -> np.dtype:
     return read
 
 
+def _of_ml_dtypes(value: np.dtype) -> bool:
+    return value.type.__module__ == "ml_dtypes"
+
+
 def is_floating(value: np.dtype) -> bool:
     """Whether ``value`` is a floating-point dtype, numpy's or any of ``ml_dtypes``' (those of
     :data:`NAMES`, and ``float4_e2m1fn``, ``float6_*``... that arrays may hold as well)."""
     return value.kind == "f" or value.name in _NAME_SET or (
-        value.type.__module__ == "ml_dtypes" and value.name.startswith("float"))
+        _of_ml_dtypes(value) and value.name.startswith("float"))
 
 
 def is_integer(value: np.dtype) -> bool:
     """Whether ``value`` is a bool or integer dtype, numpy's or ``ml_dtypes``' (``int4``...)."""
-    return value.kind in "biu" or (value.type.__module__ == "ml_dtypes"
+    return value.kind in "biu" or (_of_ml_dtypes(value)
                                    and value.name.startswith(("int", "uint")))
 
 
@@ -100,7 +104,7 @@ def saturation_bound(value: np.dtype) -> float | None:
     ``float4_e2m1fn``, ``float6_*``: a conversion saturates, 1e6 makes 6), the magnitude from
     which a value rounds past its largest one; None for the others, whose overflow shows as
     infinity or NaN."""
-    if value.type.__module__ != "ml_dtypes":
+    if not _of_ml_dtypes(value):
         return None
     try:
         return _SATURATION[value]
@@ -127,7 +131,7 @@ def integer_bounds(value: np.dtype) -> tuple[int, int]:
     """The smallest and largest value of an :func:`is_integer` dtype."""
     if value.kind == "b":
         return 0, 1
-    if value.type.__module__ != "ml_dtypes":
+    if not _of_ml_dtypes(value):
         info = np.iinfo(value)
     else:
         import ml_dtypes

@@ -59,7 +59,7 @@ import threading
 
 import numpy as np
 
-from . import _durations, _handle, _release, _waiting
+from . import _checks, _durations, _handle, _release, _waiting
 from . import _interrupts
 from ._interrupts import hold_back_in, section
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argument
@@ -177,12 +177,10 @@ class Graph(_handle.Resource):
 
         if not isinstance(context, Context):
             raise TypeError(f"context must be a ur_cffi Context, not {type(context).__name__}")
-        for name, value in (("in_order", in_order), ("native", native)):
-            if not isinstance(value, (bool, np.bool_)) and not (name == "native" and value is None):
-                raise TypeError(f"Graph: {name} must be True or False"
-                                f"{' or None (automatic)' if name == 'native' else ''}, not "
-                                f"{type(value).__name__} {value!r}")
-        in_order = bool(in_order)
+        in_order = _checks.flag("Graph: in_order", in_order)
+        if native is not None and not isinstance(native, (bool, np.bool_)):
+            raise TypeError(f"Graph: native must be True or False or None (automatic), not "
+                            f"{type(native).__name__} {native!r}")
         native = None if native is None else bool(native)
         context.handle  # noqa: B018 - raises ClosedError
         device = context.devices[0] if device is None else device

@@ -294,10 +294,7 @@ def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
     if stream is not None and (array.kind == "host" or dl_device == (KDL_CPU, 0)):
         raise BufferError(f"__dlpack__: stream must be None for memory exported as kDLCPU "
                           f"(DLPack: a device without streams), not {stream!r}")
-    if copy is not None and not isinstance(copy, (bool, np.bool_)):
-        raise TypeError(f"__dlpack__: copy must be True, False or None, not "
-                        f"{type(copy).__name__} {copy!r}")
-    copy = None if copy is None else bool(copy)  # (np.False_ is not False)
+    copy = _checks.optional_flag("__dlpack__: copy", copy)
     source = array
     if dl_device is not None and dl_device != dlpack_device(array):
         if dl_device != (KDL_CPU, 0):
@@ -400,10 +397,7 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     read-only (DLPack 1.x's flag): a USMArray has no read-only mode, so writes through a wrap
     would reach it (``copy=False`` raises ``BufferError`` there)."""
     _check_queue(queue)
-    if copy is not None and not isinstance(copy, (bool, np.bool_)):
-        raise TypeError(f"from_dlpack: copy must be True, False or None, not "
-                        f"{type(copy).__name__} {copy!r}")
-    copy = None if copy is None else bool(copy)  # (np.False_ is not False)
+    copy = _checks.optional_flag("from_dlpack: copy", copy)
     _forget_unused_capsules()
     if hasattr(x, "__dlpack__"):
         try:

@@ -10,7 +10,6 @@ fit raises instead of writing past an allocation.
 from __future__ import annotations
 
 import math
-import sys
 import threading
 
 import numpy as np
@@ -222,9 +221,7 @@ def show(array: USMArray) -> None:
 def _still_exported(array: USMArray) -> bool:
     """Whether a pin of ``array`` lives, once the DLPack capsules nobody took are forgotten
     (numpy drops the capsule of device memory it refuses: it must not hold the memory)."""
-    interop = sys.modules.get("ur_cffi.interop")
-    if interop is not None:
-        interop._forget_unused_capsules()
+    allocator.forget_unused_exports()
     return bool(array._exports)
 
 

@@ -108,7 +108,6 @@ class Program(_handle.Resource):
             raise type(error)(error.result, error.function, f"build log:\n{logs.strip()}") \
                 from None
 
-
     def build_log(self, device=None) -> str:
         """The compiler's log for ``device`` (default: the context's first device)."""
         device = self.context.devices[0] if device is None else device

@@ -6,7 +6,7 @@ import threading
 import weakref
 from time import perf_counter
 
-from . import _durations, _handle, _interrupts, _waiting
+from . import _checks, _durations, _handle, _interrupts, _waiting
 from ._handle import _events, _live, _serials
 from ._interrupts import Lock, hold_back_in, section
 from ._ur import ffi, lib
@@ -361,10 +361,8 @@ class Queue(_handle.Resource):
         if not isinstance(context, Context):
             raise TypeError(f"context must be a ur_cffi Context, not {type(context).__name__} "
                             f"{context!r}")
-        for name, value in (("out_of_order", out_of_order), ("profiling", profiling)):
-            if type(value).__name__ not in ("bool", "bool_"):  # numpy's too
-                raise TypeError(f"Queue: {name} must be True or False, not "
-                                f"{type(value).__name__} {value!r}")
+        out_of_order = _checks.flag("Queue: out_of_order", out_of_order)
+        profiling = _checks.flag("Queue: profiling", profiling)
         device = context.devices[0] if device is None else device
         if device not in context.devices:
             raise ValueError(f"{device!r} is not a device of {context!r}")

@@ -33,6 +33,7 @@ from .._interrupts import section
 from .._ur import ffi, lib
 from ..device import Device, default_device, devices
 from ..errors import URError, check
+from ..graph import GraphCommand
 from ..info import query
 from ..program import Kernel
 from ..queue import (Event, Queue, adopt, enqueue_lock, raw_barrier, raw_enqueue_lock,
@@ -57,8 +58,6 @@ class Scope:
         self.device_key = (queue.context, queue.device)
         self.wait_for = (wait_for,) if isinstance(wait_for, Event) else \
             () if wait_for is None else tuple(wait_for)
-        from ..graph import GraphCommand
-
         if any(isinstance(item, GraphCommand) for item in self.wait_for):
             raise TypeError("wait_for takes Event objects, not GraphCommand: a Triton launch "
                             "in an out-of-order Graph recording runs after recorded commands "
