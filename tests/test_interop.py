@@ -626,6 +626,10 @@ def test_numpys_false_means_no_copy(queue):
         ur_cffi.zeros(4, queue=queue).__dlpack__(dl_device=(interop.KDL_CPU, 0), copy=np.False_)
     host = ur_cffi.zeros(4, queue=queue, kind="host")
     assert ur_cffi.from_dlpack(host, queue=queue, copy=np.False_).data_ptr() == host.data_ptr()
+    with pytest.raises(ValueError, match=r"asarray\(copy=False\)"):  # (it copied)
+        ur_cffi.asarray(np.arange(3.0), queue=queue, copy=np.False_)
+    with pytest.raises(ValueError, match=r"asarray\(copy=False\) needs a copy"):
+        ur_cffi.asarray(host, np.float64, queue=queue, copy=np.False_)
 
 
 def test_strides_that_are_no_sequence_are_named(queue):

@@ -1223,9 +1223,7 @@ def asarray(array, dtype=None, *, queue: Queue, kind: str = "device",
     where one is needed).  A USMArray of the queue's context is copied on the device as
     :meth:`USMArray.copy` does, through the host where the dtype changes or the context
     differs."""
-    if copy is not None and not isinstance(copy, (bool, np.bool_)):
-        raise TypeError(f"asarray: copy must be True, False or None, not {type(copy).__name__} "
-                        f"{copy!r}")
+    copy = _checks.optional_flag("asarray: copy", copy)
     dtype = None if dtype is None else _dtype(dtype)
     if isinstance(array, USMArray):
         same_dtype = dtype is None or dtype == array.dtype
