@@ -171,9 +171,20 @@ def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
     for signature, message in (((None,) * 5, "entry 0 is None"),
                                (("ptr", "ptr", "ptr", object, "int32"), "entry 3 is <class"),
                                (("ptr", "ptr", "ptr", "pi", "int32"), "entry 3 is 'pi'"),
-                               ("ptrs", "must be a sequence of entries")):
+                               ("ptrs", "must be a sequence of entries"),
+                               # in their hashes' order, types would go to other parameters
+                               ({"ptr", "int32"}, "a set or dict has no parameter order"),
+                               (frozenset({"ptr"}), "a set or dict has no parameter order"),
+                               (dict.fromkeys(("ptr",) * 3 + ("float32", "int32")),
+                                "a set or dict has no parameter order")):
         with pytest.raises(TypeError, match=message):
             program.kernel(kernel.name, signature=signature)
+    with pytest.raises(TypeError, match=r"hidden_args of .* \(a set or dict has no param"):
+        program.kernel(kernel.name, hidden_args={np.int32(1), np.float32(2)})
+    for value in (ctypes.c_char_p(b"a"), ctypes.c_wchar("a"), ctypes.c_wchar_p("a")):
+        with pytest.raises(TypeError, match=f"argument 4 of .* is declared int32, got "
+                                            f"{type(value).__name__}, which is no number"):
+            kernel.launch(queue, LOCAL, LOCAL, x, x, x, 1.0, value)
     undeclared = program.kernel(kernel.name, hidden_args=kernel.hidden_args,  # no signature
                                 work_group_memory=kernel.work_group_memory)
     for value in (np.str_("a"), np.bytes_(b"\0\4\0\0"), np.void(b"\0\4\0\0"),

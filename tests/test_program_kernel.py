@@ -3,6 +3,7 @@ and launches with every kind of argument, on the CPU device with Triton-compiled
 
 import ctypes
 import struct
+import sys
 
 import numpy as np
 import pytest
@@ -230,7 +231,13 @@ def random_scalars(rng):
     return values + [float(np.float32(rng.standard_normal())), float(rng.standard_normal())]
 
 
-@pytest.mark.parametrize("form", ["numpy", "ctypes", "signature"])
+# ctypes types holding their bytes in the other byte order than this machine's.
+SWAPPED_CTYPES = tuple(t.__ctype_be__ if sys.byteorder == "little" else t.__ctype_le__
+                       for t in CTYPES)
+
+
+@pytest.mark.parametrize("form", ["numpy", "ctypes", "ctypes swapped",
+                                  "ctypes swapped, signature", "signature"])
 def test_launch_with_scalars_by_value(build_triton, queue, rng, form):
     program, compiled = build_triton("store_scalars")
     values = random_scalars(rng)
@@ -241,6 +248,11 @@ def test_launch_with_scalars_by_value(build_triton, queue, rng, form):
     elif form == "ctypes":
         kernel = program.kernel("store_scalars", **compiled.options)
         args = [t(v) for t, v in zip(CTYPES, values)]
+    elif form.startswith("ctypes swapped"):  # their values, not their bytes as they lie
+        kernel = program.kernel("store_scalars", ("ptr", "int8", "int16", "int32", "int64",
+                                                  "float32", "float64") if "signature" in
+                                form else None, **compiled.options)
+        args = [t(v) for t, v in zip(SWAPPED_CTYPES, values)]
     else:
         kernel = program.kernel("store_scalars", ("ptr", "int8", "int16", "int32", "int64",
                                                   "float32", "float64"), **compiled.options)
@@ -337,6 +349,11 @@ def test_argument_count_and_types_are_checked(add, build_triton, queue, device):
         with pytest.raises(ValueError, match="argument 2 of 'add': the USMArray belongs to an"):
             kernel.launch(queue, g, l, a, a, foreign, np.int32(4))
         foreign.close()
+        buffered = ur_cffi.Kernel(kernel.program, "add", ("mem", "ptr", "ptr", "int32"),
+                                  **compiled.options)
+        with ur_cffi.Buffer(other_context, 64) as buffer, pytest.raises(
+                ValueError, match="argument 0 of 'add': the Buffer belongs to another context"):
+            buffered.launch(queue, g, l, buffer, a, a, 4)
     closed = ur_cffi.zeros(4, queue=queue)
     closed.close()
     with pytest.raises(ur_cffi.ClosedError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import ctypes
 import functools
 import math
@@ -271,14 +272,16 @@ class Kernel(_handle.Resource):
             raise TypeError(f"program must be a ur_cffi Program, not {type(program).__name__}")
         encoded = _checks.no_nul("kernel name", name)
         if signature is not None:
-            if isinstance(signature, (str, bytes)) or not hasattr(signature, "__iter__"):
-                raise TypeError(f"signature of {name!r} must be a sequence of entries, not "
+            if not _ordered_entries(signature):
+                raise TypeError(f"signature of {name!r} must be a sequence of entries (a set "
+                                "or dict has no parameter order), not "
                                 f"{type(signature).__name__} {signature!r}")
             signature = tuple(_signature_entry(name, index, entry)
                               for index, entry in enumerate(signature))
-        if isinstance(hidden_args, (str, bytes)) or not hasattr(hidden_args, "__iter__"):
-            raise TypeError(f"hidden_args of {name!r} must be a sequence of values, not "
-                            f"{type(hidden_args).__name__} {hidden_args!r}")
+        if not _ordered_entries(hidden_args):
+            raise TypeError(f"hidden_args of {name!r} must be a sequence of values (a set or "
+                            f"dict has no parameter order), not {type(hidden_args).__name__} "
+                            f"{hidden_args!r}")
         hidden_args = tuple(hidden_args)
         for index, value in enumerate(hidden_args):
             if not (isinstance(value, Local) or dtypes.is_number(value)):
@@ -526,6 +529,9 @@ class Kernel(_handle.Resource):
                 if not _accepts(declared, "mem"):
                     raise TypeError(f"argument {index} of {self.name!r} is declared {declared}, "
                                     "got a Buffer")
+                if arg.context is not queue.context:
+                    raise ValueError(f"argument {index} of {self.name!r}: the Buffer belongs "
+                                     "to another context than the queue")
                 write_argument(words, index, MEM_OBJ, _POINTER_SIZE, _address(arg.handle))
             elif declared == "ptr" and isinstance(arg, (int, np.integer)):
                 write_argument(words, index, POINTER, _POINTER_SIZE,
@@ -749,6 +755,13 @@ def _exact_sizes(sizes) -> bool:
         type(size) is int or isinstance(size, np.integer) for size in sizes)
 
 
+def _ordered_entries(entries) -> bool:
+    """Whether ``entries`` (a signature, hidden arguments) is an iterable with an order that
+    is the parameters' own: not text, a set or a mapping."""
+    return hasattr(entries, "__iter__") and not isinstance(
+        entries, (str, bytes, collections.abc.Set, collections.abc.Mapping))
+
+
 def _value_buffer(kernel: str, index: int, arg, declared) -> tuple:
     """``(cdata, size)`` holding a by-value argument in its declared or its own type."""
     if isinstance(declared, np.dtype) and not isinstance(arg, (int, float, np.generic,
@@ -770,6 +783,14 @@ def _value_buffer(kernel: str, index: int, arg, declared) -> tuple:
     return ffi.new("char[]", data), len(data)
 
 
+def _ctypes_number(value: ctypes._SimpleCData) -> np.generic | None:
+    """A numeric ctypes value as a numpy scalar of its type in this machine's byte order (a
+    ``__ctype_be__`` value holds its bytes swapped); None for characters and addresses."""
+    if value._type_ not in _NUMERIC_CTYPES:
+        return None
+    return np.dtype(type(value)).newbyteorder("=").type(value.value)
+
+
 def _value_bytes(kernel: str, index: int, arg, declared) -> bytes:
     """The bytes of a by-value argument, in its declared or its own type."""
     where = f"argument {index} of {kernel!r}"
@@ -778,19 +799,24 @@ def _value_bytes(kernel: str, index: int, arg, declared) -> bytes:
             raise TypeError(f"{where} is declared {declared}, got bool {arg!r}")
         if type(arg) is float and declared.kind in "biu":  # numpy would truncate it
             raise TypeError(f"{where} is declared {declared}, got float {arg!r}")
-        if isinstance(arg, (np.generic, ctypes._SimpleCData)):
-            own = arg.dtype if isinstance(arg, np.generic) else np.dtype(type(arg))
-            if own != declared:
-                raise TypeError(f"{where} is declared {declared}, got {type(arg).__name__} "
-                                f"({own})")
-            return arg.tobytes() if isinstance(arg, np.generic) else bytes(arg)
+        given = type(arg).__name__
+        if isinstance(arg, ctypes._SimpleCData):
+            arg = _ctypes_number(arg)
+            if arg is None:
+                raise TypeError(f"{where} is declared {declared}, got {given}, which is no "
+                                "number")
+        if isinstance(arg, np.generic):
+            if arg.dtype != declared:
+                raise TypeError(f"{where} is declared {declared}, got {given} ({arg.dtype})")
+            return arg.tobytes()
         return _checks.scalar(where, arg, declared).tobytes()
     if declared is not None:
         raise TypeError(f"{where} is declared {declared}, got {type(arg).__name__}")
     if dtypes.is_number(arg):
         return arg.tobytes()
-    if isinstance(arg, ctypes._SimpleCData) and arg._type_ in _NUMERIC_CTYPES:
-        return bytes(arg)
+    number = _ctypes_number(arg) if isinstance(arg, ctypes._SimpleCData) else None
+    if number is not None:
+        return number.tobytes()
     raise TypeError(f"{where}: {type(arg).__name__} {arg!r} has no C type; pass a numeric "
                     "numpy scalar (np.float32(x)), a numeric ctypes value, or declare a "
                     "signature")
