@@ -103,6 +103,54 @@ def test_ptx_forms():
         {"k": (8, 4)}
 
 
+def test_ptx_forms_beyond_the_usual():
+    head = ".version 8.4\n.target sm_90\n"
+    banner = "// generated\n" * 1000  # .version past the first 4 KiB
+    assert nvidia_binary.entries((banner + "/* a\n block */\n" + head +
+                                  ".entry k(.param .u32 a)\n{ ret; }\n").encode()) == {"k": (4,)}
+    assert nvidia_binary.ptx_entries(head + ".entry v(.param .v2 .f32 a, .param .v4 .u16 b)"
+                                     "\n{ ret; }") == {"v": (8, 8)}
+    for length in ("9" * 19, "9" * 5000):
+        with pytest.raises(ValueError, match=f"'v': the array length of .* is too large"):
+            nvidia_binary.ptx_entries(head + f".entry v(.param .b8 a[{length}])\n{{ ret; }}")
+
+
+def _cubin_of_symbols(name_offsets, strings: bytes) -> bytes:
+    """An EM_CUDA ELF file with one entry-function symbol per offset into ``strings``."""
+    section_names = b"\0.shstrtab\0.symtab\0.strtab\0"
+    symbols = b"".join(struct.pack("<IBBHQQ", offset, 0x12, nvidia_binary.STO_CUDA_ENTRY, 0,
+                                   0, 0) for offset in name_offsets)
+    body = bytearray(64)
+    places = []
+    for data in (section_names, symbols, strings):
+        places.append(len(body))
+        body += data
+    body += bytes(-len(body) % 8)
+    headers = len(body)
+    for name, kind, place, data, link in ((0, 0, 0, b"", 0), (1, 3, places[0], section_names, 0),
+                                          (11, 2, places[1], symbols, 3),
+                                          (19, 3, places[2], strings, 0)):
+        body += struct.pack("<IIQQQQIIQQ", name, kind, 0, 0, place, len(data), link, 0, 1,
+                            24 if kind == 2 else 0)
+    body[:64] = b"\x7fELF" + bytes([2, 1, 1]) + bytes(9) + struct.pack(
+        "<HHIQQQIHHHHHH", 2, nvidia_binary.EM_CUDA, 1, 0, 0, headers, 0, 64, 0, 0, 64, 4, 1)
+    return bytes(body)
+
+
+def test_crafted_cubins_raise_or_read_in_linear_time():
+    """Symbols naming one long string, or its suffixes, once made the reader decode that
+    string for each (1 MB of cubin took 1.5 GB); offsets past 2**63 raised OverflowError."""
+    name = b"k" * 40000 + b"\0"
+    assert nvidia_binary.entries(_cubin_of_symbols([0] * 40000, name)) == {"k" * 40000: ()}
+    with pytest.raises(ValueError, match="names overlap far beyond the file's size"):
+        nvidia_binary.entries(_cubin_of_symbols(range(40000), name))
+    cubin = bytearray(_cubin_of_symbols([0], b"k\0"))
+    assert nvidia_binary.entries(bytes(cubin)) == {"k": ()}
+    struct.pack_into("<Q", cubin, 0x28, 2**63)  # the section headers' offset
+    with pytest.raises(ValueError, match="kernel table"):
+        nvidia_binary.entries(bytes(cubin))
+
+
 def test_ptx_parsing_does_not_hang():
     """Unclosed comments and parameter lists used to be rescanned to the end from each one:
     quadratic, about 8 minutes for each text here (16,000 took 47 s).  A hang guard, not a

@@ -38,13 +38,18 @@ _STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*.*?(?:\*/|
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$%]*)\s*(\(([^()]*)\))?")
 _PARAM = re.compile(r"\.param\b([^,]*)")
 _TYPE = re.compile(r"\.[bsuf](8|16|32|64)\b")
+_VECTOR = re.compile(r"\.v(2|4)\b")
 _ARRAY = re.compile(r"\[\s*(\d+)\s*\]")
+_LEADING_COMMENTS = re.compile(rb"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
 
 
 def is_ptx(binary: bytes) -> bool:
     """Whether ``binary`` looks like PTX text (it declares ``.version`` and ``.target``)."""
-    head = bytes(binary[:4096])
-    return b".version" in head and b".target" in head and not head.startswith(ELF_MAGIC)
+    if bytes(binary[:4]) == ELF_MAGIC:
+        return False
+    start = _LEADING_COMMENTS.match(binary).end()  # a banner of any length
+    head = bytes(binary[start:start + 4096])
+    return b".version" in head and b".target" in head
 
 
 def is_cubin(binary: bytes) -> bool:
@@ -83,7 +88,13 @@ def _ptx_param_size(declaration: str, kernel: str) -> int:
         raise ValueError(f"PTX entry {kernel!r}: cannot read the parameter type of "
                          f"'.param{declaration}'")
     size = _PTX_WIDTHS[ty.group(1)]
+    vector = _VECTOR.search(declaration)
+    if vector is not None:  # .v2 .f32: 8 bytes
+        size *= int(vector.group(1))
     for length in _ARRAY.findall(declaration):  # .b8 s[2][4]: 8 bytes
+        if len(length) > 18:
+            raise ValueError(f"PTX entry {kernel!r}: the array length of "
+                             f"'.param{declaration}' is too large")
         size *= int(length)
     return size
 
@@ -99,7 +110,7 @@ def cubin_entries(binary: bytes) -> dict[str, tuple[int, ...]]:
             info = names.get(f".nv.info.{kernel}")
             found[kernel] = _parameter_sizes(binary, *info) if info else ()
         return found
-    except (struct.error, IndexError, UnicodeDecodeError) as error:
+    except (struct.error, IndexError, OverflowError, UnicodeDecodeError) as error:
         raise ValueError(f"cannot read the kernel table of this cubin: {error}") from None
     except ValueError as error:  # a name without its terminating NUL (bytes.index), ordinals
         raise ValueError(f"cannot read the kernel table of this cubin: {error}") from None
@@ -112,7 +123,8 @@ def _sections(binary: bytes) -> list[tuple[str, int, int, int, int]]:
     headers = [struct.unpack_from("<IIQQQQII", binary, shoff + i * shentsize)
                for i in range(shnum)]
     names_offset = headers[shstrndx][4]
-    return [(_string(binary, names_offset + name), kind, offset, size, link)
+    string = _Strings(binary)
+    return [(string(names_offset + name), kind, offset, size, link)
             for name, kind, _, _, offset, size, link, _ in headers]
 
 
@@ -121,12 +133,12 @@ def _entry_symbols(binary: bytes, sections) -> list[str]:
     for _, kind, offset, size, link in sections:
         if kind != 2:  # SHT_SYMTAB
             continue
-        strings = sections[link][2]
+        strings, string = sections[link][2], _Strings(binary)
         names = []
         for entry in range(offset, offset + size, 24):
             name, info, other = struct.unpack_from("<IBB", binary, entry)
             if info & 0xF == STT_FUNC and other & STO_CUDA_ENTRY:
-                names.append(_string(binary, strings + name))
+                names.append(string(strings + name))
         return names
     return []
 
@@ -152,5 +164,21 @@ def _parameter_sizes(binary: bytes, offset: int, size: int) -> tuple[int, ...]:
     return tuple(by_ordinal[i] for i in range(len(by_ordinal)))
 
 
-def _string(binary: bytes, offset: int) -> str:
-    return binary[offset:binary.index(b"\0", offset)].decode("utf-8")
+class _Strings:
+    """Reads the NUL-terminated names of ``binary``, each offset once, and no more of them in
+    all than a few times the file's size: names of a crafted file may overlap (every symbol
+    naming one long string, or its suffixes), which would take time and memory quadratic in
+    the file's size."""
+
+    def __init__(self, binary: bytes):
+        self.binary, self.names, self.budget = binary, {}, 2 * len(binary) + 4096
+
+    def __call__(self, offset: int) -> str:
+        name = self.names.get(offset)
+        if name is None:
+            end = self.binary.index(b"\0", offset)
+            self.budget -= end - offset
+            if self.budget < 0:
+                raise ValueError("its names overlap far beyond the file's size")
+            name = self.names[offset] = self.binary[offset:end].decode("utf-8")
+        return name
