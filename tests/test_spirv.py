@@ -182,6 +182,9 @@ def test_readers_and_drop_raise_on_malformed_module():
     for call in (spirv.capabilities, spirv.extensions, spirv.entry_points, spirv.drop_capabilities):
         with pytest.raises(ValueError, match="runs past the end"):
             call(bad)
+        for wrong in (16, "abcd"):  # not taken as that many zero bytes
+            with pytest.raises(TypeError, match="a SPIR-V module is bytes, not"):
+                call(wrong)
 
 
 def test_unterminated_extension_string():

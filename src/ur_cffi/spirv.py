@@ -36,6 +36,8 @@ _WORD = next(code for code in "IL" if array.array(code).itemsize == 4)
 
 def _words(module):
     """Check `module` and return (words in native order, whether the module was byte-swapped)."""
+    if isinstance(module, (int, str)):  # bytes(5) would be five zero bytes
+        raise TypeError(f"a SPIR-V module is bytes, not {type(module).__name__} {module!r}")
     data = bytes(module) if not isinstance(module, bytes) else module
     size = len(data)
     if size % 4:
