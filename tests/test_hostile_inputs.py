@@ -172,6 +172,10 @@ def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
                                (("ptr", "ptr", "ptr", object, "int32"), "entry 3 is <class"),
                                (("ptr", "ptr", "ptr", "pi", "int32"), "entry 3 is 'pi'"),
                                ("ptrs", "must be a sequence of entries"),
+                               (("ptr", "ptr", "ptr", "float", "int32"), "entry 3 is 'float', "
+                                "which numpy reads as float64 and C as float32"),
+                               (("ptr", "ptr", "ptr", "float32", "int"), "entry 4 is 'int', "
+                                "which numpy reads as int64 and C as int32"),
                                # in their hashes' order, types would go to other parameters
                                ({"ptr", "int32"}, "a set or dict has no parameter order"),
                                (frozenset({"ptr"}), "a set or dict has no parameter order"),

@@ -203,10 +203,18 @@ def _bytes(name: str, data) -> bytes:
 _SIGNATURE_WORDS = ("ptr", "local", "mem")
 
 
+# Type names C and OpenCL C give 4 bytes, numpy 8.
+_C_NAMES_NUMPY_WIDENS = {"float": "float32", "int": "int32", "uint": "uint32"}
+
+
 def _signature_entry(kernel: str, index: int, entry):
     """A signature entry: one of :data:`_SIGNATURE_WORDS` or a numeric numpy dtype."""
     if isinstance(entry, str) and entry in _SIGNATURE_WORDS:
         return entry
+    if isinstance(entry, str) and entry in _C_NAMES_NUMPY_WIDENS:
+        raise TypeError(f"signature of {kernel!r}: entry {index} is {entry!r}, which numpy "
+                        f"reads as {np.dtype(entry)} and C as {_C_NAMES_NUMPY_WIDENS[entry]}; "
+                        "write the width, e.g. 'float32' or 'int32'")
     if entry is None or not isinstance(entry, (str, type, np.dtype)):
         raise TypeError(f"signature of {kernel!r}: entry {index} is {entry!r}; use 'ptr', "
                         "'local', 'mem' or a numeric numpy dtype")
