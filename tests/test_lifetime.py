@@ -211,7 +211,7 @@ def test_an_array_whose_queue_closed_says_so_and_works_on_another(context, devic
         array = ur_cffi.asarray(host, queue=queue)
     assert not array.closed
     with pytest.raises(ur_cffi.ClosedError, match=r"the queue this \(6,\) float64 array was "
-                                                  "made on is closed; pass queue="):
+                                                  "made on is closed; give the calls that take queue="):
         array.to_numpy()
     with ur_cffi.Queue(context, device) as other:
         assert np.array_equal(array.to_numpy(queue=other), host)

@@ -171,7 +171,8 @@ def test_reshape_transpose_and_dtype_views_match_numpy(q, data, shape, dtype, ki
                 reference = expected.view(new)
             except ValueError:
                 continue
-            if any(s % new.itemsize for s in reference.strides) or (
+            if any(s % new.itemsize for s, n in zip(reference.strides, reference.shape)
+                   if n > 1) or (
                     expected.ndim and expected.shape[-1] != 1 and expected.strides[-1] !=
                     expected.itemsize and new.itemsize != expected.itemsize):
                 continue  # numpy allows strides PyTorch-style element strides cannot express
@@ -906,3 +907,51 @@ def test_conversions_to_python_scalars_never_read_the_device(q):
         with pytest.raises(TypeError, match="'in' compares the elements of a USMArray"):
             0.0 in array  # noqa: B015 - Python's fallback said False
     assert ur_cffi.asarray(np.array([[2.5]]), queue=q).item() == 2.5
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_edges_of_iteration_axes_steps_and_shapes_as_numpy_has_them(q, rng, kind):
+    """Found by an audit: a 0-d array iterated as an empty sequence (Python's fallback to
+    __getitem__); transpose took no array of axes; a step past an index's range on an axis
+    left with one element made a view nothing could read; reshape of an empty array took
+    extents numpy refuses; view(dtype) checked the unused stride of an axis of one element;
+    view() read a structured dtype's list as a shape."""
+    host = rng.standard_normal((3, 4, 2))
+    array = ur_cffi.asarray(host, queue=q, kind=kind)
+    rows = list(array)
+    assert [row.shape for row in rows] == [(4, 2)] * 3 and all(r.base is array for r in rows)
+    assert np.array_equal(np.stack([row.to_numpy() for row in rows]), host)
+    for zero_d in (array[1, 2, 0], ur_cffi.asarray(np.float32(5), queue=q, kind=kind)):
+        with pytest.raises(TypeError, match="iteration over a 0-d USMArray"):
+            list(zero_d)
+    order = np.array([2, 0, 1])
+    assert np.array_equal(array.transpose(order).to_numpy(), host.transpose(order))
+    for axes in (None, 1.5, "ab"):
+        with pytest.raises(TypeError, match="permute: axes must be integers"):
+            array.permute(axes)
+    for key in (np.s_[:, ::2**62], np.s_[::2**70, 1:2:2**63, ::-2**62]):
+        view, expected = array[key], host[key]
+        assert view.strides == expected.strides
+        assert np.array_equal(view.to_numpy(), expected)
+        assert np.array_equal(view.T.to_numpy(), expected.T)
+    empty = ur_cffi.zeros(0, queue=q, kind=kind)
+    for shape in ((2**63, 0), (2**62, 2**62, 0)):
+        with pytest.raises(ValueError, match=r"out of range|span more bytes than an index"):
+            empty.reshape(shape)
+        with pytest.raises(ValueError):
+            np.zeros(0).reshape(shape)
+    halves = rng.standard_normal((10, 3)).astype(np.float16)
+    part = ur_cffi.asarray(halves, queue=q, kind=kind)[0:1, 0:2]  # row stride 6 bytes
+    assert np.array_equal(part.view(np.float32).to_numpy(), halves[0:1, 0:2].view(np.float32))
+    record = [("x", "<f4"), ("y", "<f4")]
+    pairs = ur_cffi.asarray(host.astype(np.float32), queue=q, kind=kind).view(record)
+    assert pairs.dtype == np.dtype(record) and pairs.shape == (3, 4, 1)
+    assert pairs.to_numpy().tobytes() == host.astype(np.float32).view(record).tobytes()
+
+
+def test_constructors_name_a_value_numpy_has_no_number_type_for(q):
+    with pytest.raises(TypeError, match="arange: start must be a number, not None"):
+        ur_cffi.arange(None, queue=q)
+    with pytest.raises(TypeError, match=f"full: fill_value {2**70} fits no numpy number type"):
+        ur_cffi.full(3, 2**70, queue=q)
+    assert ur_cffi.full(3, 2**70, np.float64, queue=q).to_numpy().tolist() == [2.0**70] * 3

@@ -15,6 +15,8 @@ import numpy as np
 
 from . import _checks
 
+INTP_MAX = np.iinfo(np.intp).max  # numpy's bound on extents and byte spans
+
 
 def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     """The strides of a C-contiguous array of ``shape``."""
@@ -87,7 +89,10 @@ def index(shape, strides, key) -> tuple[tuple, tuple, int]:
         elif isinstance(k, slice):
             start, stop, step = k.indices(shape[dim])  # raises ValueError for step 0
             new_shape.append(len(range(start, stop, step)))
-            new_strides.append(strides[dim] * step)
+            # Past an index's range only where one element is left (its stride is unused):
+            # the step clamped to an index and the stride wrapped, as numpy has them.
+            step = max(-INTP_MAX, min(step, INTP_MAX))
+            new_strides.append((strides[dim] * step + 2**63) % 2**64 - 2**63)
             offset += start * strides[dim] if new_shape[-1] else 0
             dim += 1
         else:
@@ -105,9 +110,10 @@ def index(shape, strides, key) -> tuple[tuple, tuple, int]:
     return tuple(new_shape), tuple(new_strides), offset
 
 
-def new_shape(shape_args, size: int) -> tuple[int, ...]:
+def new_shape(shape_args, size: int, itemsize: int) -> tuple[int, ...]:
     """A reshape's target shape from ``reshape(2, 3)``, ``reshape((2, 3))`` or ``-1`` for one
-    inferred extent; raises unless it holds ``size`` elements."""
+    inferred extent; raises unless it holds ``size`` elements (of ``itemsize`` bytes) within
+    numpy's bounds."""
     if len(shape_args) == 1 and not isinstance(shape_args[0], (int, np.integer)):
         shape_args = shape_args[0]
     if isinstance(shape_args, (int, np.integer)):
@@ -116,8 +122,8 @@ def new_shape(shape_args, size: int) -> tuple[int, ...]:
         shape = tuple(shape_args)
     except TypeError:
         raise TypeError(f"shape {shape_args!r} must be integers") from None
-    shape = tuple(_checks.integer(f"shape {shape} extent", extent, minimum=-1)
-                  for extent in shape)
+    shape = tuple(_checks.integer(f"shape {shape} extent", extent, minimum=-1,
+                                  maximum=INTP_MAX) for extent in shape)
     unknown = [i for i, extent in enumerate(shape) if extent == -1]
     if len(unknown) > 1:
         raise ValueError(f"shape {shape}: only one extent can be -1")
@@ -128,6 +134,9 @@ def new_shape(shape_args, size: int) -> tuple[int, ...]:
         shape = tuple(size // known if extent == -1 else extent for extent in shape)
     if math.prod(shape) != size:
         raise ValueError(f"cannot reshape an array of size {size} into shape {shape}")
+    if not size and math.prod(filter(None, shape)) * itemsize > INTP_MAX:
+        raise ValueError(f"shape {shape}: its extents other than 0 span more bytes than an "
+                         f"index holds ({INTP_MAX}); numpy refuses it too")
     return shape
 
 
@@ -168,6 +177,9 @@ def reshaped_strides(shape, strides, target, itemsize: int) -> tuple | None:
 def axes(ndim: int, given, what: str) -> tuple[int, ...]:
     """A permutation of ``range(ndim)`` from ``given`` (negative axes allowed)."""
     if len(given) == 1 and not isinstance(given[0], (int, np.integer)):
+        if isinstance(given[0], (str, bytes)) or not hasattr(given[0], "__iter__"):
+            raise TypeError(f"{what}: axes must be integers, not {type(given[0]).__name__} "
+                            f"{given[0]!r}")
         given = tuple(given[0])
     order = tuple(axis_index(ndim, a, what) for a in given)
     if sorted(order) != list(range(ndim)):

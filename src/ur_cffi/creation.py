@@ -25,6 +25,9 @@ def full(shape, fill_value, dtype=None, *, queue, kind: str = "device") -> USMAr
             raise TypeError(f"fill_value must be one number, not {type(fill_value).__name__} "
                             f"{fill_value!r}")
         dtype = np.asarray(fill_value).dtype
+        if dtype.hasobject:
+            raise TypeError(f"full: fill_value {fill_value!r} fits no numpy number type (numpy "
+                            "would hold it as an object); give dtype=")
     array = USMArray(queue, shape, _dtype(dtype), kind)
     value = _checks.scalar("full: fill_value", fill_value, array.dtype)
     if array.size:
@@ -34,6 +37,8 @@ def full(shape, fill_value, dtype=None, *, queue, kind: str = "device") -> USMAr
 
 def arange(start, stop=None, step=1, dtype=None, *, queue, kind: str = "device") -> USMArray:
     """Evenly spaced values in ``[start, stop)`` (``numpy.arange``, computed on the host)."""
+    if start is None:
+        raise TypeError("arange: start must be a number, not None")
     for name, value in (("start", start), ("stop", stop), ("step", step)):
         if value is not None and (isinstance(value, (bool, np.bool_, str, bytes))
                                   or np.ndim(value) != 0):

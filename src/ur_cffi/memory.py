@@ -41,7 +41,7 @@ def _shape(shape) -> tuple[int, ...]:
                  for extent in shape)
 
 
-_INTP_MAX = np.iinfo(np.intp).max
+_INTP_MAX = _strided.INTP_MAX
 
 
 def _span(what: str, offset, count, size: int) -> tuple[int, int]:
@@ -385,6 +385,13 @@ def _relaid(fresh: USMArray, shape, strides=None) -> USMArray:
     return fresh
 
 
+def _is_shape(given) -> bool:
+    """Whether ``view``'s one argument is a shape (an integer or a sequence of them), not a
+    dtype (a structured one is a list of tuples)."""
+    return isinstance(given, (int, np.integer)) or isinstance(given, (tuple, list)) and all(
+        isinstance(extent, (int, np.integer)) for extent in given)
+
+
 def _root(array) -> USMArray:
     """The array that owns ``array``'s memory (``array`` itself unless it is a view)."""
     return array if array._base is None else array._base
@@ -646,7 +653,7 @@ class USMArray(_handle.Resource):
     def reshape(self, *shape) -> USMArray:
         """This array in ``shape`` (one extent may be -1): a view where strides can express it
         (numpy's rule), else a contiguous copy on the same queue."""
-        target = _strided.new_shape(shape, self.size)
+        target = _strided.new_shape(shape, self.size, self.itemsize)
         strides = _strided.reshaped_strides(self.shape, self._strides, target, self.itemsize)
         if strides is None:
             return _relaid(self.copy(), target)
@@ -656,10 +663,9 @@ class USMArray(_handle.Resource):
         """A view: ``view(dtype)`` reinterprets the bytes (numpy's ``view``; the last axis must
         be contiguous where the item size changes), ``view(shape)`` reshapes and raises where
         that needs a copy (PyTorch's ``view``)."""
-        if len(shape_or_dtype) == 1 and not isinstance(shape_or_dtype[0],
-                                                       (int, np.integer, tuple, list)):
+        if len(shape_or_dtype) == 1 and not _is_shape(shape_or_dtype[0]):
             return self._view_as(_dtype(shape_or_dtype[0]))
-        target = _strided.new_shape(shape_or_dtype, self.size)
+        target = _strided.new_shape(shape_or_dtype, self.size, self.itemsize)
         strides = _strided.reshaped_strides(self.shape, self._strides, target, self.itemsize)
         if strides is None:
             raise ValueError(f"view {target} of an array of shape {self.shape} and strides "
@@ -685,7 +691,8 @@ class USMArray(_handle.Resource):
             raise ValueError(f"view as {dtype}: the last axis of {last} bytes is not a "
                              f"multiple of {new}")
         strides = (*self._strides[:-1], new)
-        if self.size and any(s % new for s in strides):
+        # (an axis of one element uses no stride, as numpy sees it)
+        if self.size and any(s % new for s, n in zip(strides, self.shape) if n > 1):
             raise ValueError(f"view as {dtype}: strides {strides} are not multiples of its "
                              f"{new} bytes")
         if self.size and self._address % new:
@@ -696,8 +703,9 @@ class USMArray(_handle.Resource):
     def transpose(self, *axes) -> USMArray:
         """A view with the axes reversed, or ordered as ``axes`` (numpy's ``transpose``; to
         swap two axes as PyTorch's ``transpose(a, b)`` does, use :meth:`swapaxes`)."""
-        order = _strided.axes(self.ndim, axes, "transpose") if axes and axes != (None,) else \
-            tuple(reversed(range(self.ndim)))
+        reverse = not axes or (len(axes) == 1 and axes[0] is None)
+        order = tuple(reversed(range(self.ndim))) if reverse else \
+            _strided.axes(self.ndim, axes, "transpose")
         return self._view([self.shape[a] for a in order], [self._strides[a] for a in order])
 
     def permute(self, *dims) -> USMArray:
@@ -839,7 +847,9 @@ class USMArray(_handle.Resource):
                     (queue if _handle._forked else self).handle  # noqa: B018 - ClosedError
                 raise _handle.ClosedError(
                     f"the queue this {self.shape} {self.dtype} array was made on is closed; "
-                    "pass queue= another queue of its context (a.to_numpy(queue=q))")
+                    "give the calls that take queue= (to_numpy, copy_from, copy_to, fill, "
+                    "copy) another queue of its context: a.to_numpy(queue=q), "
+                    "a.copy(queue=q) for an array that works on q")
             if self._base is not None:  # a view may have another queue (from_dlpack)
                 self._used_on(queue)
             return queue
@@ -1178,6 +1188,13 @@ class USMArray(_handle.Resource):
         if not self.shape:
             raise TypeError("len() of a 0-d USMArray")
         return self.shape[0]
+
+    def __iter__(self):
+        """Its views along the first axis, as numpy's rows (no read of device memory).  (A 0-d
+        array raises ``TypeError``, as numpy's; it was an empty sequence.)"""
+        if not self.shape:
+            raise TypeError("iteration over a 0-d USMArray")
+        return (self[i] for i in range(self.shape[0]))
 
     def __bool__(self) -> bool:
         """Raises ``ValueError``: an array's truth would be a read of device memory, which a
