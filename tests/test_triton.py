@@ -871,6 +871,27 @@ def test_autotune_resets_and_restores_arguments_as_asked(tq, rng, launch_queue):
     np.testing.assert_allclose(acc.to_numpy(), acch.astype(np.float64) * 2 + xh, rtol=1e-6)
 
 
+def test_pytorch_style_copies_run_on_the_triton_queue_whatever_the_source(tq, rng):
+    """``copy_`` of a numpy array, a number, a broadcast or a cast went to the array's own
+    queue, unordered after kernels on the Triton queue (a kernel queued before it read the new
+    values in 0.9 of a million elements).  Made on a queue closed since, the array can only
+    be written on the Triton queue: there each form works, and exactly."""
+    host = random32(rng, (3, 5))
+    with ur_cffi.Queue(tq.context, tq.device) as own:
+        array = ur_cffi.asarray(host, queue=own)
+    with ur_triton.using(tq):
+        for source, expected in ((host[::-1].copy(), host[::-1]), (2.5, np.full((3, 5), 2.5)),
+                                 (host[0], np.broadcast_to(host[0], (3, 5))),
+                                 (ur_cffi.asarray(host.astype(np.float64), queue=tq), host),
+                                 (ur_cffi.asarray(host[1], queue=tq), host[[1, 1, 1]])):
+            array.fill(np.nan, queue=tq)
+            assert array.copy_(source) is array
+            assert np.array_equal(array.to_numpy(queue=tq), expected.astype(np.float32))
+        assert array.clone().to_numpy(queue=tq).tolist() == host[1][None].repeat(3, 0).tolist()
+    with pytest.raises(ur_cffi.ClosedError, match="the queue this .* was made on is closed"):
+        array[...] = 2.5  # assignment stays on the array's own queue
+
+
 def test_prepare_of_an_autotuned_kernel_tunes_on_real_launches(tq, rng):
     """Inside ``prepare`` nothing launches, except the autotuner's timed runs: it chooses from
     real timings, as a first ``kernel[grid]`` does (the kernel counts its programs)."""

@@ -614,41 +614,45 @@ class USMArray(_handle.Resource):
     def __setitem__(self, key, value) -> None:
         """Write ``value`` (a number, or a numpy array, sequence or USMArray broadcast to the
         view and cast as numpy does) into ``self[key]``; blocking, like numpy's assignment."""
-        target = self[key]
+        self[key]._assign(value, None)
+
+    def _assign(self, value, queue: Queue | None) -> None:
+        """``self[...] = value`` on ``queue`` (None: the array's own)."""
+        on = self.queue if queue is None else queue
         if isinstance(value, USMArray):
             if value.context is not self.context:
                 raise ValueError("a[key] = value: the value array belongs to another context")
-            if value.shape == target.shape and value.dtype == target.dtype:
+            if value.shape == self.shape and value.dtype == self.dtype:
                 read = ()
-                if target._overlaps(value):  # numpy reads the whole value before writing
-                    value, copied = value._in_shape(value.shape, target.queue, ())
+                if self._overlaps(value):  # numpy reads the whole value before writing
+                    value, copied = value._in_shape(value.shape, on, ())
                     read = (copied,)
-                target.copy_from(value, wait_for=read)
+                self.copy_from(value, queue=queue, wait_for=read)
                 return
-            _not_recorded(target.queue, "a[key] = value", "of the target's shape and dtype")
-            value = value.to_numpy(queue=target.queue)  # broadcast and cast on the host
+            _not_recorded(on, "a[key] = value", "of the target's shape and dtype")
+            value = value.to_numpy(queue=on)  # broadcast and cast on the host
         if isinstance(value, np.ndarray):
-            if value.dtype != self.dtype or value.shape != target.shape or \
+            if value.dtype != self.dtype or value.shape != self.shape or \
                     not value.flags.c_contiguous:
-                _host_reads_now(target.queue, (), "a[key] = value",
+                _host_reads_now(on, (), "a[key] = value",
                                 "C-contiguous, of the target's shape and dtype")
             host = value if value.dtype == self.dtype else value.astype(self.dtype)
         elif np.ndim(value) != 0:  # (its rows may be numpy arrays that earlier work writes)
-            _host_reads_now(target.queue, (), "a[key] = value",
+            _host_reads_now(on, (), "a[key] = value",
                             "C-contiguous, of the target's shape and dtype")
             host = np.asarray(value, dtype=self.dtype)  # numpy's checks of Python numbers
         else:  # numpy's assignment of one value: truncated, wrapped or refused as numpy does
             cell = np.empty((), self.dtype)
             cell[()] = value
-            target.fill(cell)
+            self.fill(cell, queue=queue)
             return
-        leading = host.ndim - target.ndim
+        leading = host.ndim - self.ndim
         if leading > 0:  # numpy drops a value's leading axes of extent 1
             if any(extent != 1 for extent in host.shape[:leading]):
                 raise ValueError(f"a[key] = value: a value of shape {host.shape} does not "
-                                 f"broadcast to the target's shape {target.shape}")
+                                 f"broadcast to the target's shape {self.shape}")
             host = host.reshape(host.shape[leading:])
-        target.copy_from(np.ascontiguousarray(np.broadcast_to(host, target.shape)))
+        self.copy_from(np.ascontiguousarray(np.broadcast_to(host, self.shape)), queue=queue)
 
     def reshape(self, *shape) -> USMArray:
         """This array in ``shape`` (one extent may be -1): a view where strides can express it
@@ -799,16 +803,9 @@ class USMArray(_handle.Resource):
 
     def copy_(self, source) -> USMArray:
         """Write ``source`` into this array as ``self[...] = source`` does (PyTorch's ``copy_``:
-        broadcast and cast); returns this array.  ``@triton.autotune(restore_value=...)``
-        calls it with a :meth:`clone`.  A USMArray of this shape and dtype is copied on the
-        current Triton queue (:data:`current_queue`)."""
-        queue = _current_queue_of(self)
-        if queue is not None and queue is not self.queue and isinstance(source, USMArray) and \
-                source.shape == self.shape and source.dtype == self.dtype and \
-                source.context is self.context and not self._overlaps(source):
-            self.copy_from(source, queue=queue)
-        else:
-            self[...] = source
+        broadcast and cast), on the current Triton queue (:data:`current_queue`); returns this
+        array.  ``@triton.autotune(restore_value=...)`` calls it with a :meth:`clone`."""
+        self._assign(source, _current_queue_of(self))
         return self
 
     def record_queue(self, queue: Queue) -> None:
