@@ -312,3 +312,18 @@ def test_the_queue_activate_makes_outlives_deactivate_and_comes_again(inactive, 
     del queue, x, y
     gc.collect()
     assert made() is None  # nothing of ur_cffi.triton holds it
+
+
+@pytest.mark.cpu_device("threads_per_warp and the work-group limit are the CPU device's")
+def test_compile_checks_options_without_activate(device, inactive):
+    """Ahead-of-time ``compile`` checked its options only while ur_cffi.triton was active:
+    inactive, ``num_ctas=2`` compiled, and a launch by hand left half the output unwritten."""
+    signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp32", "n": "i32",
+                 "BLOCK": "constexpr"}
+    for options, error, match in (({"num_ctas": 2}, NotImplementedError, "num_ctas=2"),
+                                  ({"num_warps": 1024}, ValueError, "largest work-group"),
+                                  ({"threads_per_warp": 7}, ValueError, "not a sub-group size")):
+        with pytest.raises(error, match=match):
+            ur_triton.compile(scale, signature, {"BLOCK": 64}, device=device, **options)
+    compiled = ur_triton.compile(scale, signature, {"BLOCK": 64}, device=device)
+    assert compiled.metadata.num_ctas == 1

@@ -209,15 +209,13 @@ def compile(fn, signature: dict, constants: dict | None = None, *, device=None, 
     if not isinstance(device, Device):
         raise TypeError(f"device must be a ur_cffi Device, not {type(device).__name__} "
                         f"{device!r}")
-    threads = options.get("threads_per_warp")
-    if threads is not None and backend.triton_backend(device) == "intel" and \
-            threads not in device.sub_group_sizes:  # Triton's compiler fails on it, obscurely
-        raise ValueError(f"threads_per_warp={threads!r} is not a sub-group size of "
-                         f"{device.name!r} (it has {sorted(device.sub_group_sizes)})")
     patches = _no_torch.Patches()
     with _lock:
         if _state["driver"] is None:  # otherwise the replacements are in place already
             _no_torch.install(patches)
+            # num_ctas and the work-group checked as kernel[grid]'s compiles are (a kernel
+            # of num_ctas=2 launched by hand left half its output unwritten)
+            backend.install_option_check(patches)
         try:
             return triton.compile(checked_source(fn, signature, constants),
                                   target=backend.gpu_target(device), options=options)

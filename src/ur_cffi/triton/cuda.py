@@ -68,8 +68,10 @@ def compile(fn, signature: dict, constants: dict | None = None, *, arch: int = 9
     ``.asm["ptx"]``)."""
     import triton
 
+    from .backend import check_num_ctas
     from .source import checked_source
 
+    check_num_ctas(options.get("num_ctas", 1))  # as every compile for ur_cffi.triton
     return triton.compile(checked_source(fn, signature, constants),
                           target=gpu_target(None, arch), options=options)
 
