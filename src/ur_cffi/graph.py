@@ -754,10 +754,11 @@ def _release_graph(state: _State) -> int:
 
 
 def _triton_scope(queue: Queue):
-    """``ur_cffi.triton.using(queue)`` where ur_cffi.triton is active, so that Triton launches
-    in a recording block go to its queue."""
+    """``ur_cffi.triton.using(queue)`` where ur_cffi.triton is imported, so that Triton
+    launches in a recording block go to its queue, whether or not ``activate()`` ran (as in a
+    ``using()`` block, where Triton launches go without it)."""
     triton = sys.modules.get("ur_cffi.triton")
-    if triton is not None and triton.is_active():
+    if triton is not None:
         return triton.using(queue)
     return contextlib.nullcontext()
 
