@@ -149,6 +149,26 @@ def test_pointer_arguments_must_be_usm_of_the_queue_context(queue, context, devi
     assert np.isnan(out.to_numpy()).all()  # nothing ran
 
 
+@pytest.mark.cpu_device("the OpenCL adapter checks argument sizes at the launch; elsewhere "
+                        "the binary's sizes are checked before it (test_signatures.py)")
+def test_a_declared_width_the_kernel_does_not_take_is_named_at_the_launch(queue, context,
+                                                                         kernels):
+    program, kernel = crash_probe.load(context, kernels, "axpy")
+    x = ur_cffi.zeros(BLOCK, queue=queue)
+    wide = program.kernel(kernel.name, ("ptr", "ptr", "ptr", "float32", "int64"),
+                          hidden_args=kernel.hidden_args,
+                          work_group_memory=kernel.work_group_memory)
+    with pytest.raises(errors.InvalidKernelArgumentSizeError,
+                       match="check the widths the signature declares"):
+        wide.launch(queue, LOCAL, LOCAL, x, x, x, 1.0, BLOCK)
+    undeclared = program.kernel(kernel.name, hidden_args=kernel.hidden_args,
+                                work_group_memory=kernel.work_group_memory)
+    with pytest.raises(errors.InvalidKernelArgumentSizeError,
+                       match=r"pass numpy scalars of the parameter types \(np.float32\(x\)\) "
+                             "or declare a signature"):
+        undeclared.launch(queue, LOCAL, LOCAL, x, x, x, np.float32(1.0), np.int64(BLOCK))
+
+
 def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
     program, kernel = crash_probe.load(context, kernels, "axpy")
     x = ur_cffi.zeros(BLOCK, queue=queue)
@@ -176,6 +196,10 @@ def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
                                 "which numpy reads as float64 and C as float32"),
                                (("ptr", "ptr", "ptr", "float32", "int"), "entry 4 is 'int', "
                                 "which numpy reads as int64 and C as int32"),
+                               (("ptr", "ptr", "ptr", float, "int32"), "entry 3 is <class "
+                                "'float'>, which numpy reads as float64 and C as float32"),
+                               (("ptr", "ptr", "ptr", "float32", int), "entry 4 is <class "
+                                "'int'>, which numpy reads as int64 and C as int32"),
                                # in their hashes' order, types would go to other parameters
                                ({"ptr", "int32"}, "a set or dict has no parameter order"),
                                (frozenset({"ptr"}), "a set or dict has no parameter order"),

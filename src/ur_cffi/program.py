@@ -211,9 +211,10 @@ def _signature_entry(kernel: str, index: int, entry):
     """A signature entry: one of :data:`_SIGNATURE_WORDS` or a numeric numpy dtype."""
     if isinstance(entry, str) and entry in _SIGNATURE_WORDS:
         return entry
-    if isinstance(entry, str) and entry in _C_NAMES_NUMPY_WIDENS:
+    if entry in (int, float) or isinstance(entry, str) and entry in _C_NAMES_NUMPY_WIDENS:
+        name = entry if isinstance(entry, str) else entry.__name__
         raise TypeError(f"signature of {kernel!r}: entry {index} is {entry!r}, which numpy "
-                        f"reads as {np.dtype(entry)} and C as {_C_NAMES_NUMPY_WIDENS[entry]}; "
+                        f"reads as {np.dtype(entry)} and C as {_C_NAMES_NUMPY_WIDENS[name]}; "
                         "write the width, e.g. 'float32' or 'int32'")
     if entry is None or not isinstance(entry, (str, type, np.dtype)):
         raise TypeError(f"signature of {kernel!r}: entry {index} is {entry!r}; use 'ptr', "
@@ -697,6 +698,9 @@ def _refused(kernel: Kernel, result: int, call_args: tuple) -> None:
     detail = f"kernel {kernel.name!r}"
     if result in _SHAPE_REFUSED:
         detail += _launch_shape(call_args)
+    elif result == _ARGUMENT_SIZE_MISMATCH and kernel.signature is not None:
+        detail += (": an argument's size differs from its parameter's; check the widths the "
+                   "signature declares (int32 or int64, float32 or float64)")
     elif result == _ARGUMENT_SIZE_MISMATCH:
         detail += (": an argument's size differs from its parameter's; pass numpy scalars of "
                    "the parameter types (np.float32(x)) or declare a signature")
