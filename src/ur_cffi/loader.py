@@ -7,7 +7,12 @@ calls ``urLoaderTearDown``.  After a teardown the next use initialises again.
 Validation mode (``init(validation=True)`` or ``UR_CFFI_VALIDATION=1``) routes UR's validation
 log to a file of our own and reads it back at teardown, where UR reports leaks: any leak or
 validation error there raises :class:`ValidationError`, and at interpreter exit it is printed
-and the process exits with status :data:`VALIDATION_EXIT_STATUS`, so a test run fails.
+and the process exits with status :data:`VALIDATION_EXIT_STATUS`, so a test run fails.  That
+holds for a process's first loader initialisation: UR's logger writes to stderr after a
+teardown, so a later one in validation mode warns that its reports go unread.
+
+A teardown first finishes every open queue, so that nothing still runs on the memory and
+events it then releases.
 
 After ``fork()`` a child process cannot use what its parent initialised: every object raises
 ``ClosedError``, and so does ``init()`` (and so ``devices()``).  Fork before the first use of
@@ -30,6 +35,7 @@ import re
 import sys
 import tempfile
 import threading
+import warnings
 
 from . import _handle, _release, _waiting, queue
 from ._interrupts import section
@@ -372,7 +378,18 @@ def _loader_init(validation: bool) -> None:
         config_ptr = ffi.new("ur_loader_config_handle_t *")
         check(lib.urLoaderConfigCreate(config_ptr), "urLoaderConfigCreate")
         config = config_ptr[0]
-    log_setting = _open_validation_log() if validation else None
+    log_setting = None
+    if validation and _state["generation"]:
+        # UR's logger takes its output once a process: after a teardown it writes to stderr,
+        # whatever UR_LOG_VALIDATION says (seen with oneAPI 2026.2).
+        _state["log"], _state["own_log"] = None, False
+        warnings.warn("the UR loader is initialised again in validation mode: UR's validation "
+                      "layer now reports to stderr only, so ur_cffi cannot read its reports "
+                      "and teardown() will raise no ValidationError for this initialisation "
+                      "(run each validated program in a process of its own)", RuntimeWarning,
+                      stacklevel=4)
+    elif validation:
+        log_setting = _open_validation_log()
     try:
         for layer in VALIDATION_LAYERS if validation else ():
             check(lib.urLoaderConfigEnableLayer(config, layer.encode()),
@@ -482,7 +499,9 @@ def teardown() -> None:
         if allocator is not None:
             allocator.give_back_kept()  # frees a collection could not do at once
         queue.release_orphans(wait=True)  # commands of dropped Events, memory still held
+        _finish_open_queues()  # nothing may still run on memory or events released next
         _handle.release_all()
+        queue.release_orphans(wait=True)  # Events release_all found with memory to keep
         _state["adapters"] = None
         check(lib.urLoaderTearDown(), "urLoaderTearDown")
         if not _state["validation"] or _state["log"] is None:
@@ -493,6 +512,13 @@ def teardown() -> None:
         _state["log"] = None
         if problems:
             raise ValidationError(problems)
+
+
+def _finish_open_queues() -> None:
+    for entry in list(_handle._live.values()):
+        owner = entry[0]() if entry[0] is not None else None
+        if isinstance(owner, queue.Queue) and owner._handle is not None:
+            lib.urQueueFinish(owner._handle)  # (an error: nothing more to wait for)
 
 
 def _teardown_at_exit() -> None:
