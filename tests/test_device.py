@@ -2,6 +2,7 @@
 ``Device.synchronize()`` actually waiting for a long kernel."""
 
 import ctypes
+import gc
 import re
 
 import numpy as np
@@ -190,3 +191,41 @@ def test_synchronize_skips_closed_queues(device, context):
     queue.close()
     device.synchronize()  # must not touch the closed queue
     assert device.synchronize_uses_device_wait is (device_under_test.TYPE != "cpu")
+
+
+def test_the_runtimes_default_type_and_objects_made_by_hand(device, queue):
+    """``devices("default")`` filtered on a type no device reports (always empty); a Device or
+    Event made by hand with a wrong partner took its handle (released later, twice if the
+    caller released it too) before an AttributeError."""
+    defaults = ur_cffi.devices("default")
+    assert defaults and set(defaults) <= set(ur_cffi.devices())
+    if ur_cffi.devices() == [device]:
+        assert defaults == [device]
+    for handle, platform in ((0, None), (device.handle, None), (ur_cffi.ffi.NULL, device.platform)):
+        with pytest.raises(TypeError, match="Device takes a non-null ur_device_handle_t and its "
+                                            "loader.Platform"):
+            ur_cffi.Device(handle, platform)
+    raw = ur_cffi.ffi.new("ur_event_handle_t *")
+    ur_cffi.check(ur_cffi.lib.urEnqueueEventsWait(queue.handle, 0, ur_cffi.ffi.NULL, raw),
+                  "urEnqueueEventsWait")
+    for wrong in (None, queue.context, "queue"):
+        with pytest.raises(TypeError, match="Event's queue must be the ur_cffi Queue"):
+            ur_cffi.Event(raw[0], wrong)
+    event = ur_cffi.Event(raw[0], queue)  # the handle was not taken above: taken once here
+    event.wait()
+    event.close()
+
+
+def test_struct_properties_own_their_memory():
+    """``info.decode`` returned struct elements of a temporary array: once it was freed, they
+    read whatever reused its memory."""
+    name = "ur_device_partition_property_t"
+    raw = bytes(ur_cffi.ffi.buffer(ur_cffi.ffi.new(f"{name}[2]", [
+        {"type": 4230, "value": {"equally": 7}}, {"type": 4231, "value": {"count": 9}}])))
+    values = ur_cffi.info.decode("UR_DEVICE_INFO_PARTITION_TYPE", raw)
+    assert all(ur_cffi.ffi.typeof(v) is ur_cffi.ffi.typeof(f"{name} *") for v in values)
+    gc.collect()
+    junk = [ur_cffi.ffi.new(f"{name}[]", [{"type": 0x1111, "value": {"equally": 0x2222}}] * 2)
+            for _ in range(2000)]
+    assert [(v.type, v.value.equally) for v in values] == [(4230, 7), (4231, 9)]
+    del junk

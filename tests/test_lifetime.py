@@ -403,8 +403,9 @@ TEARDOWN = textwrap.dedent("""
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     array = ur_cffi.asarray(np.arange(4.0), queue=queue)
+    platform = device.platform
     ur_cffi.loader.teardown()
-    for obj in (device, context, queue, array):
+    for obj in (device, platform, context, queue, array):
         assert obj.closed, obj
         assert "closed" in repr(obj)  # a repr never raises (it read the device's name)
         try:

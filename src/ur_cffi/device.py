@@ -29,6 +29,9 @@ def _device_info(prop_name: str, doc: str) -> property:
     return property(read, doc=doc)
 
 
+_DEVICE_HANDLE = ffi.typeof("ur_device_handle_t")
+
+
 class Device(_handle.Resource):
     """A root UR device.  Owned by the loader: released at teardown, not by ``close()``."""
 
@@ -37,6 +40,11 @@ class Device(_handle.Resource):
     _release_function = "urDeviceRelease"
 
     def __init__(self, handle, platform: loader.Platform):
+        if not isinstance(handle, ffi.CData) or ffi.typeof(handle) is not _DEVICE_HANDLE or \
+                handle == ffi.NULL or not isinstance(platform, loader.Platform):
+            raise TypeError(f"Device takes a non-null ur_device_handle_t and its "
+                            f"loader.Platform, not {handle!r} and {platform!r} (ur_cffi.devices() "
+                            "lists the devices)")
         self._own(handle)
         self.platform = platform
         self._queues = weakref.WeakSet()  # ur_cffi's open queues on this device
@@ -239,6 +247,22 @@ def _enumerate() -> list[Device]:
     return found
 
 
+def _runtime_defaults(found: list[Device]) -> list[Device]:
+    """Those of ``found`` that their platform's runtime prefers (``UR_DEVICE_TYPE_DEFAULT``,
+    a type no device reports as its own)."""
+    preferred = set()
+    count = ffi.new("uint32_t *")
+    name = "urDeviceGetSelected" if loader.device_selector() is not None else "urDeviceGet"
+    get, default = getattr(lib, name), ur_device_type_t.UR_DEVICE_TYPE_DEFAULT
+    for platform in {id(d.platform): d.platform for d in found}.values():
+        if get(platform.handle, default, 0, ffi.NULL, count) or not count[0]:
+            continue
+        handles = ffi.new("ur_device_handle_t[]", count[0])
+        check(get(platform.handle, default, count[0], handles, ffi.NULL), name)
+        preferred.update(int(ffi.cast("uintptr_t", handles[i])) for i in range(count[0]))
+    return [d for d in found if int(ffi.cast("uintptr_t", d.handle)) in preferred]
+
+
 def _member(enum, prefix: str, name: str):
     """``enum[prefix + NAME]``; a ``ValueError`` listing the choices for an unknown name."""
     try:
@@ -283,7 +307,9 @@ def devices(device_type: ur_device_type_t | str | None = None,
         device_type = _choice(ur_device_type_t, "UR_DEVICE_TYPE_", "device_type", device_type)
     if backend is not None:
         backend = _choice(Backend, _release.BACKEND_PREFIX, "backend", backend)
-    if device_type not in (None, ur_device_type_t.UR_DEVICE_TYPE_ALL):
+    if device_type == ur_device_type_t.UR_DEVICE_TYPE_DEFAULT:
+        found = _runtime_defaults(found)
+    elif device_type not in (None, ur_device_type_t.UR_DEVICE_TYPE_ALL):
         found = [d for d in found if d.type == device_type]
     if backend is not None:
         found = [d for d in found if d.backend == backend]

@@ -49,7 +49,9 @@ def _convert(ctype_name: str, cdata):
         return cdata
     if ctype.kind == "pointer":
         return cdata if ctype_name.endswith("_handle_t") else int(ffi.cast("uintptr_t", cdata))
-    return cdata  # a struct: the caller reads its fields
+    # A struct: a copy that owns its memory (an element of the caller's array would point
+    # into it once it is freed); its fields read as the struct's.
+    return ffi.new(f"{ctype_name} *", cdata)
 
 
 def decode(prop_name: str, raw: bytes):

@@ -306,10 +306,24 @@ class Adapter(_handle.Resource):
 class Platform:
     """A UR platform; UR does not reference-count platforms, so there is nothing to release."""
 
-    __slots__ = ("handle", "adapter")
+    __slots__ = ("_platform_handle", "adapter")
 
     def __init__(self, handle, adapter: Adapter):
-        self.handle, self.adapter = handle, adapter
+        self._platform_handle, self.adapter = handle, adapter
+
+    @property
+    def handle(self):
+        """The raw UR handle; raises :class:`ClosedError` once its adapter is released
+        (``loader.teardown()``): the handle belongs to that loader's generation."""
+        if self.adapter.closed:
+            raise _handle.ClosedError("Platform is closed: its adapter was released at the "
+                                      "loader's teardown")
+        return self._platform_handle
+
+    @property
+    def closed(self) -> bool:
+        """True once its adapter was released (``loader.teardown()``)."""
+        return self.adapter.closed
 
     def info(self, prop: ur_platform_info_t):
         """Any ``ur_platform_info_t`` property, decoded."""
@@ -334,7 +348,7 @@ class Platform:
         return self.info(ur_platform_info_t.UR_PLATFORM_INFO_VERSION)
 
     def __repr__(self) -> str:
-        return f"<Platform {self.name!r}>"
+        return "<Platform (closed)>" if self.adapter.closed else f"<Platform {self.name!r}>"
 
 
 def init(validation: bool | None = None) -> list[Adapter]:

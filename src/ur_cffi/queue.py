@@ -15,9 +15,10 @@ from .enums import (
     ur_event_status_t,
     ur_profiling_info_t,
     ur_queue_flag_t,
+    ur_result_t,
     ur_structure_type_t,
 )
-from .errors import URError, check
+from .errors import ProfilingInfoNotAvailableError, URError, check
 from .info import query
 
 # Completion probes run in a polling loop: plain ints (cffi converts IntEnums slowly) and
@@ -80,7 +81,7 @@ def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: t
                     queue._note_work(None, 1)
             if result:
                 check(result, failed.__name__)
-            event = Event(out[0], queue, keep_alive)
+            event = (SeveralCommandsEvent if before else Event)(out[0], queue, keep_alive)
         except BaseException:
             adopt(out[0], keep_alive)
             raise
@@ -167,6 +168,9 @@ class Event(_handle.Resource):
         if not isinstance(handle, ffi.CData) or ffi.typeof(handle) is not _EVENT_HANDLE or \
                 handle == ffi.NULL:
             raise TypeError(f"Event takes a non-null ur_event_handle_t, not {handle!r}")
+        if not isinstance(queue, Queue):  # before the handle is taken
+            raise TypeError(f"Event's queue must be the ur_cffi Queue of its command, not "
+                            f"{type(queue).__name__} {queue!r}")
         if _orphans:
             release_orphans()
         # (program._launch makes a launch's Event without this call: keep the two alike.)
@@ -252,7 +256,8 @@ class Event(_handle.Resource):
 
     def profiling(self, prop: ur_profiling_info_t) -> int:
         """A profiling timestamp in ns; raises ``ProfilingInfoNotAvailableError`` unless the
-        queue was created with ``profiling=True``."""
+        queue was created with ``profiling=True`` and the command has reached that point (an
+        end before the command ended: :attr:`elapsed_ns` waits first)."""
         if not isinstance(prop, ur_profiling_info_t):
             raise TypeError(f"profiling takes a ur_profiling_info_t, not "
                             f"{type(prop).__name__} {prop!r}")
@@ -273,6 +278,23 @@ class Event(_handle.Resource):
         """``end_ns - start_ns``, waiting for the command first."""
         self.wait()
         return self.end_ns - self.start_ns
+
+
+class SeveralCommandsEvent(Event):
+    """The Event of an operation UR runs as several commands (a strided copy: one per block of
+    rows), which is a barrier after them: it waits as their Event, but has no timestamps of
+    theirs (the barrier's would time nothing), so :meth:`profiling` raises."""
+
+    __slots__ = ()
+
+    def profiling(self, prop: ur_profiling_info_t) -> int:
+        if not isinstance(prop, ur_profiling_info_t):
+            raise TypeError(f"profiling takes a ur_profiling_info_t, not "
+                            f"{type(prop).__name__} {prop!r}")
+        raise ProfilingInfoNotAvailableError(
+            int(ur_result_t.UR_RESULT_ERROR_PROFILING_INFO_NOT_AVAILABLE), "Event.profiling",
+            "this Event stands for several copy commands (a strided copy), whose barrier has "
+            "no timestamps of theirs; time a contiguous copy, or the copy with host clocks")
 
 
 class QueueRef(weakref.ref):
