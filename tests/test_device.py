@@ -140,6 +140,8 @@ def test_create_context(device):
         assert context.devices == (device,)
     with pytest.raises(ValueError, match="at least one device"):
         ur_cffi.Context([])
+    with pytest.raises(ValueError, match="name a device twice"):
+        ur_cffi.Context([device, device])
 
 
 def test_synchronize_waits_for_a_long_kernel(device, context, build_triton, rng, monkeypatch):

@@ -30,6 +30,8 @@ class Context(_handle.Resource):
             if not isinstance(device, Device):
                 raise TypeError(f"devices must be ur_cffi Devices, not {type(device).__name__} "
                                 f"{device!r}")
+        if len(set(map(id, devices))) != len(devices):  # (the runtime takes it as two)
+            raise ValueError(f"devices {devices!r} name a device twice")
         handles = ffi.new("ur_device_handle_t[]", [d.handle for d in devices])
         out = ffi.new("ur_context_handle_t *")
         self.devices = tuple(devices)
