@@ -259,7 +259,9 @@ def _runtime_defaults(found: list[Device]) -> list[Device]:
             continue
         handles = ffi.new("ur_device_handle_t[]", count[0])
         check(get(platform.handle, default, count[0], handles, ffi.NULL), name)
-        preferred.update(int(ffi.cast("uintptr_t", handles[i])) for i in range(count[0]))
+        for i in range(count[0]):
+            preferred.add(int(ffi.cast("uintptr_t", handles[i])))
+            lib.urDeviceRelease(handles[i])  # (a reference of its own, to UR's leak checker)
     return [d for d in found if int(ffi.cast("uintptr_t", d.handle)) in preferred]
 
 
