@@ -46,9 +46,11 @@ def main(argv=None) -> int:
 
 
 def _list_devices() -> int:
-    print(f"ur_cffi: UR API {HEADER_FACTS['version']} (bindings built from "
-          f"{HEADER_FACTS['header']})")
     built_for = HEADER_FACTS.get("loader") or {}
+    header = HEADER_FACTS["header"]
+    if "pip-build-env-" in header:  # gone once pip built the package
+        header = f"the ur_api.h of pip's build environment, with {built_for.get('release')}"
+    print(f"ur_cffi: UR API {HEADER_FACTS['version']} (bindings built from {header})")
     print(f"loader:  {_libraries.opened_loader() or 'found by the dynamic linker'} (built for "
           f"{built_for.get('release', 'an unrecorded loader')})")
     print(f"OpenCL ICDs: {os.environ.get('OCL_ICD_FILENAMES', '(system default)')}")
