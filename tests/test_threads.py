@@ -441,6 +441,82 @@ def test_closing_a_queue_while_another_thread_enqueues_raises_closed_error(kerne
     assert "ClosedError in 0 rounds" not in done.stdout  # the race was there to lose
 
 
+CLOSE_WHILE_FINISHING = textwrap.dedent("""
+    import sys, threading
+    from crash_probe import rounds
+    import numpy as np
+    import ur_cffi, crash_probe
+    import device_under_test
+
+    device = device_under_test.get()
+    context = device.create_context()
+    program, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")
+    n = 4 * crash_probe.BLOCK
+    x = np.arange(n, dtype=np.int32)
+    closed_seen = 0
+    for round in rounds(seconds=5):
+        queue = ur_cffi.Queue(context, device)
+        a, b = ur_cffi.asarray(x, queue=queue), ur_cffi.empty(n, np.int32, queue=queue)
+        errors, started = [], threading.Event()
+        wait = queue.finish if round % 2 else queue.flush
+
+        def launch_and_wait():
+            try:
+                while True:
+                    lcg.launch(queue, 4 * crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, a, b,
+                               np.int32(n), np.int32(3), event=False)
+                    started.set()
+                    wait()
+            except ur_cffi.ClosedError:
+                errors.append("closed")
+            except Exception as error:
+                errors.append(repr(error))
+            finally:
+                started.set()
+
+        worker = threading.Thread(target=launch_and_wait)
+        worker.start()
+        started.wait()
+        queue.close()
+        worker.join()
+        if errors != ["closed"]:
+            sys.exit(f"round {round}: {errors}")
+        closed_seen += 1
+    print(f"closed cleanly in {closed_seen} rounds")
+""")
+
+
+def test_closing_a_queue_while_another_thread_finishes_or_flushes_it(kernels):
+    """``finish()`` and ``flush()`` read the handle without the enqueue lock: a close of
+    another thread released it under them (a segmentation fault within a second, 4 of 4
+    runs).  Now a flush takes the lock and the release waits for finishes in progress."""
+    done = crash_probe.run_child([kernels], code=CLOSE_WHILE_FINISHING, check=False,
+                                 timeout=CHILD_SECONDS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "closed cleanly" in done.stdout
+
+
+def test_a_finish_whose_window_another_finish_emptied_still_waits(context, device, kernels):
+    """Two threads finishing one queue: the second could find the one entry of the window
+    gone between its length check and ``popitem()`` (``KeyError`` from ``finish()``)."""
+    program, lcg = crash_probe.load(context, kernels, "lcg")
+
+    class TakenMeanwhile(dict):
+        def popitem(self):  # what a finish of another thread does between the two
+            super().popitem()
+            raise KeyError("popitem(): dictionary is empty")
+
+    with ur_cffi.Queue(context, device) as queue, program, lcg:
+        n = 4 * BLOCK
+        a = ur_cffi.asarray(np.arange(n, dtype=np.int32), queue=queue)
+        b = ur_cffi.empty(n, np.int32, queue=queue)
+        lcg.launch(queue, 4 * LOCAL, LOCAL, a, b, np.int32(n), np.int32(3), event=False)
+        queue._window = TakenMeanwhile(queue._window)
+        queue.finish()  # waits for the launch all the same
+        assert queue._window == {}
+        queue._window = {}
+
+
 def test_the_first_use_from_8_threads_at_once_initialises_once():
     done = crash_probe.run_child(timeout=CHILD_SECONDS, code=textwrap.dedent("""
         import threading, ur_cffi

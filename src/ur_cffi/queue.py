@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from time import perf_counter
 
@@ -315,11 +316,17 @@ def _finish_then_release(handle, handles_lock, ref: QueueRef) -> int:
     _handle.note_release()
     try:
         result = lib.urQueueFinish(handle)
+        queue = ref()
+        while queue is not None and queue._finishers:  # finishes that read the handle
+            time.sleep(_FINISHERS_POLL_SECONDS)  # before close() dropped it: soon done
         with handles_lock:  # Device.queue_handles_lock: others retain it under the lock
             release = lib.urQueueRelease(handle)
     finally:
         ref.finished = True
     return result or release
+
+
+_FINISHERS_POLL_SECONDS = 0.0002
 
 
 def retained(queue: Queue):
@@ -369,7 +376,8 @@ class Queue(_handle.Resource):
     """
 
     __slots__ = ("context", "device", "flags", "_last_event", "_window", "_window_start",
-                 "_pools", "_closers", "_in_order_untimed", "_out_of_order", "ref")
+                 "_pools", "_closers", "_finishers", "_in_order_untimed", "_out_of_order",
+                 "ref")
     _release_function = "urQueueRelease"
     # An enqueue reads the handle and makes its call under the enqueue lock: one racing a
     # close either enqueues before the release or finds the queue closed (not released).
@@ -407,6 +415,9 @@ class Queue(_handle.Resource):
         self._window, self._window_start = {}, 0.0
         self._pools: dict = {}  # kind of USM -> its pool (allocator.pool_for keeps it)
         self._closers: set = set()  # the threads inside close()
+        # One entry per finish() in progress: the release waits for them (they may have read
+        # the handle before a close() of another thread dropped it).
+        self._finishers: list = []
         _interrupts.install()  # launches hold Ctrl-C back without a section
         self.ref = ref = QueueRef(self)
         ref.finished = False
@@ -463,24 +474,33 @@ class Queue(_handle.Resource):
 
     def finish(self) -> None:
         """Block until every command submitted to this queue has completed."""
-        handle, window = self._handle, self._window
-        if handle is None:
-            self.handle  # noqa: B018 - raises ClosedError
-        if len(window) == 1:
-            # The usual case, _wait_for_window's work inlined: one kernel, measured short.
-            # Emptied in place: every line here delays the wait, which on the CPU device
-            # runs the kernel itself if it comes before a worker thread has taken it.
-            timing, items = window.popitem()
-            if timing is not None and timing.per_item * items < _DIRECT_SECONDS:
-                start = self._window_start
-                result = _finish(handle)
-                if result:
-                    window[None] = 1
-                    check(result, "urQueueFinish")
-                timing.per_item = (perf_counter() - start) / items
-                return
-            window[timing] = window.get(timing, 0) + items
-        self._wait_for_window(_finish, "urQueueFinish", (handle,), self._probe)
+        finishers = self._finishers
+        try:
+            finishers.append(None)  # first: the handle is read after it (_finish_then_release)
+            handle, window = self._handle, self._window
+            if handle is None:
+                self.handle  # noqa: B018 - raises ClosedError
+            if len(window) == 1:
+                # The usual case, _wait_for_window's work inlined: one kernel, measured short.
+                # Emptied in place: every line here delays the wait, which on the CPU device
+                # runs the kernel itself if it comes before a worker thread has taken it.
+                try:
+                    timing, items = window.popitem()
+                except KeyError:  # another thread's finish took it: wait as for the rest
+                    timing = items = None
+                if timing is not None and timing.per_item * items < _DIRECT_SECONDS:
+                    start = self._window_start
+                    result = _finish(handle)
+                    if result:
+                        window[None] = 1
+                        check(result, "urQueueFinish")
+                    timing.per_item = (perf_counter() - start) / items
+                    return
+                if items is not None:
+                    window[timing] = window.get(timing, 0) + items
+            self._wait_for_window(_finish, "urQueueFinish", (handle,), self._probe)
+        finally:
+            finishers.pop()
 
     def _wait_for_window(self, blocking_call, name: str, args: tuple, probe) -> None:
         """Wait with ``blocking_call(*args)`` for everything enqueued so far: the plain
@@ -526,7 +546,8 @@ class Queue(_handle.Resource):
     def flush(self) -> None:
         """Submit everything queued so far to the device without waiting."""
         try:
-            result = _flush(self._handle)
+            with raw_enqueue_lock:  # as an enqueue: before a close releases the handle
+                result = _flush(self._handle)
         except TypeError:  # no handle: closed, or inherited across fork()
             self.handle  # noqa: B018 - raises ClosedError
             raise
