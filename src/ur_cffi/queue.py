@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import weakref
@@ -317,8 +318,10 @@ def _finish_then_release(handle, handles_lock, ref: QueueRef) -> int:
     try:
         result = lib.urQueueFinish(handle)
         queue = ref()
-        while queue is not None and queue._finishers:  # finishes that read the handle
-            time.sleep(_FINISHERS_POLL_SECONDS)  # before close() dropped it: soon done
+        # Finishes and flushes may have read the handle before close() dropped it; the
+        # queue is finished, so they return soon.
+        while queue is not None and (queue._finishers or _flush_in_progress_elsewhere()):
+            time.sleep(_FINISHERS_POLL_SECONDS)
         with handles_lock:  # Device.queue_handles_lock: others retain it under the lock
             release = lib.urQueueRelease(handle)
     finally:
@@ -327,6 +330,21 @@ def _finish_then_release(handle, handles_lock, ref: QueueRef) -> int:
 
 
 _FINISHERS_POLL_SECONDS = 0.0002
+
+
+def _flush_in_progress_elsewhere() -> bool:
+    """Whether another thread is inside :meth:`Queue.flush` (of any queue).  A flush takes
+    microseconds, and noting each one (as a finish is noted) would double its cost; so a
+    release looks at the threads' frames instead."""
+    me = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        for _ in range(3):  # flush, or what it calls (the closed handle's ClosedError)
+            if ident == me or frame is None:
+                break
+            if frame.f_code is _FLUSH_CODE:
+                return True
+            frame = frame.f_back
+    return False
 
 
 def retained(queue: Queue):
@@ -546,8 +564,7 @@ class Queue(_handle.Resource):
     def flush(self) -> None:
         """Submit everything queued so far to the device without waiting."""
         try:
-            with raw_enqueue_lock:  # as an enqueue: before a close releases the handle
-                result = _flush(self._handle)
+            result = _flush(self._handle)  # (a release waits: _flush_in_progress_elsewhere)
         except TypeError:  # no handle: closed, or inherited across fork()
             self.handle  # noqa: B018 - raises ClosedError
             raise
@@ -563,3 +580,6 @@ class Queue(_handle.Resource):
         kind = "out-of-order" if self.out_of_order else "in-order"
         return f"<Queue {kind} on {self.device!r}{' closed' if self.closed else ''}>"
 
+
+
+_FLUSH_CODE = Queue.flush.__code__
