@@ -390,7 +390,8 @@ def test_threads_may_share_one_kernel(tmp_path, kernels):
     assert "exact" in done.stdout
 
 
-CLOSE_WHILE_ENQUEUEING = textwrap.dedent("""
+# Rounds of a queue with an lcg kernel's arrays, closed while a thread uses it (n: blocks).
+CLOSING_ROUNDS = """
     import sys, threading, time
     from crash_probe import rounds
     import numpy as np
@@ -400,12 +401,15 @@ CLOSE_WHILE_ENQUEUEING = textwrap.dedent("""
     device = device_under_test.get()
     context = device.create_context()
     program, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")
-    n = 16 * crash_probe.BLOCK
+    n = {blocks} * crash_probe.BLOCK
     x = np.arange(n, dtype=np.int32)
     closed_seen = 0
     for round in rounds(seconds=5):
         queue = ur_cffi.Queue(context, device)
         a, b = ur_cffi.asarray(x, queue=queue), ur_cffi.empty(n, np.int32, queue=queue)
+"""
+
+CLOSE_WHILE_ENQUEUEING = textwrap.dedent(CLOSING_ROUNDS.format(blocks=16) + """\
         errors = []
 
         def enqueue():
@@ -441,22 +445,7 @@ def test_closing_a_queue_while_another_thread_enqueues_raises_closed_error(kerne
     assert "ClosedError in 0 rounds" not in done.stdout  # the race was there to lose
 
 
-CLOSE_WHILE_FINISHING = textwrap.dedent("""
-    import sys, threading
-    from crash_probe import rounds
-    import numpy as np
-    import ur_cffi, crash_probe
-    import device_under_test
-
-    device = device_under_test.get()
-    context = device.create_context()
-    program, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")
-    n = 4 * crash_probe.BLOCK
-    x = np.arange(n, dtype=np.int32)
-    closed_seen = 0
-    for round in rounds(seconds=5):
-        queue = ur_cffi.Queue(context, device)
-        a, b = ur_cffi.asarray(x, queue=queue), ur_cffi.empty(n, np.int32, queue=queue)
+CLOSE_WHILE_FINISHING = textwrap.dedent(CLOSING_ROUNDS.format(blocks=4) + """\
         errors, started = [], threading.Event()
         wait = queue.finish if round % 2 else queue.flush
 
