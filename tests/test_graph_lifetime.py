@@ -274,18 +274,25 @@ INTERRUPTED = textwrap.dedent("""
         out.copy_to(host, blocking=False)  # host memory only the graph holds from here on
     flag_value.value = 1
     graph.replay(queue).wait()
+    if what == "update" and native and not graph.native:
+        print(json.dumps({"skip": f"the graph fell back to one-by-one replays ({graph!r}), "
+                                  "whose update takes no enqueue lock"}))
+        sys.exit(0)
 
     def interrupt_inside(code):
         # SIGINT once the main thread is inside `code` (and waiting for the enqueue lock this
         # thread holds: another thread's enqueue), then let it go on.
+        deadline = time.monotonic() + 20  # (never there: no SIGINT, and the test fails)
         with raw_enqueue_lock:
-            while True:
+            while time.monotonic() < deadline:
                 frame = sys._current_frames()[threading.main_thread().ident]
                 while frame is not None and frame.f_code is not code:
                     frame = frame.f_back
                 if frame is not None:
                     break
                 time.sleep(1e-3)
+            else:
+                return
             time.sleep(0.05)
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)
@@ -347,6 +354,8 @@ def test_ctrl_c_in_a_replay_or_an_update_leaves_the_graph_owning_its_work(native
     done = crash_probe.run_child([kernels, what, "native" if native is None else "one-by-one"],
                                  code=INTERRUPTED, timeout=120, check=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    if "skip" in result:  # (oneAPI 2025.2: the CPU runtime appends no USM copy natively)
+        pytest.skip(result["skip"])
     assert result.pop("interrupted"), result
     assert all(result.values()), result
 

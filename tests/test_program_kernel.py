@@ -302,6 +302,27 @@ def test_launch_with_a_zero_global_offset(add, queue, rng):
     assert np.array_equal(out.to_numpy(), add_reference(x, y))
 
 
+def test_every_launch_gives_ur_three_sizes_of_each_kind(add, queue, context, device):
+    """The validation layer of oneAPI 2026.0 and 2026.1 reads all three global and local
+    sizes whatever the launch's dimensions: 1-D launches passed one (it read past the array
+    and refused them at random), and graphs' one-by-one replays padded with 0 (refused every
+    time).  Unused dimensions now hold 1 (offsets 0), as every adapter reads them."""
+    kernel, compiled = add
+    a = ur_cffi.zeros(4, queue=queue)
+    launch = kernel.prepare(queue, compiled.local_size, compiled.local_size, a, a, a,
+                            np.int32(4), global_offset=(0,))
+    dims, offsets, global_sizes, local_sizes = launch._call_args[0][:4]
+    assert dims == 1
+    assert [list(ur_cffi.ffi.unpack(array, 3)) for array in (offsets, global_sizes, local_sizes)] \
+        == [[0, 0, 0], [compiled.local_size, 1, 1], [compiled.local_size, 1, 1]]
+    with ur_cffi.Graph(context, device, native=False) as graph:
+        with graph.recording(queue):
+            kernel.launch(queue, compiled.local_size, compiled.local_size, a, a, a, np.int32(4))
+        recorded = graph.commands[0]._command
+        assert list(ur_cffi.ffi.unpack(recorded.global_sizes, 3)) == [compiled.local_size, 1, 1]
+        assert list(ur_cffi.ffi.unpack(recorded.local_sizes, 3)) == [compiled.local_size, 1, 1]
+
+
 def test_argument_count_and_types_are_checked(add, build_triton, queue, device):
     kernel, compiled = add
     a = ur_cffi.zeros(4, queue=queue)

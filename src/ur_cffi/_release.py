@@ -257,6 +257,14 @@ else:
     _STRUCTURE = 0
 
 
+def launch_sizes(sizes: tuple, unused: int):
+    """``size_t[3]`` of a launch's ``sizes`` (1 to 3 of them) and ``unused`` (1 for work sizes,
+    0 for offsets) in the dimensions after theirs: the validation layer of oneAPI 2026.0 and
+    2026.1 reads all three entries of ``urEnqueueKernelLaunchWithArgsExp``'s sizes, whatever
+    ``workDim`` says, and refuses a 0 (a 1-D launch was refused at random, past its array)."""
+    return ffi.new("size_t[3]", (*sizes, *(unused,) * (3 - len(sizes))))
+
+
 def new_arguments(count: int, extra_bytes: int = 0, volatile: bool = False) -> tuple:
     """Memory for ``count`` argument entries followed by ``extra_bytes`` of the caller's:
     ``(block, arguments, words)``: the ``char[]`` block, what :data:`enqueue_launch` takes as
@@ -301,27 +309,25 @@ class _ArgumentList:
         self.words, self.volatile = words, volatile
 
 
-def _set_arguments(kernel, count: int, words) -> None:
-    """``urKernelSetArg*`` for each of the ``count`` entries in ``words``."""
+def _set_arguments(kernel, count: int, words) -> int:
+    """``urKernelSetArg*`` for each of the ``count`` entries in ``words``; the first failure's
+    ``ur_result_t`` (0: all set), for the caller to report as the launch's."""
     for base in range(0, count * _WORDS, _WORDS):
         kind_index, size, value = words[base + 2], words[base + 3], words[base + 4]
         kind, index = kind_index & 0xFFFFFFFF, kind_index >> 32
         if kind == POINTER:
-            function = "urKernelSetArgPointer"
             result = lib.urKernelSetArgPointer(kernel, index, _NULL, ffi.cast("void *", value))
         elif kind == VALUE:
-            function = "urKernelSetArgValue"
             result = lib.urKernelSetArgValue(kernel, index, size, _NULL,
                                              ffi.cast("void *", value))
         elif kind == LOCAL:
-            function = "urKernelSetArgLocal"
             result = lib.urKernelSetArgLocal(kernel, index, size, _NULL)
         else:
-            function = "urKernelSetArgMemObj"
             result = lib.urKernelSetArgMemObj(kernel, index, _NULL,
                                               ffi.cast("ur_mem_handle_t", value))
         if result:
-            check(result, function, f"argument {index}")
+            return result
+    return 0
 
 
 _applied: dict = {}  # kernel handle -> the fixed argument list its arguments were set from
@@ -342,7 +348,9 @@ def _launcher_for_set_arguments():
             offsets = no_offsets
         if arguments.volatile or _applied.get(kernel) is not arguments:
             _applied.pop(kernel, None)
-            _set_arguments(kernel, count, arguments.words)
+            result = _set_arguments(kernel, count, arguments.words)
+            if result:
+                return result
             if not arguments.volatile:
                 if len(_applied) > 4096:  # handles of released kernels; cheap to forget
                     _applied.clear()
@@ -452,7 +460,9 @@ def append_launch(buffer, kernel, dims, offsets, global_sizes, local_sizes, coun
             buffer, kernel, dims, offsets, global_sizes, local_sizes, count, arguments, 0, _NULL,
             point_count, points, 0, _NULL, point_out, _NULL, command_out)
     _applied.pop(kernel, None)  # the kernel's arguments are no longer those of a launch
-    _set_arguments(kernel, count, argument_words(arguments, count))
+    result = _set_arguments(kernel, count, argument_words(arguments, count))
+    if result:
+        return result
     return lib.urCommandBufferAppendKernelLaunchExp(
         buffer, kernel, dims, offsets, global_sizes, local_sizes, 0, _NULL, point_count, points,
         0, _NULL, point_out, _NULL, command_out)

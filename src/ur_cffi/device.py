@@ -249,13 +249,17 @@ def _enumerate() -> list[Device]:
 
 def _runtime_defaults(found: list[Device]) -> list[Device]:
     """Those of ``found`` that their platform's runtime prefers (``UR_DEVICE_TYPE_DEFAULT``,
-    a type no device reports as its own)."""
+    a type no device reports as its own); a platform's first device where the runtime names
+    none (UR of oneAPI 2025.3 answers no device for OpenCL's platforms), as OpenCL's default
+    type means."""
     preferred = set()
     count = ffi.new("uint32_t *")
     name = "urDeviceGetSelected" if loader.device_selector() is not None else "urDeviceGet"
     get, default = getattr(lib, name), ur_device_type_t.UR_DEVICE_TYPE_DEFAULT
     for platform in {id(d.platform): d.platform for d in found}.values():
         if get(platform.handle, default, 0, ffi.NULL, count) or not count[0]:
+            first = next(d for d in found if d.platform is platform)
+            preferred.add(int(ffi.cast("uintptr_t", first.handle)))
             continue
         handles = ffi.new("ur_device_handle_t[]", count[0])
         check(get(platform.handle, default, count[0], handles, ffi.NULL), name)

@@ -820,9 +820,10 @@ class _Snapshot:
     def __init__(self, sizes: tuple, block, arguments, words, args: tuple, keep):
         dims, offsets, global_values, local_values = self.sizes = sizes
         self.dims = dims
-        self.offsets = ffi.new("size_t[3]", offsets)
-        self.global_sizes = ffi.new("size_t[3]", global_values)
-        self.local_sizes = _NULL if local_values is None else ffi.new("size_t[3]", local_values)
+        self.offsets = _release.launch_sizes(offsets, 0)
+        self.global_sizes = _release.launch_sizes(global_values, 1)
+        self.local_sizes = _NULL if local_values is None else \
+            _release.launch_sizes(local_values, 1)
         self.block, self.arguments, self.words = block, arguments, words
         self.args, self.keep = args, keep
 

@@ -492,7 +492,7 @@ class Kernel(_handle.Resource):
         global_sizes = _sizes("global_size", global_size)
         dims = len(global_sizes)
         local_sizes = self._local_sizes(local_size, global_sizes, queue.device)
-        local_array = ffi.NULL if local_sizes is None else ffi.new("size_t[]", local_sizes)
+        local_array = ffi.NULL if local_sizes is None else _release.launch_sizes(local_sizes, 1)
         queue.device.check_launch_size("global_size", global_sizes, local_sizes)
         offset_array = ffi.NULL
         if global_offset is not None:
@@ -503,10 +503,10 @@ class Kernel(_handle.Resource):
             if any(o + g > _SIZE_MAX for o, g in zip(offsets, global_sizes)):
                 raise ValueError(f"global_offset {offsets} + global_size {global_sizes} "
                                  "exceeds size_t: the work-item ids would wrap around")
-            offset_array = ffi.new("size_t[]", offsets)
+            offset_array = _release.launch_sizes(offsets, 0)
         released = _handle.released
         block, arguments, value_buffers = self._pack(queue, args)
-        call_args = (dims, offset_array, ffi.new("size_t[]", global_sizes), local_array,
+        call_args = (dims, offset_array, _release.launch_sizes(global_sizes, 1), local_array,
                      len(args), arguments, self._properties)
         return (call_args, math.prod(global_sizes)), (released, (block, value_buffers))
 
