@@ -336,10 +336,11 @@ def _flush_in_progress_elsewhere() -> bool:
     """Whether another thread is inside :meth:`Queue.flush` (of any queue).  A flush takes
     microseconds, and noting each one (as a finish is noted) would double its cost; so a
     release looks at the threads' frames instead."""
-    me = threading.get_ident()
-    for ident, frame in sys._current_frames().items():
+    frames = sys._current_frames()
+    del frames[threading.get_ident()]  # this frame in its own locals: a cycle, and its callers'
+    for frame in frames.values():      # locals (arrays) kept until a collection
         for _ in range(3):  # flush, or what it calls (the closed handle's ClosedError)
-            if ident == me or frame is None:
+            if frame is None:
                 break
             if frame.f_code is _FLUSH_CODE:
                 return True
