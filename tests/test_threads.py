@@ -478,7 +478,7 @@ CLOSE_WHILE_FINISHING = textwrap.dedent(CLOSING_ROUNDS.format(blocks=4) + """\
 def test_closing_a_queue_while_another_thread_finishes_or_flushes_it(kernels):
     """``finish()`` and ``flush()`` read the handle without the enqueue lock: a close of
     another thread released it under them (a segmentation fault within a second, 4 of 4
-    runs).  Now a flush takes the lock and the release waits for finishes in progress."""
+    runs).  Now the release waits for the finishes and flushes in progress at the close."""
     done = crash_probe.run_child([kernels], code=CLOSE_WHILE_FINISHING, check=False,
                                  timeout=CHILD_SECONDS)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -499,11 +499,14 @@ def test_a_finish_whose_window_another_finish_emptied_still_waits(context, devic
         n = 4 * BLOCK
         a = ur_cffi.asarray(np.arange(n, dtype=np.int32), queue=queue)
         b = ur_cffi.empty(n, np.int32, queue=queue)
+        b_view = np.asarray(ur_cffi.full(n, -1, np.int32, queue=queue, kind="host"))
         lcg.launch(queue, 4 * LOCAL, LOCAL, a, b, np.int32(n), np.int32(3), event=False)
+        b.copy_to(b_view, blocking=False)
         queue._window = TakenMeanwhile(queue._window)
-        queue.finish()  # waits for the launch all the same
+        queue.finish()  # waits for the launch and the copy all the same
         assert queue._window == {}
         queue._window = {}
+        assert np.array_equal(b_view, b.to_numpy()) and (b_view != -1).all()
 
 
 def test_the_first_use_from_8_threads_at_once_initialises_once():

@@ -329,17 +329,16 @@ def test_compile_checks_options_without_activate(device, inactive):
     assert compiled.metadata.num_ctas == 1
 
 
-def test_a_recording_block_takes_triton_launches_without_activate(context, device, rng,
-                                                                  inactive):
+def test_a_recording_block_inside_using_takes_triton_launches(context, device, rng, inactive):
     """The README's Graphs block, as its Example writes Triton code (``using()``, no
-    ``activate()``): ``kernel[grid]`` in ``graph.recording(queue)`` raised Triton's "0 active
-    drivers" unless ur_cffi.triton was active."""
+    ``activate()``): the recording block inside a ``using`` block, which makes ur_cffi.triton
+    active for it (the README's block, without either, raised Triton's "0 active drivers")."""
     n = 1000
     host = rng.standard_normal(n).astype(np.float32)
     with ur_cffi.Queue(context, device) as queue, ur_cffi.Graph(context, device) as graph:
         x = ur_cffi.asarray(host, queue=queue)
         y = ur_cffi.full(n, np.nan, np.float32, queue=queue)
-        with graph.recording(queue):
+        with ur_triton.using(queue), graph.recording(queue):
             scale[(triton.cdiv(n, 256),)](x, y, 3.0, n, BLOCK=256)
         assert not ur_triton.is_active() and len(graph.commands) == 1
         assert np.isnan(y.to_numpy()).all()  # recorded, not run

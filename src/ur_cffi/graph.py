@@ -754,11 +754,11 @@ def _release_graph(state: _State) -> int:
 
 
 def _triton_scope(queue: Queue):
-    """``ur_cffi.triton.using(queue)`` where ur_cffi.triton is imported, so that Triton
-    launches in a recording block go to its queue, whether or not ``activate()`` ran (as in a
-    ``using()`` block, where Triton launches go without it)."""
+    """``ur_cffi.triton.using(queue)`` where ur_cffi.triton is active (``activate()``, or a
+    ``using()`` block around the recording), so that Triton launches in a recording block go
+    to its queue.  (Not whenever it is imported: making its driver for each block cost 9 ms.)"""
     triton = sys.modules.get("ur_cffi.triton")
-    if triton is not None:
+    if triton is not None and triton.is_active():
         return triton.using(queue)
     return contextlib.nullcontext()
 

@@ -401,7 +401,7 @@ def _loader_init(validation: bool) -> None:
                       "layer now reports to stderr only, so ur_cffi cannot read its reports "
                       "and teardown() will raise no ValidationError for this initialisation "
                       "(run each validated program in a process of its own)", RuntimeWarning,
-                      stacklevel=4)
+                      stacklevel=_caller_outside_ur_cffi())
     elif validation:
         log_setting = _open_validation_log()
     try:
@@ -423,6 +423,16 @@ def _loader_init(validation: bool) -> None:
             os.environ.pop("UR_LOG_VALIDATION", None)
         if config != ffi.NULL:
             lib.urLoaderConfigRelease(config)
+
+
+def _caller_outside_ur_cffi() -> int:
+    """The ``stacklevel``, for a warning its caller gives, of the first frame outside ur_cffi
+    (the user's call that initialised the loader)."""
+    level, frame = 1, sys._getframe(1)
+    package = os.path.dirname(__file__)
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 def _open_validation_log() -> str | None:
@@ -531,8 +541,11 @@ def teardown() -> None:
 def _finish_open_queues() -> None:
     for entry in list(_handle._live.values()):
         owner = entry[0]() if entry[0] is not None else None
-        if isinstance(owner, queue.Queue) and owner._handle is not None:
-            lib.urQueueFinish(owner._handle)  # (an error: nothing more to wait for)
+        if isinstance(owner, queue.Queue):
+            handle = queue.retained(owner)  # (another thread may close it meanwhile)
+            if handle is not None:
+                lib.urQueueFinish(handle)  # (an error: nothing more to wait for)
+                lib.urQueueRelease(handle)
 
 
 def _teardown_at_exit() -> None:

@@ -211,7 +211,8 @@ def _signature_entry(kernel: str, index: int, entry):
     """A signature entry: one of :data:`_SIGNATURE_WORDS` or a numeric numpy dtype."""
     if isinstance(entry, str) and entry in _SIGNATURE_WORDS:
         return entry
-    if entry in (int, float) or isinstance(entry, str) and entry in _C_NAMES_NUMPY_WIDENS:
+    if entry is int or entry is float or (isinstance(entry, str)  # (np.dtype("int64") == int)
+                                          and entry in _C_NAMES_NUMPY_WIDENS):
         name = entry if isinstance(entry, str) else entry.__name__
         raise TypeError(f"signature of {kernel!r}: entry {index} is {entry!r}, which numpy "
                         f"reads as {np.dtype(entry)} and C as {_C_NAMES_NUMPY_WIDENS[name]}; "

@@ -31,6 +31,7 @@ _STATUS_SIZE = ffi.sizeof("ur_event_status_t")
 _EVENT_HANDLE = ffi.typeof("ur_event_handle_t")
 _event_release = lib.urEventRelease
 _flush = lib.urQueueFlush
+_get_ident = threading.get_ident
 _finish = lib.urQueueFinish
 _DIRECT_SECONDS = _durations.DIRECT_SECONDS
 
@@ -318,10 +319,8 @@ def _finish_then_release(handle, handles_lock, ref: QueueRef) -> int:
     try:
         result = lib.urQueueFinish(handle)
         queue = ref()
-        # Finishes and flushes may have read the handle before close() dropped it; the
-        # queue is finished, so they return soon.
-        while queue is not None and (queue._finishers or _flush_in_progress_elsewhere()):
-            time.sleep(_FINISHERS_POLL_SECONDS)
+        if queue is not None:  # close(), not a collection: others may be using the handle
+            _wait_for_calls_in_progress(queue)
         with handles_lock:  # Device.queue_handles_lock: others retain it under the lock
             release = lib.urQueueRelease(handle)
     finally:
@@ -329,23 +328,43 @@ def _finish_then_release(handle, handles_lock, ref: QueueRef) -> int:
     return result or release
 
 
-_FINISHERS_POLL_SECONDS = 0.0002
+_CALLS_POLL_SECONDS = 0.0002
 
 
-def _flush_in_progress_elsewhere() -> bool:
-    """Whether another thread is inside :meth:`Queue.flush` (of any queue).  A flush takes
-    microseconds, and noting each one (as a finish is noted) would double its cost; so a
-    release looks at the threads' frames instead."""
+def _wait_for_calls_in_progress(queue: Queue) -> None:
+    """Wait until the finishes of ``queue`` and the flushes (of any queue) that other threads
+    are in now have returned: they may have read the handle before close() dropped it (the
+    queue is finished: they return soon).  Calls begun later find it closed, and this
+    thread's own (a close from a signal handler, during a finish) cannot be waited for.
+
+    A finish is noted in ``queue._finishers`` (a new ``(thread id,)`` tuple); a flush takes
+    microseconds, and noting each one would double its cost, so a release looks at the
+    threads' frames instead.
+    """
+    me = threading.get_ident()
+    waited = [call for call in queue._finishers if call[0] != me]
+    waited += [frame for frame in _frames_elsewhere() if frame.f_code is _FLUSH_CODE]
+    while waited:
+        time.sleep(_CALLS_POLL_SECONDS)
+        running = {id(call) for call in queue._finishers}
+        running.update(id(frame) for frame in _frames_elsewhere())
+        waited = [call for call in waited if id(call) in running]
+
+
+def _frames_elsewhere(depth: int = 3) -> list:
+    """The innermost ``depth`` frames of every other thread (a flush's, or what it calls: the
+    closed handle's ClosedError).  Not this thread's: held by the caller, its own frame would
+    make a cycle that kept its callers' locals (arrays) until a collection."""
     frames = sys._current_frames()
-    del frames[threading.get_ident()]  # this frame in its own locals: a cycle, and its callers'
-    for frame in frames.values():      # locals (arrays) kept until a collection
-        for _ in range(3):  # flush, or what it calls (the closed handle's ClosedError)
+    del frames[threading.get_ident()]
+    found = []
+    for frame in frames.values():
+        for _ in range(depth):
             if frame is None:
                 break
-            if frame.f_code is _FLUSH_CODE:
-                return True
+            found.append(frame)
             frame = frame.f_back
-    return False
+    return found
 
 
 def retained(queue: Queue):
@@ -434,8 +453,8 @@ class Queue(_handle.Resource):
         self._window, self._window_start = {}, 0.0
         self._pools: dict = {}  # kind of USM -> its pool (allocator.pool_for keeps it)
         self._closers: set = set()  # the threads inside close()
-        # One entry per finish() in progress: the release waits for them (they may have read
-        # the handle before a close() of another thread dropped it).
+        # The frame of each finish() in progress: a release waits for them (they may have
+        # read the handle before a close() of another thread dropped it).
         self._finishers: list = []
         _interrupts.install()  # launches hold Ctrl-C back without a section
         self.ref = ref = QueueRef(self)
@@ -493,9 +512,9 @@ class Queue(_handle.Resource):
 
     def finish(self) -> None:
         """Block until every command submitted to this queue has completed."""
-        finishers = self._finishers
+        finishers, call = self._finishers, (_get_ident(),)  # (a new object each call)
         try:
-            finishers.append(None)  # first: the handle is read after it (_finish_then_release)
+            finishers.append(call)  # before the handle is read (_wait_for_calls_in_progress)
             handle, window = self._handle, self._window
             if handle is None:
                 self.handle  # noqa: B018 - raises ClosedError
@@ -519,7 +538,10 @@ class Queue(_handle.Resource):
                     window[timing] = window.get(timing, 0) + items
             self._wait_for_window(_finish, "urQueueFinish", (handle,), self._probe)
         finally:
-            finishers.pop()
+            try:
+                finishers.remove(call)
+            except ValueError:  # a Ctrl-C came before the note
+                pass
 
     def _wait_for_window(self, blocking_call, name: str, args: tuple, probe) -> None:
         """Wait with ``blocking_call(*args)`` for everything enqueued so far: the plain
@@ -565,7 +587,7 @@ class Queue(_handle.Resource):
     def flush(self) -> None:
         """Submit everything queued so far to the device without waiting."""
         try:
-            result = _flush(self._handle)  # (a release waits: _flush_in_progress_elsewhere)
+            result = _flush(self._handle)  # (a release waits: _wait_for_calls_in_progress)
         except TypeError:  # no handle: closed, or inherited across fork()
             self.handle  # noqa: B018 - raises ClosedError
             raise
