@@ -210,8 +210,9 @@ def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
     declared = program.kernel(kernel.name, ("ptr", "ptr", "ptr", np.dtype("float32"),
                                             np.dtype("int32")), hidden_args=kernel.hidden_args)
     for entries in (declared.signature, ("ptr",) * 3 + (np.dtype(np.float64), np.dtype("int64"))):
-        assert program.kernel(kernel.name, entries).signature == tuple(  # (== int, float)
-            entry if isinstance(entry, str) else np.dtype(entry) for entry in entries)
+        assert program.kernel(kernel.name, entries, hidden_args=kernel.hidden_args,
+                              work_group_memory=kernel.work_group_memory).signature == tuple(
+            entry if isinstance(entry, str) else np.dtype(entry) for entry in entries)  # (== int)
     with pytest.raises(TypeError, match=r"hidden_args of .* \(a set or dict has no param"):
         program.kernel(kernel.name, hidden_args={np.int32(1), np.float32(2)})
     for value in (ctypes.c_char_p(b"a"), ctypes.c_wchar("a"), ctypes.c_wchar_p("a")):

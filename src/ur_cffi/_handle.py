@@ -94,24 +94,23 @@ def _collected(owner_ref: _OwnerRef) -> None:
 
 
 def release_all(enqueue_lock) -> None:
-    """Release every resource still open, newest first, and mark its owner closed: all of
-    them closed first, under ``enqueue_lock``, so that an enqueue of another thread either
-    made its call before or finds its objects closed."""
-    serials = sorted(_live, reverse=True)
-    with enqueue_lock:
-        for serial in serials:
-            entry = _live.get(serial)
-            owner = entry[0]() if entry is not None and entry[0] is not None else None
-            if owner is not None:  # (an Event's entry has none)
-                owner._handle = None
+    """Release every resource still open, newest first (children before their parents), and
+    mark its owner closed, under ``enqueue_lock``: an enqueue of another thread either made
+    its call before or finds the object closed."""
     with section:
         while _events:
             _, handle = _events.popitem()
             if not _forked:
                 lib.urEventRelease(handle)
-    for serial in serials:
-        if serial in _live:
-            _release(serial)
+    for serial in sorted(_live, reverse=True):
+        entry = _live.get(serial)
+        if entry is None:
+            continue
+        owner = entry[0]() if entry[0] is not None else None  # an Event's is None
+        if owner is not None:
+            with enqueue_lock:
+                owner._handle = None
+        _release(serial)
 
 
 class Resource:
