@@ -504,9 +504,76 @@ def test_a_finish_whose_window_another_finish_emptied_still_waits(context, devic
         b.copy_to(b_view, blocking=False)
         queue._window = TakenMeanwhile(queue._window)
         queue.finish()  # waits for the launch and the copy all the same
+        seen = b_view.copy()  # before anything else waits
         assert queue._window == {}
         queue._window = {}
-        assert np.array_equal(b_view, b.to_numpy()) and (b_view != -1).all()
+        assert (seen != -1).all() and np.array_equal(seen, b.to_numpy())
+
+
+def test_a_close_inside_the_same_threads_finish_is_refused(context, device, kernels):
+    """A close from a signal handler or a finalizer while this thread is inside ``finish()``
+    of the queue: the finish would go on with the released handle (a segmentation fault in a
+    stress run), or the close waited for it for ever.  It raises instead, and the queue stays
+    open and finishes."""
+    program, lcg = crash_probe.load(context, kernels, "lcg")
+    refused = []
+
+    class CloseInside(dict):
+        def popitem(self):  # what a signal handler can do inside finish()
+            try:
+                queue.close()
+            except RuntimeError as error:
+                refused.append(str(error))
+            return super().popitem()
+
+    with ur_cffi.Queue(context, device) as queue, program, lcg:
+        n = 4 * BLOCK
+        a = ur_cffi.asarray(np.arange(n, dtype=np.int32), queue=queue)
+        b = ur_cffi.empty(n, np.int32, queue=queue)
+        lcg.launch(queue, 4 * LOCAL, LOCAL, a, b, np.int32(n), np.int32(3), event=False)
+        queue._window = CloseInside(queue._window)
+        queue.finish()
+        queue._window = {}
+        assert len(refused) == 1 and "close() of a queue this thread is finishing" in refused[0]
+        assert not queue.closed
+    assert queue.closed
+
+
+FLUSHING_ELSEWHERE = textwrap.dedent("""
+    import threading, time
+    import ur_cffi
+    import device_under_test
+
+    device = device_under_test.get()
+    context = device.create_context()
+    busy, stop = ur_cffi.Queue(context, device), threading.Event()
+
+    def flush_for_ever():
+        while not stop.is_set():
+            busy.flush()
+
+    flushers = [threading.Thread(target=flush_for_ever) for _ in range(3)]
+    for thread in flushers:
+        thread.start()
+    slowest = 0.0
+    for _ in range(50):
+        queue = ur_cffi.Queue(context, device)
+        started = time.perf_counter()
+        queue.close()
+        slowest = max(slowest, time.perf_counter() - started)
+    stop.set()
+    for thread in flushers:
+        thread.join()
+    print(f"closed 50 queues beside 3 threads flushing another; slowest {slowest:.3f} s")
+""")
+
+
+def test_a_close_waits_only_for_the_flushes_in_progress_when_it_comes():
+    """A release waited while any other thread was inside any flush: threads flushing
+    another queue non-stop held a close for ever (100 s and more)."""
+    done = crash_probe.run_child(code=FLUSHING_ELSEWHERE, check=False, timeout=CHILD_SECONDS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "closed 50 queues" in done.stdout
 
 
 def test_the_first_use_from_8_threads_at_once_initialises_once():

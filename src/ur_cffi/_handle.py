@@ -93,10 +93,17 @@ def _collected(owner_ref: _OwnerRef) -> None:
 
 
 
-def release_all(enqueue_lock) -> None:
+def release_all(enqueue_lock, closed_first: tuple = ()) -> None:
     """Release every resource still open, newest first (children before their parents), and
     mark its owner closed, under ``enqueue_lock``: an enqueue of another thread either made
-    its call before or finds the object closed."""
+    its call before or finds the object closed.  Owners of the ``closed_first`` types (the
+    queues, which every enqueue reads) are all closed before anything is released, so that
+    no enqueue checked before the teardown reaches memory released meanwhile."""
+    with enqueue_lock:
+        for entry in list(_live.values()):
+            owner = entry[0]() if entry[0] is not None else None
+            if isinstance(owner, closed_first):
+                owner._handle = None
     with section:
         while _events:
             _, handle = _events.popitem()

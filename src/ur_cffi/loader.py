@@ -524,7 +524,7 @@ def teardown() -> None:
             allocator.give_back_kept()  # frees a collection could not do at once
         queue.release_orphans(wait=True)  # commands of dropped Events, memory still held
         _finish_open_queues()  # nothing may still run on memory or events released next
-        _handle.release_all(queue.raw_enqueue_lock)
+        _handle.release_all(queue.raw_enqueue_lock, closed_first=(queue.Queue,))
         queue.release_orphans(wait=True)  # Events release_all found with memory to keep
         _state["adapters"] = None
         check(lib.urLoaderTearDown(), "urLoaderTearDown")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import time
@@ -32,6 +33,7 @@ _EVENT_HANDLE = ffi.typeof("ur_event_handle_t")
 _event_release = lib.urEventRelease
 _flush = lib.urQueueFlush
 _get_ident = threading.get_ident
+_finish_calls = itertools.count()  # (tuples that differ: list.remove takes its own)
 _finish = lib.urQueueFinish
 _DIRECT_SECONDS = _durations.DIRECT_SECONDS
 
@@ -337,16 +339,18 @@ def _wait_for_calls_in_progress(queue: Queue) -> None:
     queue is finished: they return soon).  Calls begun later find it closed, and this
     thread's own (a close from a signal handler, during a finish) cannot be waited for.
 
-    A finish is noted in ``queue._finishers`` (a new ``(thread id,)`` tuple); a flush takes
-    microseconds, and noting each one would double its cost, so a release looks at the
-    threads' frames instead.
+    A finish is noted in ``queue._finishers`` (a ``(thread id, call number)`` tuple); a
+    flush takes microseconds, and noting each one would double its cost, so a release looks at
+    the threads' frames instead.  (A profile or trace hook deeper than two frames under a
+    flush hides it.)
     """
     me = threading.get_ident()
-    waited = [call for call in queue._finishers if call[0] != me]
+    waited = [call for call in tuple(queue._finishers) if call[0] != me]  # (one step: others
+    # remove theirs meanwhile)
     waited += [frame for frame in _frames_elsewhere() if frame.f_code is _FLUSH_CODE]
     while waited:
         time.sleep(_CALLS_POLL_SECONDS)
-        running = {id(call) for call in queue._finishers}
+        running = {id(call) for call in tuple(queue._finishers)}
         running.update(id(frame) for frame in _frames_elsewhere())
         waited = [call for call in waited if id(call) in running]
 
@@ -476,6 +480,11 @@ class Queue(_handle.Resource):
         if self._handle is None or _handle._forked:
             super().close()
             return
+        me = threading.get_ident()
+        if any(call[0] == me for call in tuple(self._finishers)):
+            raise RuntimeError("close() of a queue this thread is finishing (from a signal "
+                               "handler or a finalizer inside its finish()): the finish would "
+                               "go on with the released queue; close it after the finish")
         try:
             self._note_closer(True)
             try:
@@ -512,7 +521,7 @@ class Queue(_handle.Resource):
 
     def finish(self) -> None:
         """Block until every command submitted to this queue has completed."""
-        finishers, call = self._finishers, (_get_ident(),)  # (a new object each call)
+        finishers, call = self._finishers, (_get_ident(), next(_finish_calls))
         try:
             finishers.append(call)  # before the handle is read (_wait_for_calls_in_progress)
             handle, window = self._handle, self._window
