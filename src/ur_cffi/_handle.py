@@ -93,6 +93,12 @@ def _collected(owner_ref: _OwnerRef) -> None:
 
 
 
+def live_owners(kind: type | tuple) -> list:
+    """The open resources of ``kind`` (a class, or a tuple of them) that are still referenced."""
+    owners = (entry[0]() for entry in list(_live.values()) if entry[0] is not None)
+    return [owner for owner in owners if isinstance(owner, kind)]
+
+
 def release_all(enqueue_lock, closed_first: tuple = ()) -> None:
     """Release every resource still open, newest first (children before their parents), and
     mark its owner closed, under ``enqueue_lock``: an enqueue of another thread either made
@@ -100,10 +106,8 @@ def release_all(enqueue_lock, closed_first: tuple = ()) -> None:
     queues, which every enqueue reads) are all closed before anything is released, so that
     no enqueue checked before the teardown reaches memory released meanwhile."""
     with enqueue_lock:
-        for entry in list(_live.values()):
-            owner = entry[0]() if entry[0] is not None else None
-            if isinstance(owner, closed_first):
-                owner._handle = None
+        for owner in live_owners(closed_first):
+            owner._handle = None
     with section:
         while _events:
             _, handle = _events.popitem()

@@ -539,13 +539,11 @@ def teardown() -> None:
 
 
 def _finish_open_queues() -> None:
-    for entry in list(_handle._live.values()):
-        owner = entry[0]() if entry[0] is not None else None
-        if isinstance(owner, queue.Queue):
-            handle = queue.retained(owner)  # (another thread may close it meanwhile)
-            if handle is not None:
-                lib.urQueueFinish(handle)  # (an error: nothing more to wait for)
-                lib.urQueueRelease(handle)
+    for open_queue in _handle.live_owners(queue.Queue):
+        handle = queue.retained(open_queue)  # (another thread may close it meanwhile)
+        if handle is not None:
+            lib.urQueueFinish(handle)  # (an error: nothing more to wait for)
+            lib.urQueueRelease(handle)
 
 
 def _teardown_at_exit() -> None:

@@ -263,9 +263,7 @@ class Event(_handle.Resource):
         """A profiling timestamp in ns; raises ``ProfilingInfoNotAvailableError`` unless the
         queue was created with ``profiling=True`` and the command has reached that point (an
         end before the command ended: :attr:`elapsed_ns` waits first)."""
-        if not isinstance(prop, ur_profiling_info_t):
-            raise TypeError(f"profiling takes a ur_profiling_info_t, not "
-                            f"{type(prop).__name__} {prop!r}")
+        _check_profiling_info(prop)
         return query("urEventGetProfilingInfo", self.handle, prop)
 
     @property
@@ -293,13 +291,17 @@ class SeveralCommandsEvent(Event):
     __slots__ = ()
 
     def profiling(self, prop: ur_profiling_info_t) -> int:
-        if not isinstance(prop, ur_profiling_info_t):
-            raise TypeError(f"profiling takes a ur_profiling_info_t, not "
-                            f"{type(prop).__name__} {prop!r}")
+        _check_profiling_info(prop)
         raise ProfilingInfoNotAvailableError(
             int(ur_result_t.UR_RESULT_ERROR_PROFILING_INFO_NOT_AVAILABLE), "Event.profiling",
             "this Event stands for several copy commands (a strided copy), whose barrier has "
             "no timestamps of theirs; time a contiguous copy, or the copy with host clocks")
+
+
+def _check_profiling_info(prop) -> None:
+    if not isinstance(prop, ur_profiling_info_t):
+        raise TypeError(f"profiling takes a ur_profiling_info_t, not {type(prop).__name__} "
+                        f"{prop!r}")
 
 
 class QueueRef(weakref.ref):
@@ -457,7 +459,7 @@ class Queue(_handle.Resource):
         self._window, self._window_start = {}, 0.0
         self._pools: dict = {}  # kind of USM -> its pool (allocator.pool_for keeps it)
         self._closers: set = set()  # the threads inside close()
-        # The frame of each finish() in progress: a release waits for them (they may have
+        # A note for each finish() in progress: a release waits for them (they may have
         # read the handle before a close() of another thread dropped it).
         self._finishers: list = []
         _interrupts.install()  # launches hold Ctrl-C back without a section
@@ -611,7 +613,6 @@ class Queue(_handle.Resource):
     def __repr__(self) -> str:
         kind = "out-of-order" if self.out_of_order else "in-order"
         return f"<Queue {kind} on {self.device!r}{' closed' if self.closed else ''}>"
-
 
 
 _FLUSH_CODE = Queue.flush.__code__
