@@ -33,7 +33,8 @@ def _parse(argv):
     parser.add_argument("--json", type=Path, help="where to write the JSON results")
     parser.add_argument("--skip", action="append", default=[], metavar="METHOD",
                         help="leave a method out (c is always run): c_event, raw, wrapper, lean, "
-                             "prepared, triton, triton_prepared, triton_dispatch, graph_raw, "
+                             "prepared, triton, triton_prepared, triton_dispatch, "
+                             "triton_dispatch_prepared, graph_raw, "
                              "graph, graph_triton, graph_one_by_one, ctypes, dpctl")
     return parser.parse_args(argv)
 
@@ -91,6 +92,7 @@ def main(argv=None) -> int:
                  "triton": lambda: methods.triton_jit(setup),
                  "triton_prepared": lambda: methods.triton_prepared(setup),
                  "triton_dispatch": lambda: methods.triton_dispatch(setup),
+                 "triton_dispatch_prepared": lambda: methods.triton_dispatch_prepared(setup),
                  "graph_raw": lambda: methods.graph_raw(setup),
                  "graph": lambda: methods.graph_launch(setup),
                  "graph_triton": lambda: methods.graph_triton(setup),

@@ -194,6 +194,20 @@ def ur_methods(gpu: GPU) -> list[Method]:
                                            q.finish())
     tprep.ops["launch_wait"] = lambda c: [(tprepared(event=False), q.finish()) for _ in range(c)]
 
+    def dispatch_then_prepared(count):  # a prepared launch at kernel[grid]'s pace
+        Launcher.__call__ = lambda *args: None
+        try:
+            for _ in range(count):
+                tiny[grid](x, kernel.N, BLOCK=block, num_warps=warps)
+                tprepared(event=False)
+        finally:
+            Launcher.__call__ = launcher_call
+        q.finish()
+
+    paced = Method("triton_dispatch_prepared", "Triton kernel[grid] dispatch (launcher does "
+                   "nothing), then ur_cffi.triton.prepare(...)(event=False)")
+    paced.ops["back_to_back"] = dispatch_then_prepared
+
     # Copies: pageable numpy memory and pinned USM host memory.
     nbytes = COPY_BYTES // (10 if gpu.quick else 1)
     device_buffer = ur_cffi.empty(nbytes, np.uint8, queue=q)
@@ -214,7 +228,7 @@ def ur_methods(gpu: GPU) -> list[Method]:
         _ur_matmul(gpu, jit)
     except Exception as error:  # noqa: BLE001
         gpu.notes["ur matmul"] = f"{type(error).__name__}: {error}"
-    return [raw, raw_event, defaults, lean, prep, jit, tprep, dispatch]
+    return [raw, raw_event, defaults, lean, prep, jit, tprep, dispatch, paced]
 
 
 def _ur_bandwidth(gpu: GPU, jit: Method) -> None:
@@ -463,6 +477,11 @@ def _verdicts(figures: dict) -> str:
         if "triton" in row and "triton_torch" in row:
             check(f"{workload} kernel[grid] {row['triton']:.2f} us < Triton-on-torch "
                   f"{row['triton_torch']:.2f} us", row["triton"] < row["triton_torch"])
+    row = figures.get("back_to_back", {})
+    if "triton" in row and "triton_dispatch_prepared" in row:
+        lines.append(f"- (no target) kernel[grid]'s launcher costs "
+                     f"{row['triton'] - row['triton_dispatch_prepared']:.2f} us more than a "
+                     "prepared launch after the same dispatch")
     for workload in ("h2d_pinned", "d2h_pinned"):
         row = figures.get(workload, {})
         if "launch" in row and "cupy" in row:

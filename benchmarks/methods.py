@@ -441,6 +441,46 @@ def triton_dispatch(setup: Setup) -> Method:
                   {w: missing for w in WORKLOADS if w != "back_to_back"})
 
 
+def triton_dispatch_prepared(setup: Setup) -> Method:
+    """Triton's ``kernel[grid]`` dispatch with a launcher that does nothing, then the
+    ``ur_cffi.triton.prepare`` launch, in one loop: a prepared launch at ``kernel[grid]``'s pace.
+
+    On the CPU device a launch costs more in a slower loop (the runtime's workers, on the same
+    core, run each kernel alone instead of several together), so ``kernel[grid]`` minus the
+    dispatch alone is not comparable with a prepared launch in a tight loop; it is with this."""
+    import ur_cffi.triton as ur_triton
+    from ur_cffi.triton.launcher import Launcher
+
+    ur_triton.activate(setup.queue)
+    queue, x, n, grid = setup.queue, setup.x, kernel.N, (1,)
+    jit = kernel.tiny[grid]
+    block, warps = kernel.BLOCK, kernel.NUM_WARPS
+    launch = ur_triton.prepare(kernel.tiny, grid, x, n, BLOCK=block, num_warps=warps)
+    launcher_call = Launcher.__call__
+
+    def back_to_back(count):
+        Launcher.__call__ = _launch_nothing
+        try:
+            for _ in range(count):
+                jit(x, n, BLOCK=block, num_warps=warps)
+                launch(event=False)
+        finally:
+            Launcher.__call__ = launcher_call
+        queue.finish()
+
+    def verify():  # the prepared launch alone writes x: the dispatch launches nothing
+        setup.poison()
+        ops["back_to_back"](1)
+        return _read_x(setup)
+
+    ops = {"back_to_back": back_to_back}
+    missing = "a reference for kernel[grid]'s launcher at its pace: back to back only"
+    return Method("triton_dispatch_prepared", "Triton kernel[grid] dispatch (launcher does "
+                  "nothing), then ur_cffi.triton.prepare(...)(event=False): a prepared launch "
+                  "at kernel[grid]'s pace", ops, verify,
+                  {w: missing for w in WORKLOADS if w != "back_to_back"})
+
+
 def _launch_nothing(*args) -> None:
     return None
 

@@ -56,6 +56,9 @@ DIFFERENCE_TARGETS = (
     ("back_to_back", ("triton",), ("triton_dispatch", "triton_prepared"), 1.0,
      "defaults: Triton kernel[grid], ur_cffi's share (minus Triton's dispatch alone) at most a "
      "prepared launch's + 1 us"),
+    ("back_to_back", ("triton",), ("triton_dispatch_prepared",), 1.0,
+     "defaults: Triton kernel[grid], ur_cffi's launcher at most a prepared launch's + 1 us, "
+     "both after Triton's dispatch in the same loop (the same pace)"),
     ("back_to_back", ("wrapper", "c"), ("lean", "c_event"), 0.0,
      "defaults: the Event of Kernel.launch costs what the runtime's event costs (Event minus "
      "no Event, less the same in C)"),

@@ -24,8 +24,8 @@ pytestmark = pytest.mark.cpu_device("make bench measures the CPU device against 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = ("flush", "launch_finish", "back_to_back", "copy_h2d", "copy_d2h", "usm_alloc_free")
 METHODS = ("c", "c_event", "raw", "wrapper", "lean", "prepared", "triton", "triton_prepared",
-           "triton_dispatch", "graph_raw", "graph", "graph_triton", "graph_one_by_one", "ctypes",
-           "dpctl")
+           "triton_dispatch", "triton_dispatch_prepared", "graph_raw", "graph", "graph_triton",
+           "graph_one_by_one", "ctypes", "dpctl")
 ALWAYS_RUN = ("c", "raw", "wrapper", "ctypes")  # need nothing beyond ur_cffi and a C compiler
 LAUNCHES_ONLY = ("c_event", "lean", "prepared")  # the same, launch workloads only
 FIGURE_KEYS = {"value", "value_a", "value_b", "ratio_to_c", "ratio_to_c_a", "ratio_to_c_b",
