@@ -178,10 +178,7 @@ class Graph(_handle.Resource):
         if not isinstance(context, Context):
             raise TypeError(f"context must be a ur_cffi Context, not {type(context).__name__}")
         in_order = _checks.flag("Graph: in_order", in_order)
-        if native is not None and not isinstance(native, (bool, np.bool_)):
-            raise TypeError(f"Graph: native must be True or False or None (automatic), not "
-                            f"{type(native).__name__} {native!r}")
-        native = None if native is None else bool(native)
+        native = _checks.optional_flag("Graph: native", native)
         context.handle  # noqa: B018 - raises ClosedError
         device = context.devices[0] if device is None else device
         if device not in context.devices:
