@@ -708,3 +708,103 @@ def test_an_array_probed_for_its_sycl_interface_is_freed_when_dropped(dpctl_queu
     finally:
         if collecting:
             gc.enable()
+
+
+@pytest.mark.parametrize("kind", ["host", "shared"])
+def test_an_export_read_on_the_host_waits_for_work_queued_on_the_array(context, device, kind):
+    """DLPack's kDLCPU has no stream, so the producer synchronizes (the array API says so):
+    numpy read a copy still running, 13 to 33 million stale elements of 33.5 million."""
+    n = 1 << 24
+    with ur_cffi.Queue(context, device) as queue:
+        source = ur_cffi.full(n, 7.0, np.float32, queue=queue)
+        for _ in range(3):
+            array = ur_cffi.full(n, np.nan, np.float32, queue=queue, kind=kind)
+            queue.finish()
+            array.copy_from(source, blocking=False)
+            seen = np.from_dlpack(array if kind == "host" else _OnTheHost(array))
+            assert np.count_nonzero(seen != 7.0) == 0
+            del seen
+            array.close()
+
+
+class _OnTheHost:
+    """What numpy 2.1's ``np.from_dlpack(x, device="cpu")`` asks of ``x``, on any numpy."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(dl_device=(interop.KDL_CPU, 0))
+
+    def __dlpack_device__(self):
+        return interop.KDL_CPU, 0
+
+
+def test_from_dlpack_copies_usm_it_cannot_wrap_unless_copy_is_false(queue, device, rng):
+    """Misaligned USM (a numpy view of host USM at an odd byte) raised a ValueError naming
+    from_pointer even with copy=True; USM of another context raised BufferError with
+    copy=True, where its producer gives a copy on the host."""
+    raw = ur_cffi.asarray(rng.integers(0, 256, 64, dtype=np.uint8), queue=queue, kind="host")
+    expected = raw.to_numpy()[1:17].view(np.float32)
+    for copy in (None, True):
+        imported = ur_cffi.from_dlpack(np.asarray(raw)[1:17].view(np.float32), queue=queue,
+                                       copy=copy)
+        assert imported.data_ptr() % 4 == 0 and imported.kind == "host"
+        assert np.array_equal(imported.to_numpy(), expected, equal_nan=True)
+    with pytest.raises(BufferError, match=r"copy=False.*not aligned to float32"):
+        ur_cffi.from_dlpack(np.asarray(raw)[1:17].view(np.float32), queue=queue, copy=False)
+
+    device_bytes = ur_cffi.asarray(raw.to_numpy(), queue=queue)  # device USM, a foreign export
+    capsule = interop._capsule(device_bytes.data_ptr() + 1, (4,), (4,), np.dtype(np.float32),
+                               device_bytes.__dlpack_device__(), device_bytes, (1, 1), False)
+    imported = ur_cffi.from_dlpack(capsule, queue=queue)
+    assert imported.kind == "device" and imported.data_ptr() % 4 == 0
+    assert np.array_equal(imported.to_numpy(), expected, equal_nan=True)
+
+    values = rng.standard_normal(6).astype(np.float32)
+    with ur_cffi.Context([device]) as other, ur_cffi.Queue(other, device) as elsewhere:
+        for kind in ("device", "shared"):
+            array = ur_cffi.asarray(values, queue=elsewhere, kind=kind)
+            for copy in (None, True):
+                copied = ur_cffi.from_dlpack(array, queue=queue, copy=copy)
+                assert copied.context is queue.context
+                assert np.array_equal(copied.to_numpy(), values)
+            with pytest.raises(BufferError, match="not USM of the queue's context.*copy=False"):
+                ur_cffi.from_dlpack(array, queue=queue, copy=False)
+
+
+def test_strides_of_axes_of_one_element_do_not_stop_an_export(queue):
+    """A stride an axis of one element never steps (6 bytes of float32) raised BufferError
+    from __dlpack__ and ValueError from stride(); numpy exports such a layout."""
+    view = ur_cffi.zeros((1, 6), np.uint8, queue=queue, kind="host")[:, 0:4].view(np.float32)
+    assert view.strides == (6, 4) and view.stride() == (1, 1)
+    assert np.from_dlpack(view).shape == (1, 1)
+    assert ur_cffi.from_dlpack(view, queue=queue).shape == (1, 1)
+
+
+@pytest.mark.parametrize("name", ["float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz",
+                                  "float8_e8m0fnu"])
+def test_every_float8_type_of_dlpack_1_1_travels(queue, device, rng, name):
+    if not hasattr(ml_dtypes, name) or not hasattr(ml_dtypes, "float4_e2m1fn"):
+        pytest.skip(f"ml_dtypes {ml_dtypes.__version__} has no {name} or float4_e2m1fn")
+    dtype = np.dtype(getattr(ml_dtypes, name))
+    values = rng.integers(0, 256, 16, dtype=np.uint8).view(dtype)
+    array = ur_cffi.asarray(values, queue=queue, kind="host")
+    with ur_cffi.Context([device]) as other, ur_cffi.Queue(other, device) as elsewhere:
+        imported = ur_cffi.from_dlpack(array, queue=elsewhere)
+        assert imported.dtype == dtype
+        assert np.array_equal(imported.to_numpy().view(np.uint8), values.view(np.uint8))
+    with pytest.raises(BufferError, match="a byte per element"):
+        ur_cffi.zeros(4, ml_dtypes.float4_e2m1fn, queue=queue).__dlpack__()
+
+
+def test_imports_onto_a_closed_queue_raise_before_taking_the_capsule(context, device):
+    array = ur_cffi.zeros(4, np.float64, queue=ur_cffi.Queue(context, device), kind="shared")
+    closed = ur_cffi.Queue(context, device)
+    closed.close()
+    capsule = array.__dlpack__()
+    with pytest.raises(ur_cffi.ClosedError):
+        ur_cffi.from_dlpack(capsule, queue=closed)
+    with pytest.raises(ur_cffi.ClosedError):
+        ur_cffi.from_pointer(array.data_ptr(), (4,), np.float64, queue=closed)
+    assert ur_cffi.from_dlpack(capsule, queue=array.queue).shape == (4,)  # still unused

@@ -25,14 +25,14 @@ import weakref
 
 import numpy as np
 
-from . import _checks, _strided
+from . import _checks, _strided, allocator
 from ._interrupts import hold_back_in, section
 from ._ur import ffi, lib
 from .enums import ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
 from .queue import recording
-from .memory import (ExportPin, USMArray, _check_queue, _dtype, _element_stride, _no_objects,
-                     _shape, _usm_type, asarray, show)
+from .memory import (ExportPin, USMArray, _after_earlier_work, _check_queue, _dtype,
+                     _element_stride, _no_objects, _shape, _usm_type, asarray, show)
 
 KDL_CPU, KDL_ONEAPI = 1, 14
 _NULL = ffi.NULL
@@ -72,6 +72,7 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
     context, or the elements reach outside the allocation that holds it (either end, negative
     strides included)."""
     _check_queue(queue)
+    queue.handle  # noqa: B018 - raises ClosedError
     address = _checks.integer("from_pointer: address", address, minimum=1)
     shape, dtype = _shape(shape), _dtype(dtype)
     _no_objects(dtype, "from_pointer")
@@ -205,8 +206,9 @@ _BFLOAT = 4  # kDLBfloat
 _FLAG_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
 _FLAG_IS_COPIED = 2  # DLPACK_FLAG_BITMASK_IS_COPIED
 _IEEE = (np.float16, np.float32, np.float64, np.complex64, np.complex128)  # not longdouble
-_FLOAT8 = {"float8_e4m3fn": 10, "float8_e4m3fnuz": 11, "float8_e5m2": 12,
-           "float8_e5m2fnuz": 13}  # DLPack 1.1's kDLFloat8_*
+_FLOAT8 = {"float8_e3m4": 7, "float8_e4m3": 8, "float8_e4m3b11fnuz": 9, "float8_e4m3fn": 10,
+           "float8_e4m3fnuz": 11, "float8_e5m2": 12, "float8_e5m2fnuz": 13,
+           "float8_e8m0fnu": 14}  # DLPack 1.1's kDLFloat8_*, as ml_dtypes names them
 
 
 @_DELETER
@@ -268,10 +270,29 @@ def _dl_dtype(dtype: np.dtype) -> _DLDataType:
     elif dtype.kind in _CODES and dtype.byteorder in "=|<" and \
             (dtype.kind not in "fc" or dtype.type in _IEEE):
         code = _CODES[dtype.kind]
+    elif dtype.type.__module__ == "ml_dtypes":  # float4_e2m1fn, float6_*, int4...
+        raise BufferError(f"DLPack has no type for {dtype} as ml_dtypes stores it (a byte per "
+                          "element; DLPack's float4/float6 codes count 4 or 6 bits)")
+    elif dtype.byteorder == ">":
+        raise BufferError(f"DLPack has no type for {dtype}: its numbers are in native byte "
+                          "order (astype the array first)")
     else:
         raise BufferError(f"DLPack has no type for {dtype} (its floats are IEEE formats "
                           "without padding: not longdouble)")
     return _DLDataType(code, dtype.itemsize * 8, 1)
+
+
+def _dtype_of_name(name: str) -> np.dtype:
+    """The dtype a DLPack type maps to (:data:`_NUMPY_TYPES`): ``ml_dtypes``' for bfloat16 and
+    float8 (``BufferError`` where the installed ``ml_dtypes`` has no such type)."""
+    if not name.startswith(("float8", "bfloat16")):
+        return _dtype(name)
+    import ml_dtypes
+
+    if not hasattr(ml_dtypes, name):
+        raise BufferError(f"DLPack type {name}: ml_dtypes {ml_dtypes.__version__} has no such "
+                          "type (a newer ml_dtypes has)")
+    return _dtype(getattr(ml_dtypes, name))
 
 
 def dlpack_device(array: USMArray) -> tuple[int, int]:
@@ -305,12 +326,29 @@ def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
             host = array.to_numpy()
             return _capsule(host.ctypes.data, host.shape, host.strides, host.dtype,
                             (KDL_CPU, 0), host, max_version, copied=True)
+    device = dl_device if dl_device is not None else dlpack_device(array)
     if copy:  # (shared USM exported as kDLCPU too: the host reads it in place)
-        source = array.copy()
+        source = array.copy()  # (blocking)
+    elif device == (KDL_CPU, 0):  # a consumer on the host reads at once (DLPack: no stream)
+        _after_work_on(array)
     pin = ExportPin(source)  # before the address is read: a close from now on leaves it
-    return _capsule(source.data_ptr(), source.shape, source.strides, source.dtype,
-                    dl_device if dl_device is not None else dlpack_device(source), pin,
+    return _capsule(source.data_ptr(), source.shape, source.strides, source.dtype, device, pin,
                     max_version, copied=bool(copy))
+
+
+def _after_work_on(array: USMArray) -> None:
+    """Wait for the work submitted so far to the queues that may write ``array``'s memory: its
+    own, its base's and those noted with ``record_queue`` (not one that a Graph is recording:
+    nothing recorded has run)."""
+    root = array if array._base is None else array._base
+    queues = [array.queue, root.queue]
+    block = root._handle
+    if type(block) is allocator.Block and block.used_on:
+        queues += [ref() for ref in list(block.used_on)]
+    for queue in dict.fromkeys(queues):
+        if queue is not None and queue._handle is not None and \
+                not (recording and queue in recording):
+            _after_earlier_work(queue, ())
 
 
 def _sequence(name: str, value) -> tuple:
@@ -342,7 +380,8 @@ def _capsule(data: int, shape, strides, dtype, device, keep, max_version, copied
     itemsize = dtype.itemsize
     ndim = len(shape)
     try:  # DLPack counts strides in elements
-        element_strides = [_element_stride(s, itemsize, "__dlpack__") for s in strides]
+        element_strides = [_element_stride(s, itemsize, "__dlpack__", n)
+                           for s, n in zip(strides, shape)]
     except ValueError as error:
         raise BufferError(str(error)) from None
     if any(not -2**63 <= n < 2**63 for n in (*shape, *element_strides)):
@@ -397,6 +436,7 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     read-only (DLPack 1.x's flag): a USMArray has no read-only mode, so writes through a wrap
     would reach it (``copy=False`` raises ``BufferError`` there)."""
     _check_queue(queue)
+    queue.handle  # noqa: B018 - raises ClosedError before the capsule is taken
     copy = _checks.optional_flag("from_dlpack: copy", copy)
     _forget_unused_capsules()
     if hasattr(x, "__dlpack__"):
@@ -436,7 +476,7 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     if tensor.dtype.lanes != 1 or key not in _NUMPY_TYPES:
         raise BufferError(f"DLPack type code {key[0]}, {key[1]} bits, {tensor.dtype.lanes} "
                           "lanes has no ur_cffi dtype")
-    dtype = _dtype(_NUMPY_TYPES[key])
+    dtype = _dtype_of_name(_NUMPY_TYPES[key])
     shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
     strides = tuple(tensor.strides[i] * dtype.itemsize for i in range(tensor.ndim)) \
         if tensor.strides else None
@@ -460,7 +500,10 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     if empty:  # no memory to share or read (an empty tensor's pointer may be NULL)
         del owner
         return asarray(np.empty(shape, dtype), queue=queue)
-    if data and usm_kind(queue.context, data) is not None:
+    kind = usm_kind(queue.context, data) if data else None
+    misaligned = kind is not None and (data % dtype.alignment or strides is not None and any(
+        s % dtype.alignment for s, n in zip(strides, shape) if n > 1))
+    if kind is not None and not misaligned:
         if read_only and copy is False:
             raise BufferError("from_dlpack(copy=False): the DLPack tensor's flags mark its "
                               "memory read-only, and a USMArray over it would let writes "
@@ -469,24 +512,41 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
         result = from_pointer(data, shape, dtype, queue=queue, strides=strides,
                               owner=(owner, x))
         return result.copy(queue=queue) if copy else result
-    if tensor.device.device_type != KDL_CPU:
-        raise BufferError(f"DLPack device {tensor.device.device_type} memory at 0x{data:x} is "
-                          f"not USM of {queue.context!r}")
+    if kind is None and tensor.device.device_type != KDL_CPU:
+        device = tensor.device.device_type
+        del owner
+        if copy is not False and hasattr(x, "__dlpack__"):  # the producer's own copy to the host
+            try:
+                return from_dlpack(x.__dlpack__(max_version=(1, 1), dl_device=(KDL_CPU, 0),
+                                                copy=True), queue=queue, copy=True)
+            except (TypeError, BufferError, NotImplementedError):
+                pass  # (an older producer, or one that cannot copy to the host)
+        raise BufferError(f"from_dlpack: DLPack device {device} memory at 0x{data:x} is not "
+                          f"USM of the queue's context, and its producer gave no copy on the "
+                          f"host (__dlpack__(dl_device=(kDLCPU, 0), copy=True))"
+                          + (": copy=False forbids one" if copy is False else ""))
     if copy is False:
-        raise BufferError("from_dlpack(copy=False) of host memory that is not USM of the "
-                          "queue's context")
+        raise BufferError(
+            f"from_dlpack(copy=False): USM at 0x{data:x} is not aligned to {dtype} "
+            f"({dtype.alignment} bytes) in its address or strides {strides}, as kernels load "
+            "it" if misaligned else
+            "from_dlpack(copy=False) of host memory that is not USM of the queue's context")
     if recording and queue in recording:  # (graph.py)
         raise ValueError("from_dlpack of host memory in a Graph recording: the producer's "
                          "memory is released once imported, and each replay would read it; "
                          "import it before recording")
     strides = strides or _strided.contiguous_strides(shape, dtype.itemsize)
     low, high = _strided.span(shape, strides, dtype.itemsize)
-    raw = (ctypes.c_char * max(1, high - low)).from_address(data + low) if data else b"\0"
+    if kind == "device":  # misaligned: its bytes through the host, then laid out anew
+        raw = from_pointer(data + low, (high - low,), np.uint8, queue=queue,
+                           owner=owner).to_numpy()
+    else:
+        raw = (ctypes.c_char * max(1, high - low)).from_address(data + low) if data else b"\0"
     # np.ndarray over the bytes: as_strided cannot make arrays of ml_dtypes' types
     host = np.ndarray(shape, dtype, buffer=raw, offset=-low, strides=strides) if data and \
         high > low else np.empty(shape, dtype)
-    result = asarray(host, queue=queue)  # (np.ascontiguousarray would make a 0-d array 1-d)
-    del owner  # the producer's memory is no longer needed
+    result = asarray(host, queue=queue, kind=kind or "device")  # (np.ascontiguousarray
+    del owner  # would make a 0-d array 1-d); the producer's memory is no longer needed
     return result
 
 
@@ -639,7 +699,8 @@ def sycl_usm_array_interface(array: USMArray) -> dict:
     itemsize = array.itemsize
     try:
         strides = None if array.is_contiguous() else tuple(
-            _element_stride(s, itemsize, "__sycl_usm_array_interface__") for s in array.strides)
+            _element_stride(s, itemsize, "__sycl_usm_array_interface__", n)
+            for s, n in zip(array.strides, array.shape))
     except ValueError as error:  # (AttributeError: a consumer probing with hasattr goes on)
         raise AttributeError(f"{error}; no __sycl_usm_array_interface__") from None
     if getattr(array, "_shown", None) is None:

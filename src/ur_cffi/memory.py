@@ -243,10 +243,11 @@ def _forget(*_held) -> int:
     return 0
 
 
-def _element_stride(stride: int, itemsize: int, what: str) -> int:
-    """A byte stride in elements; ValueError where it is not a whole number of them (a view
-    numpy allows, e.g. ``from_pointer`` or ``view(dtype)`` of a strided view)."""
-    if stride % itemsize:
+def _element_stride(stride: int, itemsize: int, what: str, extent: int) -> int:
+    """A byte stride of an axis of ``extent`` elements, in elements; ValueError where it is not
+    a whole number of them (a view numpy allows, e.g. ``from_pointer`` or ``view(dtype)`` of a
+    strided view) on an axis that steps (an axis of one element never does: rounded down)."""
+    if stride % itemsize and extent > 1:
         raise ValueError(f"{what}: a stride of {stride} bytes is not a whole number of "
                          f"{itemsize}-byte elements")
     return stride // itemsize
@@ -523,9 +524,10 @@ class USMArray(_handle.Resource):
         """Elements to step in dimension ``dim``, or a tuple for all (PyTorch's ``stride``)."""
         itemsize = self.dtype.itemsize
         if dim is None:
-            return tuple(_element_stride(s, itemsize, "stride") for s in self._strides)
-        return _element_stride(self._strides[_strided.axis_index(self.ndim, dim, "stride")],
-                               itemsize, "stride")
+            return tuple(_element_stride(s, itemsize, "stride", n)
+                         for s, n in zip(self._strides, self.shape))
+        axis = _strided.axis_index(self.ndim, dim, "stride")
+        return _element_stride(self._strides[axis], itemsize, "stride", self.shape[axis])
 
     @property
     def ndim(self) -> int:
