@@ -202,3 +202,24 @@ def test_a_scalar_that_can_change_in_place_is_packed_again(rq, rng):
         rq.finish()
         np.testing.assert_allclose(y.to_numpy(), expected(host, float(a)), rtol=1e-6)
         a[()] += 1
+
+
+def test_the_block_kept_for_reuse_does_not_keep_its_arrays_alive(rq, rng):
+    """The launcher held the last launch's arguments (the ids in its key had to stay theirs):
+    two 64 MiB arrays dropped by the user stayed allocated until the kernel's next launch with
+    other arguments.  An array that goes now forgets the block, so an object that takes its
+    id later is packed again."""
+    import gc
+    import weakref
+
+    n = 1 << 14
+    for round_ in range(3):
+        host = rng.standard_normal(n).astype(np.float32)
+        x, y, a = ur_cffi.asarray(host, queue=rq), poisoned(n, rq), float(rng.uniform(-4, 4))
+        for _ in range(2):  # the second launch keeps the block for reuse
+            np.testing.assert_allclose(launch_and_read(rq, x, y, a, n), expected(host, a),
+                                       rtol=1e-6)
+        gone = weakref.ref(x), weakref.ref(y)
+        del x, y
+        gc.collect()
+        assert gone[0]() is None and gone[1]() is None, f"round {round_}"

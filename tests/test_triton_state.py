@@ -344,3 +344,18 @@ def test_a_recording_block_inside_using_takes_triton_launches(context, device, r
         assert np.isnan(y.to_numpy()).all()  # recorded, not run
         graph.replay(queue).wait()
         np.testing.assert_allclose(y.to_numpy(), host.astype(np.float64) * 3.0, rtol=1e-6)
+
+
+def test_using_refuses_a_wait_for_event_of_another_context(queue, device, rng):
+    """It reached the launch, which failed with UR_RESULT_ERROR_UNKNOWN; wait_for=5 gave
+    "'int' object is not iterable"."""
+    with ur_cffi.Context([device]) as other, ur_cffi.Queue(other, device) as elsewhere:
+        event = ur_cffi.zeros(4, np.float32, queue=elsewhere).fill(1.0, blocking=False)
+        with pytest.raises(ValueError, match="wait_for: <Event .*> belongs to another context"):
+            with ur_triton.using(queue, wait_for=[event]):
+                pass
+        event.wait()
+    with pytest.raises(TypeError, match="wait_for takes an Event or a list or tuple of Events, "
+                                        "not int 5"):
+        with ur_triton.using(queue, wait_for=5):
+            pass

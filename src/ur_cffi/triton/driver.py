@@ -56,14 +56,15 @@ class Scope:
         queue.handle  # noqa: B018 - raises ClosedError for a closed queue
         self.queue = queue
         self.device_key = (queue.context, queue.device)
-        self.wait_for = (wait_for,) if isinstance(wait_for, Event) else \
-            () if wait_for is None else tuple(wait_for)
-        if any(isinstance(item, GraphCommand) for item in self.wait_for):
+        if isinstance(wait_for, (list, tuple)) and any(isinstance(item, GraphCommand)
+                                                       for item in wait_for):
             raise TypeError("wait_for takes Event objects, not GraphCommand: a Triton launch "
                             "in an out-of-order Graph recording runs after recorded commands "
                             "only through a recorded barrier (queue.barrier(wait_for=[...]) "
                             "before the launch)")
-        self.wait_count, self.wait_events = wait_list(self.wait_for)
+        self.wait_count, self.wait_events = wait_list(wait_for, queue.context)
+        self.wait_for = (wait_for,) if isinstance(wait_for, Event) else \
+            () if wait_for is None else tuple(wait_for)
         self._held = _HeldEvents(self.wait_events, self.wait_count) if self.wait_count else None
 
     def close(self) -> None:

@@ -28,6 +28,7 @@ an integer parameter (the original demo's raw addresses, which the kernel casts 
 from __future__ import annotations
 
 import struct
+import weakref
 from operator import itemgetter
 from threading import get_ident
 from time import perf_counter
@@ -244,10 +245,8 @@ class Launcher:
                     except (struct.error, OverflowError, TypeError):
                         self._explain([args[position] for position in self.scalars],
                                       (grid_x, grid_y, grid_z))
-                    if stable and not owners:
-                        # The ids stay these objects' while the key holds them, and the
-                        # release count moves if one is closed.
-                        self._block_key, self._block_args = key, args
+                    if stable and not owners:  # (the release count moves on a close)
+                        self._block_key, self._block_args = key, self._held(args)
                 own_event = owners or not stream._in_order_untimed  # see driver.last_event
                 try:
                     result = _enqueue(stream._handle, function._handle, 3, _NULL,
@@ -281,6 +280,18 @@ class Launcher:
         if exit_hook is not None and not (type(exit_hook) is _HookChain
                                           and not exit_hook.calls):
             exit_hook(launch_metadata)
+
+    def _held(self, args) -> tuple:
+        """What keeps the ids in the block's key those of its arguments, without keeping its
+        arrays alive: the scalars themselves, and a weak reference to each array (all USMArrays
+        where the block is kept) whose callback forgets the block as the array goes, before
+        its id can be another object's."""
+        forget = self._forget_block
+        return self._scalars_of(args), [weakref.ref(args[position], forget)
+                                        for _, position, _, _ in self.pointers]
+
+    def _forget_block(self, _reference) -> None:
+        self._block_key = None
 
     def _check_grid(self, grid: tuple, device) -> tuple:
         """``grid`` as Python ints (numpy's would wrap in the global size's product); raise
