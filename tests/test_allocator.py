@@ -681,3 +681,104 @@ def test_sizes_near_size_t_are_refused_by_the_allocator_or_the_shape_check(queue
     for shape in (2**64 - 2**17 + 1, (2**64 - 2**17 + 1,)):
         with pytest.raises(ValueError, match="out of range"):
             ur_cffi.empty(shape, np.uint8, queue=queue)
+
+
+@pytest.mark.parametrize("import_", ["from_dlpack", "from_pointer"])
+def test_an_array_over_memory_of_another_queue_orders_its_reuse(context, device, spin, import_):
+    """``from_dlpack(a, queue=b)`` (a view whose queue is B) and ``from_pointer(..., queue=b,
+    owner=a)``: a kernel on B wrote the memory late, and after the free A's next owner got it
+    at once: every element of its fill was overwritten (65536 of 65536)."""
+    with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b:
+        gc.collect()
+        source = ur_cffi.empty(24_567, np.int32, queue=a)  # a size of its own
+        address = source.data_ptr()
+        imported = ur_cffi.from_dlpack(source, queue=b) if import_ == "from_dlpack" else \
+            ur_cffi.from_pointer(address, source.shape, source.dtype, queue=b, owner=source)
+        assert imported.queue is b
+        flag = ur_cffi.zeros(1, np.int32, queue=b, kind="host")
+        spin.launch(b, LOCAL, LOCAL, flag, imported, crash_probe.SPIN_LIMIT,
+                    *crash_probe.spin_local(), event=False)  # (an Event would hold imported)
+        del source, imported
+        gc.collect()
+        taken = ur_cffi.empty(24_567, np.int32, queue=a)
+        assert taken.data_ptr() == address
+        release = threading.Timer(0.3, lambda: setattr(
+            ctypes.c_int32.from_address(flag.data_ptr()), "value", 1))
+        release.start()
+        taken.fill(-7)  # blocking: the CPU runtime runs it here, at once unless it must wait
+        release.join()
+        a.finish()
+        b.finish()
+        assert taken.to_numpy()[0] == -7  # not the kernel's round count, written after
+
+
+def _spinning_in_a_context_of_its_own(device, kernels):
+    context = device.create_context()
+    program, kernel = crash_probe.load(context, kernels, "spin")
+    queue = ur_cffi.Queue(context, device)
+    return context, (program, kernel), queue, Spinning(kernel, queue)
+
+
+def test_a_free_after_its_context_closed_waits_for_no_queue(device, kernels):
+    """After Context.close(), dropping a live array of it finished its queue: 3 s in a free,
+    for a kernel queued before.  It is freed once that work is done, at a later allocator
+    call."""
+    context, loaded, queue, spinning = _spinning_in_a_context_of_its_own(device, kernels)
+    kept = ur_cffi.empty(1 << 14, np.int32, queue=queue)
+    context.close()
+    before = ur_cffi.memory_stats(context)
+    kept.close()
+    assert spinning.running  # the free did not wait for the kernel
+    assert ur_cffi.memory_stats(context)["ur_frees"] == before["ur_frees"]
+    spinning.release()
+    spinning.event.wait()
+    after = ur_cffi.memory_stats(context)
+    assert after["ur_frees"] == before["ur_frees"] + 1
+    assert after["reserved_bytes"] == before["reserved_bytes"] - (1 << 16)
+    for resource in (*loaded, queue):
+        resource.close()
+
+
+def test_a_block_freed_while_its_queue_closes_is_freed_after_the_contexts_close(device,
+                                                                                kernels):
+    """A block freed while another thread closed its queue, then the context closed: it was
+    never freed (ur_frees 1 of 2 allocations), vanished from memory_stats, and still counted
+    against the memory limit."""
+    from ur_cffi import allocator
+
+    context, loaded, queue, spinning = _spinning_in_a_context_of_its_own(device, kernels)
+    array = ur_cffi.empty(1 << 16, np.int32, queue=queue)
+    closer = threading.Thread(target=queue.close)
+    closer.start()
+    deadline = time.monotonic() + 30
+    while not queue.closing:
+        assert time.monotonic() < deadline
+        time.sleep(1e-3)
+    array.close()
+    for resource in loaded:
+        resource.close()
+    context.close()
+    spinning.release()
+    closer.join()
+    spinning.flag.close()
+    spinning.out.close()
+    stats = ur_cffi.memory_stats(context)
+    assert stats["ur_frees"] == stats["ur_allocations"] and stats["reserved_bytes"] == 0
+    assert ur_cffi.memory_stats()["reserved_bytes"] == allocator._totals["reserved"]
+
+
+def test_a_closed_contexts_statistics_keep_their_counts(device):
+    """They went backwards as its pools retired: allocations 2, 1, 0 as the arrays went, no
+    free counted, and the peak 0."""
+    with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
+        first = ur_cffi.empty(1024, np.float32, queue=queue)
+        second = ur_cffi.empty(2048, np.float32, queue=queue, kind="host")
+        context.close()
+        first.close()
+        stats = ur_cffi.memory_stats(context)
+        assert (stats["allocations"], stats["frees"], stats["peak_allocated_bytes"]) == \
+            (2, 1, 4096 + 8192)
+        second.close()
+        stats = ur_cffi.memory_stats(context)
+        assert (stats["allocations"], stats["frees"], stats["peak_allocated_bytes"],
+                stats["allocated_bytes"]) == (2, 2, 4096 + 8192, 0)

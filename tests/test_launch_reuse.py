@@ -361,3 +361,30 @@ def test_sizes_equal_to_the_reused_ones_but_not_integers_are_refused(add, queue,
     with pytest.raises(TypeError, match="must be an integer"):
         kernel.launch(queue, global_size, local_size, dx, dy, out, count, event=False)
     queue.finish()
+
+
+def test_the_block_kept_for_reuse_does_not_keep_views_alive(add, queue, rng):
+    """Kernel.launch held the views of its last launch (so that their ids stayed theirs), and
+    through them their memory, until the kernel's next launch with other arguments."""
+    import weakref
+
+    kernel, compiled = add
+    n = 2 * BLOCK
+    for _ in range(3):
+        x, y, dx, dy = random_inputs(rng, n + 64, queue)
+        out = poisoned(n, queue)
+        for _ in range(2):  # the second launch reuses the block
+            kernel.launch(queue, blocks(n, compiled), compiled.local_size, dx[:n], dy[1:n + 1],
+                          out, np.int32(n), event=False)
+            queue.finish()
+            assert np.array_equal(out.to_numpy(), add_reference(x[:n], y[1:n + 1]))
+        views = dx[:n], dy[1:n + 1]
+        kernel.launch(queue, blocks(n, compiled), compiled.local_size, *views, out,
+                      np.int32(n), event=False)
+        kernel.launch(queue, blocks(n, compiled), compiled.local_size, *views, out,
+                      np.int32(n), event=False)
+        queue.finish()
+        gone = weakref.ref(dx), weakref.ref(dy)
+        del views, dx, dy
+        gc.collect()
+        assert gone[0]() is None and gone[1]() is None

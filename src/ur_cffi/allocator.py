@@ -62,6 +62,8 @@ _HOT_STATS = ("allocated_bytes", "cache_hits", "frees")  # them), these
 # Bytes in use and their high-water mark, of every pool: a peak is not a sum of pools' peaks.
 _usage = [0, 0]
 _released: dict = {}  # id(pool) -> pool taken out (its context closed) with memory still in use
+_lingering: list = []  # released pools holding blocks whose last work is still running
+_per_context = weakref.WeakKeyDictionary()  # Context -> [in use, peak, counters of pools gone]
 _COUNTERS = tuple(name for name in _HOT_STATS + _POOL_STATS
                   if not name.endswith("_bytes"))  # counts that only grow
 _retired = dict.fromkeys(_COUNTERS, 0)  # the counters of pools gone, for memory_stats()
@@ -112,7 +114,7 @@ class _Pool(_handle.Resource):
 
     def __init__(self, context, device, kind: str, key, context_usage: list):
         self.device, self.kind, self.key = device, kind, key
-        self.context_usage = context_usage  # [in use, peak] of the context's pools, shared
+        self.context_usage = context_usage  # the context's, shared (_per_context)
         self._device_memory = kind == "device"
         self._free: dict[int, list[Block]] = {}
         self.stats = dict.fromkeys(_POOL_STATS, 0)
@@ -151,8 +153,8 @@ class _Pool(_handle.Resource):
             else rounded(nbytes)  # rounded(), its small sizes inlined: a hot path
         _lock.acquire()  # not ``with``: a hot path, and Ctrl-C is held back here
         try:
-            if _returned:  # no finalizer allocates, and no launch under the enqueue lock
-                _give_back_returned(blocking=True)
+            if _returned or _lingering:  # no finalizer allocates, nor a launch under the
+                _give_back_returned(blocking=True)  # enqueue lock
             # The common case first: the newest block was freed on this in-order queue.  (Popped,
             # not peeked: a collection here may give another block back onto the list.)
             blocks = self._free.get(size)
@@ -305,7 +307,8 @@ class _Pool(_handle.Resource):
         may wait for it), or on another queue (``record_queue``) that a thread is closing.
         The barriers are enqueued under the lock taken here: a free never waits for it."""
         open_queue = queue._handle is not None  # a closed queue was finished: nothing uses it
-        if block.used_on is None and self._device_memory:  # the usual case: nothing to record
+        if block.used_on is None and self._device_memory and self._handle is not None:
+            # the usual case: nothing to record
             waits = event = None
         else:
             events = self._events_at_free(block, queue, open_queue, blocking)
@@ -320,11 +323,9 @@ class _Pool(_handle.Resource):
         # to return): the block waits for that close (_finishing), as a closed queue's need not.
         block.queue_ref = queue.ref if open_queue or queue.closing else None
         block.used_on, block.waits, block.event = None, waits, event
-        if self._handle is None:  # this pool was released: free at once
-            _free_blocks(self, [block])
-            self._release_ur_pool()
-            if not self.allocated_bytes:
-                _retire(self)
+        if self._handle is None:  # this pool was released: freed once its work is done
+            self._free.setdefault(block.size, []).append(block)
+            _free_done(self)
             return True
         blocks = self._free.get(block.size)
         if blocks is None:
@@ -344,9 +345,10 @@ class _Pool(_handle.Resource):
                            if q is not None and q._handle is not None and q is not queue}
                           .values())
         # Host and shared memory: an event of the work so far, which the next owner's host
-        # access waits for; none on a queue another thread is closing (its barrier would wait
+        # access waits for (and any kind given back to a released pool: its free waits for
+        # it without a host wait, _free_done); none on a queue another thread is closing (its barrier would wait
         # for the close in the CUDA adapter): such a block waits for the close (_cached).
-        own = (not self._device_memory and open_queue and self._handle is not None
+        own = ((not self._device_memory or self._handle is None) and open_queue
                and not queue.closing)
         waits = event = None
         if others or own:
@@ -446,6 +448,8 @@ def _give_back_returned(blocking: bool = False) -> None:
     if _handle._forked:  # the parent's memory and queues: not this process's to touch
         return
     with _interrupts.section:
+        for pool in _lingering[:]:
+            _free_done(pool)
         for index, (pool, block, queue) in enumerate(pending):
             try:
                 if block is None:
@@ -462,13 +466,40 @@ def give_back_kept() -> None:
     before releasing what is left."""
     with _lock:
         _give_back_returned(blocking=True)
+        for pool in _lingering[:]:
+            _free_done(pool, waiting=True)
+
+
+def _free_done(pool: _Pool, waiting: bool = False) -> int:
+    """Free the blocks of released ``pool`` whose work has completed (``waiting``: all but
+    those of a queue another thread is closing, after their work), and retire it once it holds
+    none and has no memory in use (``_lock`` held); returns the first failing result or 0."""
+    kept, done = {}, []
+    for size, blocks in pool._free.items():
+        for block in blocks:
+            events = ([block.event] if block.event is not None else []) + (block.waits or [])
+            ready = not _finishing(block) and (waiting or all(map(_complete, events)))
+            (done if ready else kept.setdefault(size, [])).append(block)
+    pool._free.clear()
+    pool._free.update(kept)
+    result = _free_blocks(pool, done)
+    if kept:
+        if pool not in _lingering:
+            _lingering.append(pool)
+        return result
+    if pool in _lingering:
+        _lingering.remove(pool)
+    result = pool._release_ur_pool() or result
+    if not pool.allocated_bytes:
+        _retire(pool)
+    return result
 
 
 def _free_blocks(pool: _Pool, blocks: list[Block]) -> int:
     """``urUSMFree`` each block once the work submitted before its free has completed."""
     finished, result = set(), 0
     for block in blocks:
-        queue = _queue_of(block)
+        queue = _queue_of(block) if block.event is None else None  # (the event: its work)
         handle = retained(queue) if queue is not None and id(queue) not in finished else None
         if handle is not None:
             finished.add(id(queue))
@@ -505,8 +536,9 @@ def pool_for(queue, kind: str) -> _Pool:
         with _lock:
             pool = _pools.get(key)  # again: another thread's first allocation made it
             if pool is None or pool.context_ref() is not context or pool._handle is None:
-                usage = next((other.context_usage for other in _pools.values()
-                              if other.context_ref() is context), [0, 0])
+                usage = _per_context.get(context)
+                if usage is None:
+                    usage = _per_context[context] = [0, 0, dict.fromkeys(_COUNTERS, 0)]
                 pool = _pools[key] = _Pool(context, device, kind, key, usage)
     queue._pools[kind] = pool
     return pool
@@ -528,6 +560,8 @@ def empty_cache() -> None:
         for pool in pools:
             result = pool.empty() or result
             result = pool.renew_ur_pool() or result
+        for pool in _lingering[:]:
+            result = _free_done(pool, waiting=True) or result
     check(result, "urUSMFree")
 
 
@@ -545,9 +579,10 @@ def _release_pools(pools) -> None:
     the first failure is raised)."""
     with _lock:
         for pool in pools:
-            if _pools.get(pool.key) is pool:
-                del _pools[pool.key]
-                _released[id(pool)] = pool  # counted until its memory in use comes back
+            if _pools.get(pool.key) is pool:  # (a pool of a collected context's id may
+                del _pools[pool.key]  # have taken its place already)
+            if pool._handle is not None:
+                _released[id(pool)] = pool  # counted until its memory comes back
     failure = None
     for pool in pools:
         try:
@@ -555,19 +590,22 @@ def _release_pools(pools) -> None:
         except URError as error:
             failure = failure or error
         finally:
-            if not pool.allocated_bytes:
-                _retire(pool)
+            with _lock:  # blocks kept for a queue another thread is closing: freed later
+                _free_done(pool)
     if failure is not None:
         raise failure
 
 
 def _retire(pool: _Pool) -> None:
     """Take a released pool with no memory in use out of the statistics, keeping its
-    counters in the totals of every pool."""
+    counters in the totals of every pool and of its context."""
     with _lock:
         if _released.pop(id(pool), None) is not None:
+            of_context = pool.context_usage[2]
             for name in _COUNTERS:
-                _retired[name] += pool.stats[name] if name in pool.stats else getattr(pool, name)
+                count = pool.stats[name] if name in pool.stats else getattr(pool, name)
+                _retired[name] += count
+                of_context[name] += count
 
 
 def memory_stats(context=None) -> dict:
@@ -591,13 +629,15 @@ def memory_stats(context=None) -> dict:
         totals = dict.fromkeys(_HOT_STATS + _POOL_STATS, 0)
         if context is None:
             totals.update(_retired)
+        elif context in _per_context:
+            totals.update(_per_context[context][2])
         for pool in pools:
             for name, value in pool.stats.items():
                 totals[name] += value
             for name in _HOT_STATS:
                 totals[name] += getattr(pool, name)
-        totals["peak_allocated_bytes"] = _usage[1] if context is None else max(
-            (pool.context_usage[1] for pool in pools), default=0)
+        totals["peak_allocated_bytes"] = _usage[1] if context is None else \
+            _per_context[context][1] if context in _per_context else 0
     totals["cached_bytes"] = totals["reserved_bytes"] - totals["allocated_bytes"]
     totals["allocations"] = totals["cache_hits"] + totals["ur_allocations"]
     totals["limit_bytes"] = _totals["limit"]

@@ -108,6 +108,8 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
                 f"from_pointer: shape {shape} with strides {strides} reaches bytes {low} to "
                 f"{high} from 0x{address:x}, which run past the USM allocation" + (
                     f" (0x{base:x}, {size} bytes)" if bounds is not None else ""))
+    if isinstance(owner, USMArray):  # its memory, used on queue: ordered as record_queue does
+        owner._used_on(queue)
     return USMArray._over(queue, address, shape, dtype, kind, strides, owner)
 
 
@@ -495,6 +497,7 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
         result = source._view(shape, strides or _strided.contiguous_strides(
             shape, dtype.itemsize), data - source.data_ptr())
         result.queue = queue  # (of the same context: copies go there, as from_pointer's)
+        source._used_on(queue)  # its work there orders the memory's reuse (record_queue)
         return result.copy(queue=queue) if copy else result
     owner = _Consumed(managed.deleter, address)
     if empty:  # no memory to share or read (an empty tensor's pointer may be NULL)

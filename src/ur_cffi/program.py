@@ -6,6 +6,7 @@ import collections.abc
 import ctypes
 import functools
 import math
+import weakref
 from time import perf_counter
 
 import numpy as np
@@ -378,14 +379,20 @@ class Kernel(_handle.Resource):
             if (global_offset is None and type(global_size) in _IMMUTABLE_SIZES
                     and type(local_size) in _IMMUTABLE_SIZES
                     and all(isinstance(arg, _IMMUTABLE) for arg in args)):
-                # Ids of released memory or queues are caught by the release count; the
-                # other arguments are held so that their ids stay theirs: values, and views
-                # (a view dropped uncounted could give its id to a view elsewhere).
+                # Ids of released memory or queues are caught by the release count; values are
+                # held so that their ids stay theirs, and a view that goes (uncounted: it could
+                # give its id to a view elsewhere) drops the block first, not kept alive by it.
                 identities = _identities(len(args))
                 key = (id(queue), global_size, local_size, held[0], identities(args))
-                self._reusable = (key, identities, call_args, _without_event(call_args), tuple(
-                    arg for arg in args if not isinstance(arg, _handle.Resource)
-                    or (type(arg) is USMArray and arg._base is not None)), held[1])
+                kept, forget = [], None
+                for arg in args:
+                    if type(arg) is USMArray and arg._base is not None:
+                        forget = forget or _forgetting(self)
+                        kept.append(weakref.ref(arg, forget))
+                    elif not isinstance(arg, _handle.Resource):
+                        kept.append(arg)
+                self._reusable = (key, identities, call_args, _without_event(call_args),
+                                  tuple(kept), held[1])
             head, items = call_args
         return _launch(self, queue, head, items, wait_for, event, args)
 
@@ -728,6 +735,18 @@ _SHAPE_REFUSED = {int(ur_result_t.UR_RESULT_ERROR_INVALID_VALUE),
 
 
 @functools.cache
+def _forgetting(kernel: Kernel):
+    """A weak reference's callback that drops ``kernel``'s reusable argument block."""
+    kernel_ref = weakref.ref(kernel)
+
+    def forget(_reference) -> None:
+        kernel = kernel_ref()
+        if kernel is not None:
+            kernel._reusable = ((), None)
+
+    return forget
+
+
 def _identities(count: int):
     """``args -> (id(args[0]), ..., id(args[count - 1]))``, raising ``ValueError`` for
     another number of arguments: written out, as it costs half of ``(*map(id, args),)`` on
