@@ -1045,3 +1045,113 @@ def test_a_triton_launch_in_an_out_of_order_graph_waits_through_a_recorded_barri
             graph.replay(recorded).wait()
             assert np.array_equal(out.to_numpy(), f32(2.5 + y_values.astype(np.float64)))
         graph.close()
+
+
+def _copy_in_a_thread_paused(view, source, pause_at):
+    """Start ``view.copy_from(source, blocking=False)`` in a thread that pauses at the call
+    ``pause_at(frame)`` picks; returns ``(thread, paused, go, result)``."""
+    import sys
+
+    paused, go, result = threading.Event(), threading.Event(), {}
+
+    def tracer(frame, event, arg):
+        if event == "call" and pause_at(frame):
+            paused.set()
+            go.wait(30)
+
+    def copy():
+        sys.settrace(tracer)
+        try:
+            result["returned"] = view.copy_from(source, blocking=False)
+        except BaseException as error:  # noqa: BLE001 - the test reports it
+            result["returned"] = error
+        finally:
+            sys.settrace(None)
+
+    thread = threading.Thread(target=copy)
+    thread.start()
+    assert paused.wait(30)
+    return thread, go, result
+
+
+def test_a_strided_copy_straddling_a_recordings_start_or_end_is_recorded_whole(
+        context, device, native):
+    """Another thread's strided copy (several UR copies) decided "not recording", then a
+    recording began: only its closing marker was recorded, the copies neither run nor
+    recorded.  Decided "recording", then the recording ended: some rows went into the graph,
+    the others ran, and the copy raised a TypeError about GraphCommands."""
+    source = np.full((3, 4), 7.0, np.float32)
+    with ur_cffi.Queue(context, device) as queue, ur_cffi.Queue(context, device) as other:
+        for edge in ("start", "end"):
+            destination = ur_cffi.zeros((3, 16), np.float32, queue=queue)
+            view = destination[:, 0:8:2]  # three rows of 2-D copies
+            graph = ur_cffi.Graph(context, native=native)
+            if edge == "start":
+                thread, go, result = _copy_in_a_thread_paused(view, source, lambda frame: (
+                    frame.f_code.co_name == "enqueue_command"
+                    and frame.f_back.f_code.co_name == "_strided_copy"))
+                with graph.recording(queue):
+                    go.set()
+                    thread.join()
+            else:
+                calls = []
+
+                def second_row(frame):
+                    if frame.f_code.co_name == "record_command":
+                        calls.append(frame)
+                    return len(calls) == 2
+
+                with graph.recording(queue):
+                    thread, go, result = _copy_in_a_thread_paused(view, source, second_row)
+                go.set()
+                thread.join()
+            assert isinstance(result["returned"], ur_cffi.GraphCommand), result
+            queue.finish()
+            assert not view.to_numpy(queue=other).any(), f"{edge}: the copy ran, not recorded"
+            graph.replay(queue, event=False)
+            queue.finish()
+            assert (view.to_numpy(queue=other) == 7).all(), f"{edge}: a replay copied it all"
+            graph.close()
+
+
+def test_replay_events_refuse_timestamps_of_no_replay(context, device, native):
+    """A replay's Event gave the last command's times one by one (0.005 ms of a 20 ms replay)
+    and the command buffer's on the OpenCL CPU runtime (160 ns of 14 ms)."""
+    with ur_cffi.Queue(context, device, profiling=True) as queue:
+        array = ur_cffi.zeros(1 << 16, np.float32, queue=queue)
+        graph = ur_cffi.Graph(context, native=native)
+        with graph.recording(queue):
+            array.fill(1.0, blocking=False)
+            array[:8].fill(2.0, blocking=False)
+        replayed = graph.replay(queue)
+        replayed.wait()
+        with pytest.raises(ur_cffi.errors.ProfilingInfoNotAvailableError,
+                           match="a graph replay's Event has no timestamps"):
+            replayed.elapsed_ns  # noqa: B018
+        graph.close()
+
+
+def test_replay_checks_its_flags_and_update_names_a_closed_kernel(context, device, native, add,
+                                                                  tq, rng):
+    kernel, local = add
+    n = 4 * local
+    x, y = (ur_cffi.asarray(rng.standard_normal(n).astype(np.float32), queue=tq)
+            for _ in range(2))
+    out = ur_cffi.empty(n, np.float32, queue=tq)
+    graph = ur_cffi.Graph(context, native=native)
+    with graph.recording(tq):
+        command = kernel.launch(tq, n, local, x, y, out, np.int32(n))
+    for flags, message in (({"event": "no"}, "replay: event must be True or False, not str"),
+                           ({"event": None}, "replay: event must be True or False, not None"),
+                           ({"wait_for": 0}, "wait_for takes an Event or a list or tuple of "
+                                             "Events, not int 0")):
+        with pytest.raises(TypeError, match=message):
+            graph.replay(tq, **flags)
+    kernel.close()
+    graph.replay(tq, event=False)  # the graph's own reference
+    tq.finish()
+    np.testing.assert_allclose(out.to_numpy(), x.to_numpy().astype(np.float64) + y.to_numpy(),
+                               rtol=1e-6)
+    with pytest.raises(ClosedError, match="update of the launch of .*its Kernel was closed"):
+        command.update(x, x, out, np.int32(n))
+    graph.close()

@@ -68,7 +68,7 @@ from .enums import ur_result_t, ur_structure_type_t
 from .errors import UNSUPPORTED, URError, check
 from .memory import Buffer, USMArray, memory_of
 from .program import _SIZE_MAX, Kernel, PreparedLaunch, _sizes
-from .queue import Event, Queue, enqueue_lock, recording, wait_list
+from .queue import Event, Queue, ReplayEvent, enqueue_lock, recording, wait_list
 
 _NULL = ffi.NULL
 _EVENT_OUT = ffi.typeof("ur_event_handle_t *")
@@ -350,6 +350,8 @@ class Graph(_handle.Resource):
         None with ``event=False``.  Finalizes the graph first if needed.
 
         Raises ``ClosedError`` if the graph, the queue or an array a command uses is closed."""
+        if event is not True and event is not False:
+            event = _checks.flag("replay: event", event)
         if recording and queue in recording:
             which = "this graph" if recording[queue] is self else "another graph"
             raise RuntimeError(f"replay on {queue!r}, which is recording into {which}: "
@@ -368,7 +370,7 @@ class Graph(_handle.Resource):
         with self._lock, section:  # Ctrl-C after the enqueue waits until the Event owns it
             self.handle  # noqa: B018 - raises ClosedError
             latest = state.latest
-            count, events = wait_list(wait_for, self.context) if wait_for else (0, _NULL)
+            count, events = wait_list(wait_for, self.context)
             if latest is not None and (queue is not self._latest_queue or queue.out_of_order):
                 events = ffi.new("ur_event_handle_t[]", [events[i] for i in range(count)]
                                  + [latest])
@@ -397,7 +399,7 @@ class Graph(_handle.Resource):
                 queue._last_event = None  # Queue.finish has no event of the latest command
                 return None
             lib.urEventRetain(out[0])
-            return Event(out[0], queue)
+            return ReplayEvent(out[0], queue)
 
     def _enqueue_each(self, queue: Queue, out_of_order: bool, count, events, out) -> tuple:
         """Enqueue the commands one by one (a graph that is no command buffer) on ``queue``;
@@ -902,6 +904,11 @@ class _Launch:
                                    global_offset)
             return _Snapshot(sizes, self.block, self.arguments, self.words, self.args, self.keep)
         kernel = self.kernel
+        if kernel._handle is None:
+            raise _handle.ClosedError(
+                f"update of the launch of {kernel.name!r}: its Kernel was closed (the graph "
+                "replays it still, with its own reference, but new arguments are checked "
+                "against the Kernel): update before closing it")
         (call_args, _), _ = kernel._check_and_pack(queue, global_size, local_size, args,
                                                    global_offset)
         sizes = _launch_sizes(call_args)
