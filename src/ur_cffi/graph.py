@@ -307,10 +307,13 @@ class Graph(_handle.Resource):
     # Called by the hooks in program._launch, queue.enqueue_command and the Triton launcher
     # while a queue records into this graph.
 
-    def record_launch(self, kernel, queue, call_args, args, wait_for, event, launcher=None):
+    def record_launch(self, kernel, queue, call_args, args, wait_for, event, launcher=None,
+                      keep=None):
         """Record a checked launch of ``kernel`` (``call_args`` as ``program._launch`` takes
-        them, packed from ``args``; by a ``ur_cffi.triton`` ``launcher``'s rules, if given)."""
-        return self._record(_Launch(kernel, call_args, args, launcher=launcher), wait_for, event)
+        them, packed from ``args``; by a ``ur_cffi.triton`` ``launcher``'s rules, if given;
+        ``keep``: a prepared launch's memory its arguments point into, NVIDIA scratch too)."""
+        return self._record(_Launch(kernel, call_args, args, launcher=launcher, keep=keep),
+                            wait_for, event)
 
     def record_triton(self, launcher, grid, queue, function, addresses, values, args, owners,
                       wait_for):

@@ -618,7 +618,7 @@ class PreparedLaunch:
             return _launch_without_event(self.kernel, self.queue, launch_args, items)
         head, items = self._call_args
         return _launch(self.kernel, self.queue, head, items, wait_for, event, self.args,
-                       self.launcher)
+                       self.launcher, self._buffers)
 
     def __repr__(self) -> str:
         return f"<PreparedLaunch of {self.kernel.name!r} on {self.queue!r}>"
@@ -626,14 +626,14 @@ class PreparedLaunch:
 
 @hold_back_in  # Ctrl-C waits until the Event owns the launch's event (_interrupts)
 def _launch(kernel: Kernel, queue: Queue, call_args: tuple, items: int, wait_for, event: bool,
-            args: tuple = (), launcher=None):
+            args: tuple = (), launcher=None, keep=None):
     """Enqueue with ``call_args``, the launch arguments after the kernel up to its wait list
     (``_release.enqueue_launch``), after ``wait_for``, with an Event if ``event``.  ``items``:
     its work-items; ``args``: the objects ``call_args`` were packed from (a graph recording
-    the launch keeps them)."""
+    the launch keeps them, and ``keep``: what a prepared launch's block points into)."""
     if recording and queue in recording:  # a ur_cffi.Graph records it instead (graph.py)
         return recording[queue].record_launch(kernel, queue, call_args, args, wait_for, event,
-                                              launcher)
+                                              launcher, keep)
     if wait_for is _NO_EVENTS:
         count, events, timing = 0, _NULL, kernel.timing
     else:
