@@ -245,3 +245,61 @@ def test_the_main_threads_first_allocation_puts_the_handler_in_place():
     # only), so the allocation does.
     done = crash_probe.run_child(code=FIRST_USE_SCRIPT, timeout=120)
     assert done.stdout.strip().splitlines()[-1] == "[False, True]"
+
+
+LOOP_SCRIPT = textwrap.dedent("""
+    import json, os, signal, sys, threading, time
+    import numpy as np
+    import ur_cffi, crash_probe, device_under_test
+
+    mode = sys.argv[2]
+    BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
+    device = device_under_test.get()
+    context = device.create_context()
+    queue = ur_cffi.Queue(context, device)
+    _, axpy = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "axpy")
+    x, y, out = (ur_cffi.zeros(BLOCK, np.float32, queue=queue) for _ in range(3))
+    args = (x, y, out, np.float32(2.0), np.int32(BLOCK), *crash_probe.hidden_args())
+    prepared = axpy.prepare(queue, BLOCK, LOCAL, *args)
+    graph = ur_cffi.Graph(context)
+    block = graph.recording(queue) if mode == "recorded" else ur_cffi.Queue(context, device)
+
+    def launch(i):
+        if mode == "prepared":
+            prepared(event=False)
+        else:
+            axpy.launch(queue, BLOCK, LOCAL, *args, event=i % 2 == 0)
+
+    launch(0)
+    queue.finish()
+    report = {"interrupted": False, "second": False}
+    start = time.perf_counter()
+    threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+    try:
+        with block:
+            i = 0
+            while time.perf_counter() - start < 20 and i < 200_000:
+                launch(i)
+                i += 1
+    except KeyboardInterrupt:
+        report.update(interrupted=True, latency=time.perf_counter() - start - 0.1)
+    report["launches"] = i
+    try:
+        time.sleep(0.5)
+    except KeyboardInterrupt:
+        report["second"] = True
+    queue.finish()
+    print(json.dumps(report))
+""")
+
+
+@pytest.mark.parametrize("mode", ["launch", "prepared", "recorded"])
+def test_ctrl_c_interrupts_a_loop_of_launches_once(kernels, mode):
+    """A launch holds Ctrl-C back and sent it again 5 ms later; in a loop of launches every
+    re-sent SIGINT came inside the next launch, and Ctrl-C came only after the loop (20,000
+    launches, recorded or not: 0.4 to 0.8 s later).  It is raised as the launch returns now."""
+    done = crash_probe.run_child((kernels, mode), code=LOOP_SCRIPT, timeout=120)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["interrupted"], report
+    assert report["latency"] < 2.0, report  # not at the loop's end (20 s or 200,000 launches)
+    assert not report["second"], report  # one Ctrl-C, one KeyboardInterrupt

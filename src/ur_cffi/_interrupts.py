@@ -33,8 +33,9 @@ _installed = None  # None: not yet; False: nothing to hold back; else (ours, the
 
 
 def _after_fork_in_child() -> None:
-    global _main_ident, _depth, _pending
+    global _main_ident, _depth, _pending, resend, _swallow
     _main_ident, _depth, _pending = threading.get_ident(), 0, False
+    resend, _swallow = None, 0
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -76,8 +77,10 @@ def _held_back(frame) -> bool:
 
 
 def _handler(signum, frame):
-    global _pending
-    if _depth:
+    global _pending, _swallow
+    if _swallow:  # a re-sent SIGINT whose interrupt deliver_held() raised already
+        _swallow -= 1
+    elif _depth:
         _pending = True
     elif _held_back(frame):
         _send_again_soon()
@@ -85,13 +88,48 @@ def _handler(signum, frame):
         _installed[1](signum, frame)
 
 
+class _Resend(threading.Timer):
+    """SIGINT sent again in a moment; ``sent`` once it is on its way."""
+
+    def __init__(self):
+        super().__init__(0.005, self._send)
+        self.daemon = True
+        self.sent = False
+
+    def _send(self) -> None:
+        self.sent = True
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+resend = None
+"""The :class:`_Resend` of a SIGINT held back in :func:`hold_back_in` code, until it goes."""
+_swallow = 0  # re-sent SIGINTs to ignore
+
+
 @hold_back_in  # its own timer's SIGINT may come before the timer thread has started
 def _send_again_soon() -> None:
     """Send SIGINT again in a moment, from another thread: the main thread is where it must
     not raise (:func:`hold_back_in`)."""
-    timer = threading.Timer(0.005, os.kill, (os.getpid(), signal.SIGINT))
-    timer.daemon = True
-    timer.start()
+    global resend
+    resend = _Resend()
+    resend.start()
+
+
+def deliver_held() -> None:
+    """Raise the interrupt held back in :func:`hold_back_in` code now, instead of its
+    re-sent SIGINT: for callers of that code, once it has returned (a loop of launches would
+    otherwise take every re-sent SIGINT inside the next launch).  Callers look at
+    :data:`resend` first: ``if _interrupts.resend is not None``."""
+    global resend, _swallow
+    held = resend
+    if held is None or get_ident() != _main_ident or not _installed or \
+            signal.getsignal(signal.SIGINT) is not _handler:
+        return
+    resend = None
+    held.cancel()
+    if held.sent:  # on its way: the handler lets it go
+        _swallow += 1
+    _installed[1](signal.SIGINT, None)  # raises KeyboardInterrupt, as Ctrl-C would
 
 
 def _install() -> None:

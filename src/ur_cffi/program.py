@@ -371,7 +371,10 @@ class Kernel(_handle.Resource):
         if reuse:
             if wait_for is _NO_EVENTS and not event and not recording:
                 launch_args, items = reused[3]  # (a call with * would not be inlined)
-                return _launch_without_event(self, queue, launch_args, items)
+                _launch_without_event(self, queue, launch_args, items)
+                if _interrupts.resend is not None:  # Ctrl-C during it: raised here (a loop
+                    _interrupts.deliver_held()  # of launches would take each re-send in one)
+                return None
             head, items = reused[2]
         else:
             call_args, held = self._check_and_pack(queue, global_size, local_size, args,
@@ -394,7 +397,10 @@ class Kernel(_handle.Resource):
                 self._reusable = (key, identities, call_args, _without_event(call_args),
                                   tuple(kept), held[1])
             head, items = call_args
-        return _launch(self, queue, head, items, wait_for, event, args)
+        launched = _launch(self, queue, head, items, wait_for, event, args)
+        if _interrupts.resend is not None:  # Ctrl-C during it: raised here
+            _interrupts.deliver_held()
+        return launched
 
     def prepare(self, queue: Queue, global_size, local_size, *args,
                 global_offset=None) -> PreparedLaunch:
@@ -615,10 +621,16 @@ class PreparedLaunch:
             self._released = _handle.released
         if wait_for is _NO_EVENTS and not event and not recording:
             launch_args, items = self._launch_args  # (a call with * would not be inlined)
-            return _launch_without_event(self.kernel, self.queue, launch_args, items)
+            _launch_without_event(self.kernel, self.queue, launch_args, items)
+            if _interrupts.resend is not None:  # Ctrl-C during it: raised here
+                _interrupts.deliver_held()
+            return None
         head, items = self._call_args
-        return _launch(self.kernel, self.queue, head, items, wait_for, event, self.args,
-                       self.launcher, self._buffers)
+        launched = _launch(self.kernel, self.queue, head, items, wait_for, event, self.args,
+                           self.launcher, self._buffers)
+        if _interrupts.resend is not None:  # Ctrl-C during it: raised here
+            _interrupts.deliver_held()
+        return launched
 
     def __repr__(self) -> str:
         return f"<PreparedLaunch of {self.kernel.name!r} on {self.queue!r}>"

@@ -35,7 +35,7 @@ from time import perf_counter
 
 import numpy as np
 
-from .. import _checks, _handle, _release
+from .. import _checks, _handle, _interrupts, _release
 from .._interrupts import hold_back_in
 from .._release import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, VALUE_OFFSET, write_argument
 from .._ur import ffi
@@ -534,7 +534,10 @@ def _explain_bad_arguments(patches, kernel_interface) -> None:
 
         def launch(*args, **kwargs):
             try:
-                return self.run(grid=grid, warmup=False, *args, **kwargs)
+                launched = self.run(grid=grid, warmup=False, *args, **kwargs)
+                if _interrupts.resend is not None:  # Ctrl-C in the launcher: raised here (a
+                    _interrupts.deliver_held()  # loop would take each re-send in a launch)
+                return launched
             except (AttributeError, TypeError):  # 3.3: no data_ptr(); 3.4+: failed to specialize
                 function = _jit_function(self)
                 if function is not None:
