@@ -259,7 +259,7 @@ LOOP_SCRIPT = textwrap.dedent("""
     queue = ur_cffi.Queue(context, device)
     _, axpy = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "axpy")
     x, y, out = (ur_cffi.zeros(BLOCK, np.float32, queue=queue) for _ in range(3))
-    args = (x, y, out, np.float32(2.0), np.int32(BLOCK), *crash_probe.hidden_args())
+    args = (x, y, out, np.float32(2.0), np.int32(BLOCK))
     prepared = axpy.prepare(queue, BLOCK, LOCAL, *args)
     graph = ur_cffi.Graph(context)
     block = graph.recording(queue) if mode == "recorded" else ur_cffi.Queue(context, device)
@@ -303,3 +303,59 @@ def test_ctrl_c_interrupts_a_loop_of_launches_once(kernels, mode):
     assert report["interrupted"], report
     assert report["latency"] < 2.0, report  # not at the loop's end (20 s or 200,000 launches)
     assert not report["second"], report  # one Ctrl-C, one KeyboardInterrupt
+
+
+HELD_SCRIPT = textwrap.dedent("""
+    import json, os, signal, sys, time
+    import numpy as np
+    import ur_cffi, crash_probe, device_under_test
+    from ur_cffi.memory import USMArray
+
+    BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
+    device = device_under_test.get()
+    context = device.create_context()
+    queue = ur_cffi.Queue(context, device)
+    _, axpy = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "axpy")
+    x, y, out = (ur_cffi.zeros(BLOCK, np.float32, queue=queue) for _ in range(3))
+    sent = []
+
+    def tracer(frame, event, arg):  # a real SIGINT at the first line of an allocation
+        if frame.f_code is not USMArray._take_memory.__code__:
+            return None
+
+        def line(frame, event, arg):
+            if event == "line" and not sent:
+                sent.append(1)
+                os.kill(os.getpid(), signal.SIGINT)
+            return line
+        return line
+
+    report = {}
+    try:
+        sys.settrace(tracer)
+        array = ur_cffi.empty(64, np.float32, queue=queue)
+        sys.settrace(None)
+        time.sleep(1.0)  # the interrupt, sent again from the allocation, comes here
+        report["first"] = "never"
+    except KeyboardInterrupt:
+        sys.settrace(None)
+        report["first"] = "raised"
+    try:
+        for _ in range(3):
+            axpy.launch(queue, BLOCK, LOCAL, x, y, out, np.float32(2.0), np.int32(BLOCK))
+        queue.finish()
+        time.sleep(0.3)
+        report["second"] = False
+    except KeyboardInterrupt:
+        report["second"] = True
+    print(json.dumps(report))
+""")
+
+
+def test_an_interrupt_held_back_and_raised_later_is_not_raised_again(kernels):
+    """Once its re-sent SIGINT had raised (outside any launch), the held-back interrupt stayed
+    noted, and the next launch raised a second KeyboardInterrupt for the same Ctrl-C (seen
+    in the interrupt sweep on an H100)."""
+    done = crash_probe.run_child((kernels,), code=HELD_SCRIPT, timeout=120)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"first": "raised", "second": False}, report

@@ -77,7 +77,9 @@ def _held_back(frame) -> bool:
 
 
 def _handler(signum, frame):
-    global _pending, _swallow
+    global _pending, _swallow, resend
+    if resend is not None and resend.sent:  # (this is it, or comes right after: either way
+        resend = None  # the held-back interrupt is here)
     if _swallow:  # a re-sent SIGINT whose interrupt deliver_held() raised already
         _swallow -= 1
     elif _depth:
