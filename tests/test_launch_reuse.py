@@ -388,3 +388,15 @@ def test_the_block_kept_for_reuse_does_not_keep_views_alive(add, queue, rng):
         del views, dx, dy
         gc.collect()
         assert gone[0]() is None and gone[1]() is None
+    # Nor does anything keep the kernel (a cache of the views' callbacks held every Kernel
+    # launched with a view, its Program and Context: 12 MiB of 3 contexts, 2026-12-05).
+    program = kernel.program
+    made = program.kernel(kernel.name, **compiled.options)
+    x, y, dx, dy = random_inputs(rng, n, queue)
+    made.launch(queue, blocks(n, compiled), compiled.local_size, dx[:n], dy[:n], out,
+                np.int32(n), event=False)
+    queue.finish()
+    kernel_gone = weakref.ref(made)
+    del made
+    gc.collect()
+    assert kernel_gone() is None

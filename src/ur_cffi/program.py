@@ -746,7 +746,6 @@ _SHAPE_REFUSED = {int(ur_result_t.UR_RESULT_ERROR_INVALID_VALUE),
                   int(ur_result_t.UR_RESULT_ERROR_INVALID_WORK_ITEM_SIZE)}
 
 
-@functools.cache
 def _forgetting(kernel: Kernel):
     """A weak reference's callback that drops ``kernel``'s reusable argument block."""
     kernel_ref = weakref.ref(kernel)
@@ -759,6 +758,7 @@ def _forgetting(kernel: Kernel):
     return forget
 
 
+@functools.cache
 def _identities(count: int):
     """``args -> (id(args[0]), ..., id(args[count - 1]))``, raising ``ValueError`` for
     another number of arguments: written out, as it costs half of ``(*map(id, args),)`` on
