@@ -782,3 +782,19 @@ def test_a_closed_contexts_statistics_keep_their_counts(device):
         stats = ur_cffi.memory_stats(context)
         assert (stats["allocations"], stats["frees"], stats["peak_allocated_bytes"],
                 stats["allocated_bytes"]) == (2, 2, 4096 + 8192, 0)
+
+
+def test_an_owner_of_another_context_is_not_ordered_by_the_wrappers_queue(device):
+    """from_pointer(owner=a) recorded the wrapper's queue on a's block even where it was of
+    another context: the next allocation of that size in a's context waited for an event of
+    the other context (UR_RESULT_ERROR_UNKNOWN) and its block leaked."""
+    with device.create_context() as first, device.create_context() as second, \
+            ur_cffi.Queue(first, device) as a_queue, ur_cffi.Queue(second, device) as b_queue:
+        owner = ur_cffi.zeros(1000, np.float32, queue=a_queue)
+        other = ur_cffi.zeros(1000, np.float32, queue=b_queue)
+        wrapped = ur_cffi.from_pointer(other.data_ptr(), other.shape, other.dtype,
+                                       queue=b_queue, owner=owner)
+        del wrapped, owner
+        gc.collect()
+        again = ur_cffi.zeros(1000, np.float32, queue=a_queue)
+        assert np.array_equal(again.to_numpy(), np.zeros(1000, np.float32))

@@ -814,3 +814,24 @@ def test_imports_onto_a_closed_queue_raise_before_taking_the_capsule(context, de
     with pytest.raises(ur_cffi.ClosedError):
         ur_cffi.from_pointer(array.data_ptr(), (4,), np.float64, queue=closed)
     assert ur_cffi.from_dlpack(capsule, queue=array.queue).shape == (4,)  # still unused
+
+
+def test_importing_a_ur_cffi_array_of_the_context_waits_for_nothing(context, device, kernels):
+    """from_dlpack(a, queue=q) of a host array of q's context went through the kDLCPU export,
+    which waits for a's queued work: 1.9 s for a kernel the host released later (it would
+    deadlock where the host releases it after the import).  It is a view, as before."""
+    import crash_probe
+
+    program, spin = crash_probe.load(context, kernels, "spin")
+    with program, spin, ur_cffi.Queue(context, device) as queue:
+        flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
+        out = ur_cffi.zeros(4, np.int32, queue=queue, kind="host")
+        event = spin.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag, out,
+                            crash_probe.SPIN_LIMIT, *crash_probe.spin_local())
+        try:
+            imported = ur_cffi.from_dlpack(out, queue=queue)
+            assert imported.base is out
+            assert event.status != ur_cffi.enums.ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+        finally:
+            ctypes.c_int32.from_address(flag.data_ptr()).value = 1
+        event.wait()

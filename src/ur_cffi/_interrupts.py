@@ -97,10 +97,22 @@ class _Resend(threading.Timer):
         super().__init__(0.005, self._send)
         self.daemon = True
         self.sent = False
+        self._withdrawn = False
+        self._deciding = threading.Lock()  # sent, or withdrawn: one or the other
 
     def _send(self) -> None:
-        self.sent = True
+        with self._deciding:
+            if self._withdrawn:
+                return
+            self.sent = True
         os.kill(os.getpid(), signal.SIGINT)
+
+    def withdraw(self) -> bool:
+        """Send nothing from now on; whether the SIGINT is on its way already."""
+        with self._deciding:
+            self._withdrawn = True
+            self.cancel()
+            return self.sent
 
 
 resend = None
@@ -128,8 +140,7 @@ def deliver_held() -> None:
             signal.getsignal(signal.SIGINT) is not _handler:
         return
     resend = None
-    held.cancel()
-    if held.sent:  # on its way: the handler lets it go
+    if held.withdraw():  # on its way: the handler lets it go
         _swallow += 1
     _installed[1](signal.SIGINT, None)  # raises KeyboardInterrupt, as Ctrl-C would
 

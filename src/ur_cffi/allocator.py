@@ -33,6 +33,7 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
+from time import perf_counter
 
 from . import _checks, _handle, _interrupts, _release
 from ._ur import ffi, lib
@@ -63,6 +64,8 @@ _HOT_STATS = ("allocated_bytes", "cache_hits", "frees")  # them), these
 _usage = [0, 0]
 _released: dict = {}  # id(pool) -> pool taken out (its context closed) with memory still in use
 _lingering: list = []  # released pools holding blocks whose last work is still running
+_lingering_looked = 0.0  # when the allocation path last looked at them (perf_counter)
+_LINGERING_INTERVAL = 0.01  # s: at most that often, whatever the allocations in between
 _per_context = weakref.WeakKeyDictionary()  # Context -> [in use, peak, counters of pools gone]
 _COUNTERS = tuple(name for name in _HOT_STATS + _POOL_STATS
                   if not name.endswith("_bytes"))  # counts that only grow
@@ -153,8 +156,10 @@ class _Pool(_handle.Resource):
             else rounded(nbytes)  # rounded(), its small sizes inlined: a hot path
         _lock.acquire()  # not ``with``: a hot path, and Ctrl-C is held back here
         try:
-            if _returned or _lingering:  # no finalizer allocates, nor a launch under the
-                _give_back_returned(blocking=True)  # enqueue lock
+            if _returned or _lingering and \
+                    perf_counter() - _lingering_looked > _LINGERING_INTERVAL:
+                _give_back_returned(blocking=True)  # (no finalizer allocates, nor a launch
+                # under the enqueue lock)
             # The common case first: the newest block was freed on this in-order queue.  (Popped,
             # not peeked: a collection here may give another block back onto the list.)
             blocks = self._free.get(size)
@@ -448,8 +453,11 @@ def _give_back_returned(blocking: bool = False) -> None:
     if _handle._forked:  # the parent's memory and queues: not this process's to touch
         return
     with _interrupts.section:
-        for pool in _lingering[:]:
-            _free_done(pool)
+        global _lingering_looked
+        if _lingering and perf_counter() - _lingering_looked > _LINGERING_INTERVAL:
+            _lingering_looked = perf_counter()
+            for pool in _lingering[:]:
+                _free_done(pool)
         for index, (pool, block, queue) in enumerate(pending):
             try:
                 if block is None:
@@ -464,7 +472,7 @@ def _give_back_returned(blocking: bool = False) -> None:
 def give_back_kept() -> None:
     """Do the frees kept for later (see the module's text) now: ``loader.teardown`` calls it
     before releasing what is left."""
-    with _lock:
+    with _interrupts.section, _lock:
         _give_back_returned(blocking=True)
         for pool in _lingering[:]:
             _free_done(pool, waiting=True)
@@ -474,15 +482,18 @@ def _free_done(pool: _Pool, waiting: bool = False) -> int:
     """Free the blocks of released ``pool`` whose work has completed (``waiting``: all but
     those of a queue another thread is closing, after their work), and retire it once it holds
     none and has no memory in use (``_lock`` held); returns the first failing result or 0."""
-    kept, done = {}, []
-    for size, blocks in pool._free.items():
+    cached = list(pool._free.items())  # taken out first: a collection in this loop may
+    pool._free.clear()  # give a block back to this pool, and free what it finds (nested)
+    done = []
+    for size, blocks in cached:
         for block in blocks:
             events = ([block.event] if block.event is not None else []) + (block.waits or [])
-            ready = not _finishing(block) and (waiting or all(map(_complete, events)))
-            (done if ready else kept.setdefault(size, [])).append(block)
-    pool._free.clear()
-    pool._free.update(kept)
+            if not _finishing(block) and (waiting or all(map(_complete, events))):
+                done.append(block)
+            else:
+                pool._free.setdefault(size, []).append(block)
     result = _free_blocks(pool, done)
+    kept = bool(pool._free)
     if kept:
         if pool not in _lingering:
             _lingering.append(pool)
@@ -560,8 +571,9 @@ def empty_cache() -> None:
         for pool in pools:
             result = pool.empty() or result
             result = pool.renew_ur_pool() or result
-        for pool in _lingering[:]:
-            result = _free_done(pool, waiting=True) or result
+        with _interrupts.section:
+            for pool in _lingering[:]:
+                result = _free_done(pool, waiting=True) or result
     check(result, "urUSMFree")
 
 
@@ -590,7 +602,7 @@ def _release_pools(pools) -> None:
         except URError as error:
             failure = failure or error
         finally:
-            with _lock:  # blocks kept for a queue another thread is closing: freed later
+            with _interrupts.section, _lock:  # blocks kept for a closing queue: freed later
                 _free_done(pool)
     if failure is not None:
         raise failure
@@ -622,8 +634,10 @@ def memory_stats(context=None) -> dict:
         raise TypeError(f"memory_stats takes a ur_cffi Context or None, not "
                         f"{type(context).__name__} {context!r}")
     forget_unused_exports()
-    with _lock:
+    with _interrupts.section, _lock:
         _give_back_returned(blocking=True)
+        for pool in _lingering[:]:  # (the allocation path looks at them every 10 ms only)
+            _free_done(pool)
         pools = [pool for pool in (*_pools.values(), *_released.values())
                  if context is None or pool.context_ref() is context]
         totals = dict.fromkeys(_HOT_STATS + _POOL_STATS, 0)

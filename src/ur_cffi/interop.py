@@ -108,8 +108,8 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
                 f"from_pointer: shape {shape} with strides {strides} reaches bytes {low} to "
                 f"{high} from 0x{address:x}, which run past the USM allocation" + (
                     f" (0x{base:x}, {size} bytes)" if bounds is not None else ""))
-    if isinstance(owner, USMArray):  # its memory, used on queue: ordered as record_queue does
-        owner._used_on(queue)
+    if isinstance(owner, USMArray) and owner.context is queue.context:  # its memory, used
+        owner._used_on(queue)  # on queue: ordered as record_queue does
     return USMArray._over(queue, address, shape, dtype, kind, strides, owner)
 
 
@@ -441,6 +441,8 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     queue.handle  # noqa: B018 - raises ClosedError before the capsule is taken
     copy = _checks.optional_flag("from_dlpack: copy", copy)
     _forget_unused_capsules()
+    if isinstance(x, USMArray) and x.context is queue.context:  # a view, as of its capsule
+        return _own_view(x, x.shape, x._strides, x.data_ptr(), queue, copy)
     if hasattr(x, "__dlpack__"):
         try:
             try:
@@ -494,11 +496,8 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
         source = ours[3].array
         del _exported[address]
         _unconsumed.pop(address, None)
-        result = source._view(shape, strides or _strided.contiguous_strides(
-            shape, dtype.itemsize), data - source.data_ptr())
-        result.queue = queue  # (of the same context: copies go there, as from_pointer's)
-        source._used_on(queue)  # its work there orders the memory's reuse (record_queue)
-        return result.copy(queue=queue) if copy else result
+        return _own_view(source, shape, strides or _strided.contiguous_strides(
+            shape, dtype.itemsize), data, queue, copy)
     owner = _Consumed(managed.deleter, address)
     if empty:  # no memory to share or read (an empty tensor's pointer may be NULL)
         del owner
@@ -551,6 +550,15 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     result = asarray(host, queue=queue, kind=kind or "device")  # (np.ascontiguousarray
     del owner  # would make a 0-d array 1-d); the producer's memory is no longer needed
     return result
+
+
+def _own_view(source: USMArray, shape, strides, data: int, queue, copy) -> USMArray:
+    """``from_dlpack`` of ur_cffi memory of the queue's context: a view of ``source`` (closed
+    with it) on ``queue``, or its copy."""
+    result = source._view(shape, strides, data - source.data_ptr())
+    result.queue = queue  # (of the same context: copies go there, as from_pointer's)
+    source._used_on(queue)  # its work there orders the memory's reuse (record_queue)
+    return result.copy(queue=queue) if copy else result
 
 
 # --- dpctl (SYCL) ----------------------------------------------------------------------------
