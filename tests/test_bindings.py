@@ -200,5 +200,67 @@ def test_import_checks_the_loader_is_the_one_built_for(tmp_path, altered):
         assert done.stdout.startswith("LoaderMismatchError"), done.stdout
         assert built_for["release"] in done.stdout and str(copy) in done.stdout
         assert "--no-build-isolation" in done.stdout
+        if os.path.exists(built_for["path"]):  # (an isolated build's loader is gone)
+            assert f"UR_LIBRARY_DIR={os.path.dirname(built_for['path'])}" in done.stdout
     else:
         assert done.stdout.strip() == f"imported {copy}"
+
+
+def test_oneapi_comes_before_the_environments_wheels_as_in_the_build(monkeypatch, tmp_path):
+    """The build takes the header of an installed oneAPI before the wheels'; the import took
+    the wheels' loader first, so with both installed (PyTorch XPU and setvars.sh) every import
+    failed with LoaderMismatchError, and the rebuild it suggested built the same module."""
+    import sys
+
+    monkeypatch.delenv("UR_LIBRARY_DIR", raising=False)
+    monkeypatch.setenv("CMPLR_ROOT", str(tmp_path))
+    dirs = ur_cffi._libraries.library_dirs()
+    assert dirs.index(tmp_path / "lib") < dirs.index(Path(sys.prefix) / "lib")
+    monkeypatch.setenv("UR_LIBRARY_DIR", str(tmp_path / "chosen"))
+    assert ur_cffi._libraries.library_dirs()[0] == tmp_path / "chosen"
+
+
+def test_a_missing_loader_is_named_with_what_provides_it(monkeypatch):
+    """The import failed with the dynamic linker's message alone."""
+    from ur_cffi import _libraries
+
+    monkeypatch.setattr(_libraries, "_first", lambda name: None)
+    linker = ImportError(f"{_libraries.LOADER_SONAME}: cannot open shared object file: No such "
+                         "file or directory")
+    with pytest.raises(ImportError) as raised:
+        _libraries.explain_failed_load(linker)
+    message = str(raised.value)
+    assert raised.value.__cause__ is linker
+    for named in ("intel-cmplr-lib-ur", "setvars.sh", "UR_LIBRARY_DIR", "Looked in"):
+        assert named in message, message
+
+
+@pytest.mark.parametrize(("value", "expected"), [("false", False), ("OFF", False),
+                                                 (" no ", False), ("0", False),
+                                                 ("true", True), ("Yes", True), ("1", True),
+                                                 ("", "default")])
+def test_switches_in_the_environment_read_words(monkeypatch, value, expected):
+    """UR_CFFI_VALIDATION=false turned validation on: every value but "0" was on."""
+    from ur_cffi import _checks
+
+    monkeypatch.setenv("UR_CFFI_GRAPH_NATIVE", value)
+    assert _checks.env_flag("UR_CFFI_GRAPH_NATIVE", "default") == expected
+
+
+def test_a_switch_that_is_not_one_is_named(monkeypatch, context):
+    monkeypatch.setenv("UR_CFFI_GRAPH_NATIVE", "maybe")
+    with pytest.raises(ValueError, match="UR_CFFI_GRAPH_NATIVE='maybe': a switch is one of"):
+        ur_cffi.Graph(context)
+
+
+def test_validation_false_in_the_environment_is_off():
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import ur_cffi; ur_cffi.init(); "
+                               "print(ur_cffi.loader.validation_enabled())"],
+        env=dict(os.environ, UR_CFFI_VALIDATION="false"), capture_output=True, text=True,
+        timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "False", done.stderr[-2000:]

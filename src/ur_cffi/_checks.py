@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import math
 import operator
+import os
 
 import numpy as np
 
@@ -35,6 +36,22 @@ def no_nul(name: str, text) -> bytes:
     if "\0" in text:
         raise ValueError(f"{name} {text!r} contains a NUL character")
     return text.encode()
+
+
+_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """The switch in environment variable ``name``: 1/true/yes/on or 0/false/no/off (any
+    case), ``default`` where it is unset or empty; ``ValueError`` naming it otherwise (a
+    ``false`` read as "not 0" would turn the switch on)."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in _ON or value in _OFF:
+        return value in _ON
+    raise ValueError(f"{name}={os.environ[name]!r}: a switch is one of {'/'.join(_ON)} or "
+                     f"{'/'.join(_OFF)}")
 
 
 def flag(name: str, value) -> bool:

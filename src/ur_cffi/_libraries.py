@@ -28,12 +28,13 @@ CPU_RUNTIME_NAME = "libintelocl.so"
 
 
 def library_dirs() -> list[Path]:
-    """Directories searched for UR's and OpenCL's libraries, most specific first."""
+    """Directories searched for UR's and OpenCL's libraries: ``UR_LIBRARY_DIR``, then an
+    installed oneAPI (set up by its ``setvars.sh``), then the environment's wheels; the order
+    in which ``build_ffi.py`` looks for the header, so that a build and its import take the
+    same release where both are installed."""
     dirs = []
     if os.environ.get("UR_LIBRARY_DIR"):
         dirs.append(Path(os.environ["UR_LIBRARY_DIR"]))
-    for prefix in (sysconfig.get_paths()["data"], sys.prefix, sys.base_prefix):
-        dirs.append(Path(prefix) / "lib")
     if os.environ.get("CMPLR_ROOT"):  # set by oneAPI's setvars.sh
         dirs.append(Path(os.environ["CMPLR_ROOT"]) / "lib")
     if os.environ.get("ONEAPI_ROOT"):
@@ -42,6 +43,8 @@ def library_dirs() -> list[Path]:
     icpx = shutil.which("icpx")
     if icpx:
         dirs.append(Path(icpx).resolve().parent.parent / "lib")
+    for prefix in (sysconfig.get_paths()["data"], sys.prefix, sys.base_prefix):
+        dirs.append(Path(prefix) / "lib")
     return list(dict.fromkeys(dirs))
 
 
@@ -138,7 +141,15 @@ def check_loader(built_for: dict | None) -> None:
         raise LoaderMismatchError(
             f"ur_cffi was built for the UR loader of {built_for['release']} "
             f"({built_for['path']}), but this process opened {found['release']} "
-            f"({found['path']}). {REBUILD_HINT}")
+            f"({found['path']}). {_use_built_for(built_for)}{REBUILD_HINT}")
+
+
+def _use_built_for(built_for: dict) -> str:
+    """How to open the loader the module was built for, where it is still there."""
+    path = Path(built_for["path"])
+    if not path.exists():
+        return ""
+    return f"To use the one it was built for: UR_LIBRARY_DIR={path.parent}. Or: "
 
 
 def explain_failed_load(error: ImportError) -> None:
@@ -153,6 +164,15 @@ def explain_failed_load(error: ImportError) -> None:
     facts = _facts_in_file(spec.origin) if spec and spec.origin else None
     loader = _first(LOADER_SONAME)
     built_for = (facts or {}).get("loader")
+    if loader is None and LOADER_SONAME in str(error):
+        searched = "\n  ".join(str(directory) for directory in library_dirs())
+        release = f" ({built_for['release']})" if built_for else ""
+        raise ImportError(
+            f"UR's loader ({LOADER_SONAME}) was not found: {error}. ur_cffi was built for "
+            f"{built_for['path'] if built_for else 'a UR loader'}{release}. Install it (pip "
+            "install intel-cmplr-lib-ur, of the release of the header ur_cffi was built "
+            "from), source oneAPI's setvars.sh, or set UR_LIBRARY_DIR to the folder that "
+            f"holds it. Looked in:\n  {searched}") from error
     if not built_for or loader is None:
         return
     found = loader_identity(loader)
@@ -160,7 +180,7 @@ def explain_failed_load(error: ImportError) -> None:
         raise LoaderMismatchError(
             f"ur_cffi's module was built for the UR loader of {built_for['release']} "
             f"({built_for['path']}) and does not load with {found['release']} "
-            f"({found['path']}): {error}. {REBUILD_HINT}") from error
+            f"({found['path']}): {error}. {_use_built_for(built_for)}{REBUILD_HINT}") from error
 
 
 def _facts_in_file(module_file: str) -> dict | None:

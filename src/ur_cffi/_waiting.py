@@ -41,7 +41,7 @@ LIVENESS_SECONDS = 1.0
 
 _helpers: dict[threading.Thread, threading.Event] = {}  # helpers whose wait still runs
 _helpers_lock = threading.Lock()
-_interruptible = os.environ.get(INTERRUPTIBLE_ENV, "1") != "0"
+_interruptible = _checks.env_flag(INTERRUPTIBLE_ENV, True)
 
 
 def set_interruptible_waits(enabled: bool) -> bool:

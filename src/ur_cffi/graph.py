@@ -52,7 +52,6 @@ latest replay.  A replay raises ``ClosedError`` if an array it uses was closed s
 from __future__ import annotations
 
 import contextlib
-import os
 import struct
 import sys
 import threading
@@ -186,7 +185,7 @@ class Graph(_handle.Resource):
         supported, capabilities, why = command_buffer_support(device)
         self._auto = native is None
         if native is None:
-            native = supported and os.environ.get("UR_CFFI_GRAPH_NATIVE", "1") != "0"
+            native = supported and _checks.env_flag("UR_CFFI_GRAPH_NATIVE", True)
             why = why or "UR_CFFI_GRAPH_NATIVE=0"
         elif native and not supported:
             raise NotImplementedError(f"no native graph: {why}")

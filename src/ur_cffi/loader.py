@@ -37,7 +37,7 @@ import tempfile
 import threading
 import warnings
 
-from . import _handle, _release, _waiting, queue
+from . import _checks, _handle, _release, _waiting, queue
 from ._interrupts import section
 from ._ur import ffi, lib
 from .enums import ur_adapter_info_t, ur_platform_info_t
@@ -359,7 +359,7 @@ def init(validation: bool | None = None) -> list[Adapter]:
     Raises :class:`DeviceSelectorError` if ``ONEAPI_DEVICE_SELECTOR`` is malformed.
     """
     if validation is None:
-        validation = os.environ.get(VALIDATION_ENV, "") not in ("", "0")
+        validation = _checks.env_flag(VALIDATION_ENV, False)
     with _lock, section:  # a lock a waiting teardown may hold; then Ctrl-C is held back
         if _state["forked"]:
             raise _handle.ClosedError(
