@@ -12,6 +12,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml setup.py build_ffi.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
+	rm -f src/ur_cffi/_ur.cpython-*.so  # a `make regen` module would shadow pip's _ur.abi3.so
 	$(PY) -m pip install -e ".[$(EXTRAS)]"
 	touch $@
 

@@ -88,7 +88,16 @@ def wheel_files(distribution: str, name: str) -> list[Path]:
 
 
 def find_header() -> Path:
-    """Return the first ``ur_api.h`` found; raise ``FileNotFoundError`` listing every place tried."""
+    """Return the first ``ur_api.h`` found; raise ``FileNotFoundError`` listing every place tried
+    (at once where ``UR_INCLUDE_DIR`` names a folder without it: no other header instead)."""
+    chosen = os.environ.get("UR_INCLUDE_DIR")
+    if chosen:
+        for directory in [Path(chosen)] + [Path(chosen) / sub for sub in HEADER_SUBDIRS]:
+            if (directory / HEADER_NAME).is_file():
+                return (directory / HEADER_NAME).resolve()
+        raise FileNotFoundError(
+            f"UR_INCLUDE_DIR={chosen}: no {HEADER_NAME} there, nor in its "
+            f"{', '.join(HEADER_SUBDIRS)} folders")
     tried = header_candidates()
     for directory in tried:
         if (directory / HEADER_NAME).is_file():

@@ -264,3 +264,24 @@ def test_validation_false_in_the_environment_is_off():
         env=dict(os.environ, UR_CFFI_VALIDATION="false"), capture_output=True, text=True,
         timeout=120)
     assert done.stdout.strip().splitlines()[-1] == "False", done.stderr[-2000:]
+
+
+def test_two_builds_of_the_module_where_the_older_would_load_are_named(monkeypatch, tmp_path):
+    """`make regen` writes _ur.cpython-3XX-*.so, a pip build _ur.abi3.so; Python loads the first,
+    so a pip build after a regen went unused (its bindings never seen), without a word."""
+    import os
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    from ur_cffi import _libraries
+
+    preferred, other = (tmp_path / f"_ur{suffix}" for suffix in
+                        (EXTENSION_SUFFIXES[0], EXTENSION_SUFFIXES[1]))
+    preferred.write_bytes(b"older")
+    other.write_bytes(b"newer")
+    os.utime(preferred, ns=(10**18, 10**18))
+    os.utime(other, ns=(2 * 10**18, 2 * 10**18))
+    monkeypatch.setattr(_libraries, "__file__", str(tmp_path / "_libraries.py"))
+    with pytest.raises(ImportError, match=f"would load {preferred.name}, older than {other.name}"):
+        _libraries.check_one_module()
+    os.utime(preferred, ns=(3 * 10**18, 3 * 10**18))
+    _libraries.check_one_module()  # the newer one loads: nothing to say

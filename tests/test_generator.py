@@ -107,6 +107,7 @@ def test_unsupported_constructs_name_the_construct_and_line(tmp_path, source, me
 
 
 def test_missing_header_lists_where_it_looked(monkeypatch, tmp_path):
+    monkeypatch.delenv("UR_INCLUDE_DIR", raising=False)
     monkeypatch.setattr(build_ffi, "header_candidates", lambda: [tmp_path / "nowhere"])
     with pytest.raises(FileNotFoundError, match="nowhere"):
         build_ffi.find_header()
@@ -116,6 +117,18 @@ def test_ur_include_dir_wins(monkeypatch, tmp_path):
     (tmp_path / "ur_api.h").write_text("/* stand-in */\n")
     monkeypatch.setenv("UR_INCLUDE_DIR", str(tmp_path))
     assert build_ffi.find_header() == (tmp_path / "ur_api.h").resolve()
+
+
+def test_ur_include_dir_without_the_header_is_an_error_not_skipped(monkeypatch, tmp_path):
+    """A folder without ur_api.h (a typo, or the include/ above unified-runtime/) was passed
+    over silently, and the build took another release's header."""
+    (tmp_path / "unified-runtime").mkdir()
+    (tmp_path / "unified-runtime" / "ur_api.h").write_text("/* stand-in */\n")
+    monkeypatch.setenv("UR_INCLUDE_DIR", str(tmp_path))
+    assert build_ffi.find_header() == (tmp_path / "unified-runtime" / "ur_api.h").resolve()
+    monkeypatch.setenv("UR_INCLUDE_DIR", str(tmp_path / "typo"))
+    with pytest.raises(FileNotFoundError, match="UR_INCLUDE_DIR=.*typo: no ur_api.h there"):
+        build_ffi.find_header()
 
 
 def test_identical_repeated_declarations_are_folded(tmp_path):

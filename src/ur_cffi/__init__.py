@@ -12,6 +12,7 @@ Layers, each in its own place:
 from . import _libraries
 
 # Both must happen before the compiled module loads and before the first urAdapterGet.
+_libraries.check_one_module()
 _libraries.expose_cpu_runtime()
 _libraries.preload_loader()
 

@@ -78,6 +78,29 @@ def preload_loader() -> Path | None:
     return loader
 
 
+def check_one_module() -> None:
+    """Raise ``ImportError`` where the package folder holds two builds of the compiled module
+    and Python would load the older: ``make regen`` names it ``_ur.cpython-3XX-*.so``, a pip
+    build ``_ur.abi3.so``, and Python prefers the first, so a later pip build went unused."""
+    package = Path(__file__).parent
+    modules = list(package.glob("_ur.*so"))
+    if len(modules) < 2:
+        return
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    rank = {suffix: index for index, suffix in enumerate(EXTENSION_SUFFIXES)}
+    loadable = [module for module in modules if module.name[len("_ur"):] in rank]
+    if not loadable:
+        return
+    loaded = min(loadable, key=lambda module: rank[module.name[len("_ur"):]])
+    newest = max(modules, key=lambda module: module.stat().st_mtime_ns)
+    if newest != loaded:
+        raise ImportError(
+            f"{package} holds two builds of ur_cffi's module: Python would load {loaded.name}, "
+            f"older than {newest.name} beside it. Delete the one you do not want ({loaded} is "
+            "the older; `make regen` and pip builds name it differently)")
+
+
 class LoaderMismatchError(ImportError):
     """The UR loader this process opened is not the one ur_cffi's module was built for."""
 
