@@ -456,11 +456,21 @@ def make_ffibuilder(header: Path | None = None, bindings: Bindings | None = None
         include_dirs=[str(header.parent)],
         libraries=["ur_loader"],
         library_dirs=[str(loader_dir)],
-        runtime_library_dirs=[str(loader_dir)],
+        runtime_library_dirs=[_runtime_dir(loader_dir)],
         # Binding the [[deprecated]] enumerators too is the point of a 1:1 layer.
         extra_compile_args=["-Wno-deprecated-declarations"],
     )
     return ffibuilder
+
+
+def _runtime_dir(loader_dir: Path) -> str:
+    """Where the built module looks for the loader at run time (``import ur_cffi`` loads it by
+    path first): ``loader_dir``, except a pip build environment's, which is deleted after the
+    build (and could be made again by anyone): then ``<prefix>/lib`` of the environment the
+    module is installed into, three folders above ``site-packages/ur_cffi``."""
+    if any(part.startswith("pip-build-env-") for part in loader_dir.parts):
+        return "$ORIGIN/../../.."
+    return str(loader_dir)
 
 
 def describe(header: Path, bindings: Bindings) -> str:

@@ -285,3 +285,22 @@ def test_two_builds_of_the_module_where_the_older_would_load_are_named(monkeypat
         _libraries.check_one_module()
     os.utime(preferred, ns=(3 * 10**18, 3 * 10**18))
     _libraries.check_one_module()  # the newer one loads: nothing to say
+
+
+def test_a_validation_log_folder_that_cannot_be_one_is_named(tmp_path):
+    """A ',' was refused only after the folder was made; an unusable folder raised a bare
+    OSError without the variable's name."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import ur_cffi\ntry:\n    ur_cffi.init()\nexcept ValueError as error:\n"
+            "    print('ValueError', error)\n")
+    for folder in (tmp_path / "a,b", tmp_path / "file" / "below"):
+        (tmp_path / "file").write_text("")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120, env=dict(os.environ, UR_CFFI_VALIDATION="1",
+                                                    UR_CFFI_VALIDATION_LOG_DIR=str(folder)))
+        assert done.stdout.startswith("ValueError UR_CFFI_VALIDATION_LOG_DIR="), \
+            done.stdout + done.stderr[-2000:]
+    assert not (tmp_path / "a,b").exists()

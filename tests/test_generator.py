@@ -211,3 +211,14 @@ def test_readme_gives_the_command_the_release_matrix_checks():
 
     readme = (ROOT / "README.md").read_text()
     assert f"```sh\n{release_matrix.INSTALL_BESIDE_EXISTING_RUNTIME}\n```" in readme
+
+
+def test_a_pip_build_environments_loader_folder_is_not_the_run_time_path():
+    """A pip build recorded its build environment's folder (deleted afterwards, and creatable
+    by anyone) as the module's RUNPATH."""
+    from pathlib import Path
+
+    assert build_ffi._runtime_dir(Path("/tmp/pip-build-env-x1y2/overlay/lib")) == \
+        "$ORIGIN/../../.."
+    assert build_ffi._runtime_dir(Path("/opt/intel/oneapi/compiler/latest/lib")) == \
+        "/opt/intel/oneapi/compiler/latest/lib"

@@ -443,7 +443,14 @@ def _open_validation_log() -> str | None:
         return None
     directory = os.environ.get(VALIDATION_LOG_DIR_ENV) or None
     if directory:
-        os.makedirs(directory, exist_ok=True)
+        directory = os.path.expanduser(directory)
+        if any(c in directory for c in ",;"):  # UR's setting syntax separates with these
+            raise ValueError(f"{VALIDATION_LOG_DIR_ENV}={directory!r}: UR's log setting "
+                             "cannot hold a path with ',' or ';'")
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as error:
+            raise ValueError(f"{VALIDATION_LOG_DIR_ENV}={directory!r}: {error}") from None
     descriptor, path = tempfile.mkstemp(prefix=f"ur_cffi-validation-{os.getpid()}-",
                                         suffix=".log", dir=directory)
     os.close(descriptor)
