@@ -9,6 +9,7 @@ alloc+free pairs.  A method that cannot run here raises :class:`Unavailable` wit
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from dataclasses import dataclass, field
 from typing import Callable
@@ -414,20 +415,15 @@ def triton_dispatch(setup: Setup) -> Method:
     """Triton's own ``kernel[grid]`` dispatch with a launcher that does nothing: the part of
     the Triton figures that is Triton's Python, not ur_cffi's (nothing reaches the device)."""
     import ur_cffi.triton  # noqa: F401 - activated by triton_jit
-    from ur_cffi.triton.launcher import Launcher
 
     x, n, grid = setup.x, kernel.N, (1,)
     jit = kernel.tiny[grid]
     block, warps = kernel.BLOCK, kernel.NUM_WARPS
-    launcher_call = Launcher.__call__
 
     def back_to_back(count):
-        Launcher.__call__ = _launch_nothing
-        try:
+        with _launcher_doing_nothing():
             for _ in range(count):
                 jit(x, n, BLOCK=block, num_warps=warps)
-        finally:
-            Launcher.__call__ = launcher_call
 
     def verify():  # the very call, with the real launcher
         setup.poison()
@@ -449,23 +445,18 @@ def triton_dispatch_prepared(setup: Setup) -> Method:
     core, run each kernel alone instead of several together), so ``kernel[grid]`` minus the
     dispatch alone is not comparable with a prepared launch in a tight loop; it is with this."""
     import ur_cffi.triton as ur_triton
-    from ur_cffi.triton.launcher import Launcher
 
     ur_triton.activate(setup.queue)
     queue, x, n, grid = setup.queue, setup.x, kernel.N, (1,)
     jit = kernel.tiny[grid]
     block, warps = kernel.BLOCK, kernel.NUM_WARPS
     launch = ur_triton.prepare(kernel.tiny, grid, x, n, BLOCK=block, num_warps=warps)
-    launcher_call = Launcher.__call__
 
     def back_to_back(count):
-        Launcher.__call__ = _launch_nothing
-        try:
+        with _launcher_doing_nothing():
             for _ in range(count):
                 jit(x, n, BLOCK=block, num_warps=warps)
                 launch(event=False)
-        finally:
-            Launcher.__call__ = launcher_call
         queue.finish()
 
     def verify():  # the prepared launch alone writes x: the dispatch launches nothing
@@ -483,6 +474,19 @@ def triton_dispatch_prepared(setup: Setup) -> Method:
 
 def _launch_nothing(*args) -> None:
     return None
+
+
+@contextlib.contextmanager
+def _launcher_doing_nothing():
+    """ur_cffi.triton's launcher replaced by one that does nothing, for the block."""
+    from ur_cffi.triton.launcher import Launcher
+
+    launcher_call = Launcher.__call__
+    Launcher.__call__ = _launch_nothing
+    try:
+        yield
+    finally:
+        Launcher.__call__ = launcher_call
 
 
 class _ArgProperties(ctypes.Structure):

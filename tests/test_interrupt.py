@@ -247,18 +247,23 @@ def test_the_main_threads_first_allocation_puts_the_handler_in_place():
     assert done.stdout.strip().splitlines()[-1] == "[False, True]"
 
 
-LOOP_SCRIPT = textwrap.dedent("""
+AXPY_CHILD = textwrap.dedent("""
     import json, os, signal, sys, threading, time
     import numpy as np
     import ur_cffi, crash_probe, device_under_test
 
-    mode = sys.argv[2]
     BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
     device = device_under_test.get()
     context = device.create_context()
     queue = ur_cffi.Queue(context, device)
     _, axpy = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "axpy")
     x, y, out = (ur_cffi.zeros(BLOCK, np.float32, queue=queue) for _ in range(3))
+""")
+"""A child's start: the test device's queue, the ``axpy`` kernel and three arrays for it."""
+
+
+LOOP_SCRIPT = AXPY_CHILD + textwrap.dedent("""
+    mode = sys.argv[2]
     args = (x, y, out, np.float32(2.0), np.int32(BLOCK))
     prepared = axpy.prepare(queue, BLOCK, LOCAL, *args)
     graph = ur_cffi.Graph(context)
@@ -305,18 +310,9 @@ def test_ctrl_c_interrupts_a_loop_of_launches_once(kernels, mode):
     assert not report["second"], report  # one Ctrl-C, one KeyboardInterrupt
 
 
-HELD_SCRIPT = textwrap.dedent("""
-    import json, os, signal, sys, time
-    import numpy as np
-    import ur_cffi, crash_probe, device_under_test
+HELD_SCRIPT = AXPY_CHILD + textwrap.dedent("""
     from ur_cffi.memory import USMArray
 
-    BLOCK, LOCAL = crash_probe.BLOCK, crash_probe.LOCAL_SIZE
-    device = device_under_test.get()
-    context = device.create_context()
-    queue = ur_cffi.Queue(context, device)
-    _, axpy = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "axpy")
-    x, y, out = (ur_cffi.zeros(BLOCK, np.float32, queue=queue) for _ in range(3))
     sent = []
 
     def tracer(frame, event, arg):  # a real SIGINT at the first line of an allocation
