@@ -206,20 +206,6 @@ def test_import_checks_the_loader_is_the_one_built_for(tmp_path, altered):
         assert done.stdout.strip() == f"imported {copy}"
 
 
-def test_oneapi_comes_before_the_environments_wheels_as_in_the_build(monkeypatch, tmp_path):
-    """The build takes the header of an installed oneAPI before the wheels'; the import took
-    the wheels' loader first, so with both installed (PyTorch XPU and setvars.sh) every import
-    failed with LoaderMismatchError, and the rebuild it suggested built the same module."""
-    import sys
-
-    monkeypatch.delenv("UR_LIBRARY_DIR", raising=False)
-    monkeypatch.setenv("CMPLR_ROOT", str(tmp_path))
-    dirs = ur_cffi._libraries.library_dirs()
-    assert dirs.index(tmp_path / "lib") < dirs.index(Path(sys.prefix) / "lib")
-    monkeypatch.setenv("UR_LIBRARY_DIR", str(tmp_path / "chosen"))
-    assert ur_cffi._libraries.library_dirs()[0] == tmp_path / "chosen"
-
-
 def test_a_missing_loader_is_named_with_what_provides_it(monkeypatch):
     """The import failed with the dynamic linker's message alone."""
     from ur_cffi import _libraries
@@ -285,6 +271,10 @@ def test_two_builds_of_the_module_where_the_older_would_load_are_named(monkeypat
         _libraries.check_one_module()
     os.utime(preferred, ns=(3 * 10**18, 3 * 10**18))
     _libraries.check_one_module()  # the newer one loads: nothing to say
+    other_python = tmp_path / "_ur.cpython-399-x86_64-linux-gnu.so"  # not loadable here
+    other_python.write_bytes(b"newest, of another Python")
+    os.utime(other_python, ns=(4 * 10**18, 4 * 10**18))
+    _libraries.check_one_module()
 
 
 def test_a_validation_log_folder_that_cannot_be_one_is_named(tmp_path):

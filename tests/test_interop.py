@@ -835,3 +835,11 @@ def test_importing_a_ur_cffi_array_of_the_context_waits_for_nothing(context, dev
         finally:
             ctypes.c_int32.from_address(flag.data_ptr()).value = 1
         event.wait()
+
+
+def test_importing_a_ur_cffi_array_refuses_what_dlpack_cannot_describe(queue):
+    """from_dlpack of an array of the queue's context, a view without the capsule, skipped
+    the capsule's checks: longdouble and structured arrays came back as views."""
+    for dtype in (np.longdouble, np.dtype([("a", np.int32), ("b", np.float32)])):
+        with pytest.raises(BufferError, match="DLPack has no type for"):
+            ur_cffi.from_dlpack(ur_cffi.zeros(4, dtype, queue=queue), queue=queue)

@@ -28,13 +28,12 @@ CPU_RUNTIME_NAME = "libintelocl.so"
 
 
 def library_dirs() -> list[Path]:
-    """Directories searched for UR's and OpenCL's libraries: ``UR_LIBRARY_DIR``, then an
-    installed oneAPI (set up by its ``setvars.sh``), then the environment's wheels; the order
-    in which ``build_ffi.py`` looks for the header, so that a build and its import take the
-    same release where both are installed."""
+    """Directories searched for UR's and OpenCL's libraries, most specific first."""
     dirs = []
     if os.environ.get("UR_LIBRARY_DIR"):
         dirs.append(Path(os.environ["UR_LIBRARY_DIR"]))
+    for prefix in (sysconfig.get_paths()["data"], sys.prefix, sys.base_prefix):
+        dirs.append(Path(prefix) / "lib")
     if os.environ.get("CMPLR_ROOT"):  # set by oneAPI's setvars.sh
         dirs.append(Path(os.environ["CMPLR_ROOT"]) / "lib")
     if os.environ.get("ONEAPI_ROOT"):
@@ -43,8 +42,6 @@ def library_dirs() -> list[Path]:
     icpx = shutil.which("icpx")
     if icpx:
         dirs.append(Path(icpx).resolve().parent.parent / "lib")
-    for prefix in (sysconfig.get_paths()["data"], sys.prefix, sys.base_prefix):
-        dirs.append(Path(prefix) / "lib")
     return list(dict.fromkeys(dirs))
 
 
@@ -89,11 +86,12 @@ def check_one_module() -> None:
     from importlib.machinery import EXTENSION_SUFFIXES
 
     rank = {suffix: index for index, suffix in enumerate(EXTENSION_SUFFIXES)}
-    loadable = [module for module in modules if module.name[len("_ur"):] in rank]
-    if not loadable:
+    loadable = [module for module in modules  # (another Python's build is not this one's)
+                if module.name[len("_ur"):] in rank and module.exists()]
+    if len(loadable) < 2:
         return
     loaded = min(loadable, key=lambda module: rank[module.name[len("_ur"):]])
-    newest = max(modules, key=lambda module: module.stat().st_mtime_ns)
+    newest = max(loadable, key=lambda module: module.stat().st_mtime_ns)
     if newest != loaded:
         raise ImportError(
             f"{package} holds two builds of ur_cffi's module: Python would load {loaded.name}, "

@@ -185,7 +185,7 @@ class Graph(_handle.Resource):
         supported, capabilities, why = command_buffer_support(device)
         self._auto = native is None
         if native is None:
-            native = supported and _checks.env_flag("UR_CFFI_GRAPH_NATIVE", True)
+            native = _checks.env_flag("UR_CFFI_GRAPH_NATIVE", True) and supported
             why = why or "UR_CFFI_GRAPH_NATIVE=0"
         elif native and not supported:
             raise NotImplementedError(f"no native graph: {why}")

@@ -374,18 +374,21 @@ def _pair(name: str, value) -> tuple[int, int] | None:
         _checks.integer(f"__dlpack__: {name}", second)
 
 
+def _element_strides(shape, strides, itemsize: int) -> list[int]:
+    """``strides`` in elements, as DLPack counts them; ``BufferError`` where one is not."""
+    try:
+        return [_element_stride(s, itemsize, "__dlpack__", n) for s, n in zip(strides, shape)]
+    except ValueError as error:
+        raise BufferError(str(error)) from None
+
+
 def _capsule(data: int, shape, strides, dtype, device, keep, max_version, copied: bool):
     """A DLPack capsule of the elements at ``data``; ``keep`` lives until the consumer calls
     the deleter (or the capsule is dropped unused: ``_forget_unused_capsules``); ``copied``:
     a copy made for this export (DLPack 1.x's flag, where versioned)."""
     _forget_unused_capsules()
-    itemsize = dtype.itemsize
     ndim = len(shape)
-    try:  # DLPack counts strides in elements
-        element_strides = [_element_stride(s, itemsize, "__dlpack__", n)
-                           for s, n in zip(strides, shape)]
-    except ValueError as error:
-        raise BufferError(str(error)) from None
+    element_strides = _element_strides(shape, strides, dtype.itemsize)
     if any(not -2**63 <= n < 2**63 for n in (*shape, *element_strides)):
         raise BufferError(f"__dlpack__: shape {tuple(shape)} or strides {tuple(strides)} do "
                           "not fit DLPack's int64")
@@ -441,7 +444,8 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     queue.handle  # noqa: B018 - raises ClosedError before the capsule is taken
     copy = _checks.optional_flag("from_dlpack: copy", copy)
     _forget_unused_capsules()
-    if isinstance(x, USMArray) and x.context is queue.context:  # a view, as of its capsule
+    if type(x) is USMArray and x.context is queue.context:  # a view, as of its capsule
+        _dl_dtype(x.dtype), _element_strides(x.shape, x._strides, x.itemsize)  # (or raise)
         return _own_view(x, x.shape, x._strides, x.data_ptr(), queue, copy)
     if hasattr(x, "__dlpack__"):
         try:
