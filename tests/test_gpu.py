@@ -335,7 +335,10 @@ def test_jit_prepare_do_bench_autotune(gq, rng):
     np.testing.assert_array_equal(dy.to_numpy(), x * np.float32(5.0))
     ms = triton.testing.do_bench(lambda: scale[(triton.cdiv(n, 1024),)](dx, dy, 4.0, n,
                                                                         BLOCK=1024))
-    assert 0 < ms < 10
+    assert ms > 0 and np.isfinite(ms)  # a time, measured on UR events (not asserted)
+    dy.fill(np.nan)
+    scale[(triton.cdiv(n, 1024),)](dx, dy, 4.0, n, BLOCK=1024)
+    np.testing.assert_array_equal(dy.to_numpy(), x * np.float32(4.0))
 
     @triton.autotune(configs=[triton.Config({"BLOCK": 256}, num_warps=2),
                               triton.Config({"BLOCK": 1024}, num_warps=4)], key=["n"])

@@ -287,7 +287,7 @@ LOOP_SCRIPT = AXPY_CHILD + textwrap.dedent("""
                 launch(i)
                 i += 1
     except KeyboardInterrupt:
-        report.update(interrupted=True, latency=time.perf_counter() - start - 0.1)
+        report["interrupted"] = True
     report["launches"] = i
     try:
         time.sleep(0.5)
@@ -305,8 +305,8 @@ def test_ctrl_c_interrupts_a_loop_of_launches_once(kernels, mode):
     launches, recorded or not: 0.4 to 0.8 s later).  It is raised as the launch returns now."""
     done = crash_probe.run_child((kernels, mode), code=LOOP_SCRIPT, timeout=120)
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["interrupted"], report
-    assert report["latency"] < 2.0, report  # not at the loop's end (20 s or 200,000 launches)
+    assert report["interrupted"], report  # in the loop, not after it (when it came before)
+    assert report["launches"] < 200_000, report
     assert not report["second"], report  # one Ctrl-C, one KeyboardInterrupt
 
 

@@ -214,17 +214,28 @@ def test_copies_block_by_default_and_can_be_asynchronous(queue, rng):
     assert np.array_equal(out, np.full(n, 7.0, np.float32))
 
 
-def test_an_async_copy_keeps_its_host_array_alive(queue, rng):
+def test_an_async_copy_keeps_its_host_array_alive(queue, context, kernels, rng):
+    """The copy waits behind a kernel the test releases, so it reads the temporary host copy
+    (made for the strided source, owned by the Event alone) only after a collection."""
+    import ctypes
     import gc
+
+    import crash_probe
 
     n = 50_001
     x = rng.standard_normal(n)
-    array = ur_cffi.empty(n, np.float64, queue=queue)
-    # The temporary host copy made for the strided source has no other owner than the event.
-    event = array.copy_from(x[::-1], blocking=False)
-    gc.collect()
-    clobber = [np.full(n, np.nan) for _ in range(4)]  # reuse freed memory, were it freed
-    event.wait()
+    array = ur_cffi.full(n, np.nan, np.float64, queue=queue)
+    program, spin = crash_probe.load(context, kernels, "spin")
+    with program, spin:
+        flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
+        gate = spin.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag,
+                           ur_cffi.empty(1, np.int32, queue=queue), crash_probe.SPIN_LIMIT,
+                           *crash_probe.spin_local())
+        event = array.copy_from(x[::-1], blocking=False, wait_for=[gate])
+        gc.collect()
+        clobber = [np.full(n, np.nan) for _ in range(8)]  # reuse freed memory, were it freed
+        ctypes.c_int32.from_address(flag.data_ptr()).value = 1
+        event.wait()
     assert np.array_equal(array.to_numpy(), x[::-1])
     del clobber
 
