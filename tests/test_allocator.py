@@ -103,16 +103,20 @@ def test_free_and_reuse_never_finish_the_queue(queue, spin, axpy, rng):
 def test_reuse_on_another_queue_is_ordered_by_events(context, device, spin):
     """A block freed while a kernel on queue A still writes it, taken on queue B: B's commands
     wait for A's (a barrier on each queue), and no host wait happens (the count of cross-queue
-    reuses shows the ordering; the CPU device would run B's fill after A's kernel anyway)."""
+    reuses shows the ordering).  B's fill is blocking, which the CPU runtime runs in the calling
+    thread at once unless it waits: without the barriers it ran before the kernel's store."""
     with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b:
         spinning, address = _spin_on_freed_block(spin, a)
         crossed = ur_cffi.memory_stats()["cross_queue_reuses"]
         taken = ur_cffi.empty(12_345, np.int32, queue=b)
         assert taken.data_ptr() == address
         assert ur_cffi.memory_stats()["cross_queue_reuses"] == crossed + 1
-        fill = taken.fill(-5, blocking=False)
-        assert spinning.running and fill.status != COMPLETE  # ordered after A's kernel
-        spinning.release()
+        assert spinning.running
+        release = threading.Timer(0.3, spinning.release)
+        release.start()
+        taken.fill(-5)  # ordered after A's kernel: it returns once the kernel has stored
+        release.join()
+        a.finish()
         b.finish()
         assert taken.to_numpy()[0] == -5  # B wrote after the kernel's store, not before
 
