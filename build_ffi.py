@@ -112,7 +112,11 @@ def find_header() -> Path:
 def find_loader_dir(header: Path) -> Path:
     """The directory holding ``libur_loader.so`` that belongs with ``header``."""
     if os.environ.get("UR_LIBRARY_DIR"):
-        return Path(os.environ["UR_LIBRARY_DIR"])
+        chosen = Path(os.environ["UR_LIBRARY_DIR"])
+        if not any((chosen / name).exists() for name in LOADER_NAMES):
+            raise FileNotFoundError(f"UR_LIBRARY_DIR={chosen}: no {' or '.join(LOADER_NAMES)} "
+                                    "there")
+        return chosen
     for parent in header.parents:
         if (parent / "lib" / "libur_loader.so").exists() or (
             parent / "lib" / "libur_loader.so.0"
@@ -454,13 +458,24 @@ def make_ffibuilder(header: Path | None = None, bindings: Bindings | None = None
         f'#include <stdbool.h>\n#include "{HEADER_NAME}"\n'
         f"static const char *const {FACTS_SYMBOL} = {json.dumps(facts)};\n",
         include_dirs=[str(header.parent)],
-        libraries=["ur_loader"],
-        library_dirs=[str(loader_dir)],
+        **_link_options(loader_dir),
         runtime_library_dirs=[_runtime_dir(loader_dir)],
         # Binding the [[deprecated]] enumerators too is the point of a 1:1 layer.
         extra_compile_args=["-Wno-deprecated-declarations"],
     )
     return ffibuilder
+
+
+LOADER_NAMES = ("libur_loader.so", "libur_loader.so.0")
+
+
+def _link_options(loader_dir: Path) -> dict:
+    """How the module links the loader: ``-lur_loader`` where the development name is there,
+    else the versioned file itself (a runtime-only folder, as a distribution's runtime package
+    or a build of UR lays it out: ``-lur_loader`` would not find it)."""
+    if (loader_dir / LOADER_NAMES[0]).exists():
+        return {"libraries": ["ur_loader"], "library_dirs": [str(loader_dir)]}
+    return {"extra_link_args": [str(loader_dir / LOADER_NAMES[1])]}
 
 
 def _runtime_dir(loader_dir: Path) -> str:

@@ -222,3 +222,19 @@ def test_a_pip_build_environments_loader_folder_is_not_the_run_time_path():
         "$ORIGIN/../../.."
     assert build_ffi._runtime_dir(Path("/opt/intel/oneapi/compiler/latest/lib")) == \
         "/opt/intel/oneapi/compiler/latest/lib"
+
+
+def test_a_loader_folder_without_the_development_name_links_the_file_itself(tmp_path,
+                                                                         monkeypatch):
+    """A folder with only libur_loader.so.0 (a runtime package's, a UR build's) was accepted,
+    and the link failed: "ld: cannot find -lur_loader".  A UR_LIBRARY_DIR without the loader
+    was not checked (the same linker error)."""
+    (tmp_path / "libur_loader.so.0").write_bytes(b"")
+    assert build_ffi._link_options(tmp_path) == {
+        "extra_link_args": [str(tmp_path / "libur_loader.so.0")]}
+    (tmp_path / "libur_loader.so").write_bytes(b"")
+    assert build_ffi._link_options(tmp_path) == {"libraries": ["ur_loader"],
+                                                 "library_dirs": [str(tmp_path)]}
+    monkeypatch.setenv("UR_LIBRARY_DIR", str(tmp_path / "empty"))
+    with pytest.raises(FileNotFoundError, match="UR_LIBRARY_DIR=.*empty: no libur_loader.so"):
+        build_ffi.find_loader_dir(tmp_path / "ur_api.h")
