@@ -558,7 +558,8 @@ def _teardown_at_exit() -> None:
     is printed and the process exits with :data:`VALIDATION_EXIT_STATUS` at once (exit
     functions registered before ur_cffi's first use do not run then)."""
     try:
-        teardown()
+        with section:  # a Ctrl-C (or one re-sent) now comes after the teardown, not inside it
+            teardown()
     except ValidationError as error:
         # An exception in an atexit function does not change the exit status: force it.
         for stream in (sys.stdout, sys.stderr):

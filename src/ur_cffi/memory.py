@@ -447,6 +447,8 @@ class USMArray(_handle.Resource):
             _strided.contiguous_strides(shape, dtype.itemsize)
         self._base = self._exports = None
         self._take_memory(queue, kind, nbytes or 1)  # empty: a block still
+        if _interrupts.resend is not None:  # Ctrl-C held back in an allocation or a release:
+            _interrupts.deliver_held()  # raised here (a loop would take each re-send in one)
 
     @hold_back_in  # Ctrl-C waits until this array owns the memory (_interrupts)
     def _take_memory(self, queue: Queue, kind: str, nbytes: int) -> None:
