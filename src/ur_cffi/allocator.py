@@ -453,11 +453,8 @@ def _give_back_returned(blocking: bool = False) -> None:
     if _handle._forked:  # the parent's memory and queues: not this process's to touch
         return
     with _interrupts.section:
-        global _lingering_looked
         if _lingering and perf_counter() - _lingering_looked > _LINGERING_INTERVAL:
-            _lingering_looked = perf_counter()
-            for pool in _lingering[:]:
-                _free_done(pool)
+            _free_lingering()
         for index, (pool, block, queue) in enumerate(pending):
             try:
                 if block is None:
@@ -474,8 +471,18 @@ def give_back_kept() -> None:
     before releasing what is left."""
     with _interrupts.section, _lock:
         _give_back_returned(blocking=True)
-        for pool in _lingering[:]:
-            _free_done(pool, waiting=True)
+        _free_lingering(waiting=True)
+
+
+def _free_lingering(waiting: bool = False) -> int:
+    """:func:`_free_done` for every released pool that still holds blocks (``_lock`` held);
+    returns the first failing result or 0."""
+    global _lingering_looked
+    _lingering_looked = perf_counter()
+    result = 0
+    for pool in _lingering[:]:
+        result = _free_done(pool, waiting) or result
+    return result
 
 
 def _free_done(pool: _Pool, waiting: bool = False) -> int:
@@ -572,8 +579,7 @@ def empty_cache() -> None:
             result = pool.empty() or result
             result = pool.renew_ur_pool() or result
         with _interrupts.section:
-            for pool in _lingering[:]:
-                result = _free_done(pool, waiting=True) or result
+            result = _free_lingering(waiting=True) or result
     check(result, "urUSMFree")
 
 
@@ -636,8 +642,7 @@ def memory_stats(context=None) -> dict:
     forget_unused_exports()
     with _interrupts.section, _lock:
         _give_back_returned(blocking=True)
-        for pool in _lingering[:]:  # (the allocation path looks at them every 10 ms only)
-            _free_done(pool)
+        _free_lingering()  # (the allocation path looks at them every 10 ms only)
         pools = [pool for pool in (*_pools.values(), *_released.values())
                  if context is None or pool.context_ref() is context]
         totals = dict.fromkeys(_HOT_STATS + _POOL_STATS, 0)

@@ -84,8 +84,7 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
     if address % dtype.alignment:  # a kernel's loads of it would be misaligned
         raise ValueError(f"from_pointer: address 0x{address:x} is not aligned to {dtype}'s "
                          f"{dtype.alignment} bytes")
-    if strides is not None and any(
-            s % dtype.alignment for s, n in zip(strides, shape) if n > 1):  # nor of the others
+    if _misaligned_strides(shape, strides, dtype):  # nor of the others
         raise ValueError(f"from_pointer: strides {strides} are not multiples of {dtype}'s "
                          f"alignment ({dtype.alignment} bytes)")
     kind = usm_kind(queue.context, address)
@@ -111,6 +110,13 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
     if isinstance(owner, USMArray) and owner.context is queue.context:  # its memory, used
         owner._used_on(queue)  # on queue: ordered as record_queue does
     return USMArray._over(queue, address, shape, dtype, kind, strides, owner)
+
+
+def _misaligned_strides(shape, strides, dtype: np.dtype) -> bool:
+    """Whether a stride of an axis that steps (strides in bytes, None: contiguous) is not a
+    multiple of ``dtype``'s alignment: a kernel's loads of the elements would be misaligned."""
+    return strides is not None and any(
+        s % dtype.alignment for s, n in zip(strides, shape) if n > 1)
 
 
 # --- numpy -----------------------------------------------------------------------------------
@@ -507,8 +513,8 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
         del owner
         return asarray(np.empty(shape, dtype), queue=queue)
     kind = usm_kind(queue.context, data) if data else None
-    misaligned = kind is not None and (data % dtype.alignment or strides is not None and any(
-        s % dtype.alignment for s, n in zip(strides, shape) if n > 1))
+    misaligned = kind is not None and (data % dtype.alignment
+                                       or _misaligned_strides(shape, strides, dtype))
     if kind is not None and not misaligned:
         if read_only and copy is False:
             raise BufferError("from_dlpack(copy=False): the DLPack tensor's flags mark its "

@@ -880,14 +880,8 @@ class USMArray(_handle.Resource):
                                   src_pitch, width, height)))
         if len(commands) == 1 and commands[0][0] is lib.urEnqueueUSMMemcpy:
             return enqueue_command(queue, *commands[0], wait_for, keep_alive, blocking)
-        graph = recording.get(queue) if recording else None
-        if graph is not None:  # each copy into this one graph, even if its recording ends
-            events = [graph.record_command(queue, function, args, wait_for, keep_alive,
-                                           blocking)  # (it refuses a blocking one into
-                      for function, args in commands]  # host memory)
-            return graph.record_command(queue, lib.urEnqueueEventsWait, (), events, keep_alive,
-                                        blocking)
-        # The copies make no events of their own; a barrier after them is the Event of all.
+        # The copies make no events of their own; a barrier after them is the Event of all
+        # (in a Graph recording: each copy recorded, then a marker; enqueue_command).
         # (Not one event per copy: oneAPI 2026.2's leak checker does not register the events
         # of urEnqueueUSMMemcpy2D and reports every later use of them.)
         return enqueue_command(queue, lib.urEnqueueEventsWaitWithBarrier, (), wait_for,

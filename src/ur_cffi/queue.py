@@ -62,11 +62,12 @@ def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: t
     enqueue lock (so that a close cannot come between them), with the wait list and no event;
     the command itself then waits for nothing (it is the barrier after them: a barrier given
     a wait list waits for that list alone)."""
-    graph = recording.get(queue) if recording else None
-    if graph is not None:  # a ur_cffi.Graph records it instead (graph.py)
-        if before:  # each after wait_for, the command after them all
+    graph = recording.get(queue) if recording else None  # (once: the whole operation goes
+    if graph is not None:  # into this graph, even if its recording ends meanwhile; graph.py)
+        if before:  # each after wait_for, then a marker after them all (no barrier there)
             wait_for = [graph.record_command(queue, first, first_args, wait_for, keep_alive,
                                              blocking) for first, first_args in before]
+            function, args = lib.urEnqueueEventsWait, ()
         return graph.record_command(queue, function, args, wait_for, keep_alive, blocking)
     count, events = wait_list(wait_for, queue.context)
     out = ffi.new("ur_event_handle_t *")
