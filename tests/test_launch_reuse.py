@@ -400,3 +400,59 @@ def test_the_block_kept_for_reuse_does_not_keep_views_alive(add, queue, rng):
     del made
     gc.collect()
     assert kernel_gone() is None
+
+
+def test_launches_on_other_arrays_each_time_stay_exact(add, queue, rng):
+    """Launches that differ from the previous one in their arrays alone (ping-pong buffers,
+    temporaries, views) refill the checked block with the new addresses: each output exact,
+    with or without an Event."""
+    kernel, compiled = add
+    n = 3 * BLOCK + 7
+    hosts = [rng.standard_normal(n + 16).astype(np.float32) for _ in range(4)]
+    arrays = [ur_cffi.asarray(host, queue=queue) for host in hosts]
+    outputs = [poisoned(n, queue) for _ in range(3)]
+    count, size = np.int32(n), blocks(n, compiled)
+    for step in range(40):
+        xi, yi = (int(v) for v in rng.integers(4, size=2))
+        oi = int(rng.integers(3))
+        start = int(rng.integers(17)) if step % 3 == 0 else 0  # now and then a view
+        x = arrays[xi][start:start + n] if start else arrays[xi]
+        out = outputs[oi] if step % 5 else ur_cffi.empty(n, np.float32, queue=queue)
+        out.fill(np.nan)
+        kernel.launch(queue, size, compiled.local_size, x, arrays[yi], out, count,
+                      event=bool(step % 2))
+        queue.finish()
+        reference = add_reference(hosts[xi][start:start + n], hosts[yi][:n])
+        assert np.array_equal(out.to_numpy(), reference), step
+
+
+def test_a_launch_on_other_arrays_checks_them_as_the_first(add, queue, device, rng):
+    kernel, compiled = add
+    n = BLOCK
+    _, _, dx, dy = random_inputs(rng, n, queue)
+    out, count, size = poisoned(n, queue), np.int32(n), blocks(n, compiled)
+    kernel.launch(queue, size, compiled.local_size, dx, dy, out, count).wait()
+    closed = ur_cffi.empty(n, np.float32, queue=queue)
+    closed.close()
+    with pytest.raises(ur_cffi.ClosedError, match="USMArray is closed"):
+        kernel.launch(queue, size, compiled.local_size, closed, dy, out, count)
+    base = ur_cffi.empty(2 * n, np.float32, queue=queue)
+    view = base[n:]
+    base.close()
+    with pytest.raises(ur_cffi.ClosedError):
+        kernel.launch(queue, size, compiled.local_size, view, dy, out, count)
+    with device.create_context() as other_context, ur_cffi.Queue(other_context) as other:
+        foreign = ur_cffi.empty(n, np.float32, queue=other)
+        with pytest.raises(ValueError, match="argument 0 of 'add': the USMArray belongs to "
+                                             "another context"):
+            kernel.launch(queue, size, compiled.local_size, foreign, dy, out, count)
+        foreign.close()
+    with pytest.raises(TypeError):
+        kernel.launch(queue, size, compiled.local_size, np.zeros(n, np.float32), dy, out,
+                      count)
+    out.fill(np.nan)  # and the block of the last good launch is as it was
+    x = rng.standard_normal(n).astype(np.float32)
+    kernel.launch(queue, size, compiled.local_size, ur_cffi.asarray(x, queue=queue), dy, out,
+                  count, event=False)
+    queue.finish()
+    assert np.array_equal(out.to_numpy(), add_reference(x, dy.to_numpy()))

@@ -344,7 +344,10 @@ class Kernel(_handle.Resource):
         self.timing = _durations.Timing()  # how long its launches take, measured by waits
         _interrupts.install()  # its launches hold Ctrl-C back without a section
         # (key, its identities function, launch arguments, the same for a launch without
-        # an Event or a wait list, held values, held buffers)
+        # an Event or a wait list, (held values, weak references to the views among its
+        # arguments), held buffers, the positions of its USMArrays,
+        # a weak reference to its queue, whether the key's release count guards other
+        # arguments' ids too: see _refilled)
         self._reusable: tuple = ((), None)
 
     def launch(self, queue: Queue, global_size, local_size, *args, wait_for=(),
@@ -376,6 +379,9 @@ class Kernel(_handle.Resource):
                     _interrupts.deliver_held()  # of launches would take each re-send in one)
                 return None
             head, items = reused[2]
+        elif global_offset is None and len(reused) > 2 and \
+                self._refill(queue, global_size, local_size, args, reused):
+            head, items = self._reusable[2]
         else:
             call_args, held = self._check_and_pack(queue, global_size, local_size, args,
                                                    global_offset)
@@ -387,15 +393,20 @@ class Kernel(_handle.Resource):
                 # give its id to a view elsewhere) drops the block first, not kept alive by it.
                 identities = _identities(len(args))
                 key = (id(queue), global_size, local_size, held[0], identities(args))
-                kept, forget = [], None
-                for arg in args:
-                    if type(arg) is USMArray and arg._base is not None:
-                        forget = forget or _forgetting(self)
-                        kept.append(weakref.ref(arg, forget))
-                    elif not isinstance(arg, _handle.Resource):
+                kept, views, forget, arrays, counted = [], [], None, [], False
+                for index, arg in enumerate(args):
+                    if type(arg) is USMArray:
+                        arrays.append(index)
+                        if arg._base is not None:
+                            forget = forget or _forgetting(self)
+                            views.append(weakref.ref(arg, forget))
+                    elif isinstance(arg, _handle.Resource):
+                        counted = True
+                    else:
                         kept.append(arg)
                 self._reusable = (key, identities, call_args, _without_event(call_args),
-                                  tuple(kept), held[1])
+                                  (tuple(kept), tuple(views)), held[1], tuple(arrays),
+                                  weakref.ref(queue), counted)
             head, items = call_args
         launched = _launch(self, queue, head, items, wait_for, event, args)
         if _interrupts.resend is not None:  # Ctrl-C during it: raised here
@@ -487,6 +498,43 @@ class Kernel(_handle.Resource):
             raise ValueError(f"{name} {local_sizes} exceeds the device's maximum work-group "
                              f"size {limit}")
         return local_sizes
+
+    def _refill(self, queue: Queue, global_size, local_size, args, reused: tuple) -> bool:
+        """For a launch like the one of the reusable block (``reused``, ``self._reusable``)
+        but with other USMArrays of the queue's context where that one had USMArrays, the rest
+        the very same objects: make a copy of the checked block with their addresses written
+        in the reusable block, and return True; else False."""
+        key, identities, (head, items), _, kept, (block, values), arrays, queue_ref, counted = \
+            reused
+        released = _handle.released
+        try:
+            if queue_ref() is not queue or (key[1], key[2]) != (global_size, local_size) or \
+                    (counted and key[3] != released):
+                return False
+            given = identities(args)
+        except (TypeError, ValueError):  # sizes that do not compare; another number of arguments
+            return False
+        if not (type(global_size) is int and type(local_size) in _INT_OR_NONE) and not (
+                _exact_sizes(global_size) and _exact_sizes(local_size)):
+            return False
+        for index, (now, then) in enumerate(zip(given, key[4])):
+            if now != then and index not in arrays:
+                return False
+        context, pointers, views, forget = queue.context, [], [], None
+        for index in arrays:
+            arg = args[index]
+            if type(arg) is not USMArray or arg.context is not context:
+                return False
+            pointers.append((index, arg.data_ptr()))
+            if arg._base is not None:  # held as in launch
+                forget = forget or _forgetting(self)
+                views.append(weakref.ref(arg, forget))
+        copied, arguments = _release.refilled_arguments(block, head[4], pointers)
+        call_args = ((*head[:5], arguments, head[6]), items)
+        self._reusable = ((*key[:3], released, given), identities, call_args,
+                          _without_event(call_args), (kept[0], tuple(views)), (copied, values),
+                          arrays, queue_ref, counted)
+        return True
 
     def _check_and_pack(self, queue: Queue, global_size, local_size, args,
                         global_offset) -> tuple:
