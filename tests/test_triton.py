@@ -1136,3 +1136,24 @@ def test_a_data_ptr_that_returns_no_integer_is_named(tq, address):
     with pytest.raises(TypeError, match=rf"argument 'x_ptr' of kernel 'scale': data_ptr\(\) "
                                         rf"returned {type(address).__name__}"):
         scale[(1,)](_Address(address), y, 2.0, 100, BLOCK=128)
+
+
+def test_register_and_spill_counts_read_as_numbers_in_either_shape_ur_answers(tq, rng):
+    # UR_KERNEL_INFO_SPILL_MEM_SIZE is a uint32_t[] of one count per device (the Level Zero
+    # adapter answers it so; int() of that list raised in every load_binary); the OpenCL and
+    # CUDA adapters answer neither query, which reads 0.
+    import struct
+
+    from ur_cffi.info import decode
+    from ur_cffi.triton import driver
+
+    per_device = decode("UR_KERNEL_INFO_SPILL_MEM_SIZE", struct.pack("<2I", 64, 256))
+    assert per_device == [64, 256] and driver._largest(per_device) == 256
+    assert driver._largest([]) == 0 and driver._largest(7) == 7
+    n = int(rng.integers(100, 2000))
+    host = random32(rng, n)
+    x, y = ur_cffi.asarray(host, queue=tq), poisoned(n, tq)
+    compiled = scale[(triton.cdiv(n, 512),)](x, y, 2.0, n, BLOCK=512)
+    tq.finish()
+    np.testing.assert_allclose(y.to_numpy(), 2.0 * host.astype(np.float64), rtol=1e-6)
+    assert type(compiled.n_regs) is int and type(compiled.n_spills) is int

@@ -202,9 +202,16 @@ def _kernel_info(kernel: Kernel, name: str) -> int:
     if prop is None:
         return 0
     try:
-        return int(query("urKernelGetInfo", kernel.handle, prop))
+        return _largest(query("urKernelGetInfo", kernel.handle, prop))
     except URError:
         return 0
+
+
+def _largest(value) -> int:
+    """A count as UR gives it: one number, or one for each of the program's devices (the
+    header's ``uint32_t[]`` of ``UR_KERNEL_INFO_SPILL_MEM_SIZE``: the Level Zero adapter
+    answers a list); the largest, 0 for none."""
+    return max(value, default=0) if isinstance(value, list) else int(value)
 
 
 class _LatestEvent(Resource):
