@@ -61,7 +61,12 @@ def test_unknown_filter_names_raise_value_error(kwargs, named):
 @pytest.mark.parametrize("kwargs, named", [
     ({"device_type": -1}, "device_type must be a ur_device_type_t or its name, not int -1"),
     ({"device_type": 1.5}, "not float 1.5"), ({"device_type": True}, "not bool True"),
-    ({"device_type": b"cpu"}, "not bytes b'cpu'"), ({"backend": ["opencl"]}, "backend must be")])
+    ({"device_type": b"cpu"}, "not bytes b'cpu'"), ({"backend": ["opencl"]}, "backend must be"),
+    # a member of another enum is not its number (swapped, these selected by 4 and 2)
+    ({"backend": ur_device_type_t.UR_DEVICE_TYPE_CPU},
+     f"backend must be a {Backend.__name__} or its name, not ur_device_type_t"),
+    ({"device_type": Backend[BACKEND_PREFIX + "OPENCL"]},
+     f"device_type must be a ur_device_type_t or its name, not {Backend.__name__}")])
 def test_filters_of_another_type_raise_type_error(kwargs, named):
     with pytest.raises(TypeError, match=re.escape(named)):
         ur_cffi.devices(**kwargs)

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -196,3 +197,67 @@ def test_the_listing_tool_takes_no_arguments_and_reports_a_malformed_selector():
     malformed = subprocess.run(tool, env=env, capture_output=True, text=True, timeout=120)
     assert malformed.returncode == 1 and "Traceback" not in malformed.stderr
     assert "ONEAPI_DEVICE_SELECTOR='garbage!!' is malformed" in malformed.stderr
+
+
+def test_the_listing_tool_says_a_bad_switch_in_one_line_and_stops_quietly_at_a_closed_pipe():
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ONEAPI_DEVICE_SELECTOR", "UR_CFFI_VALIDATION")}
+    tool = [sys.executable, "-m", "ur_cffi"]
+    bad = subprocess.run(tool, env={**env, "UR_CFFI_VALIDATION": "maybe"},
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
+    assert "UR_CFFI_VALIDATION='maybe': a switch is one of" in bad.stderr
+    # A reader that stops after one line (| head -1) closed the pipe: no BrokenPipeError.
+    listing = subprocess.Popen(tool, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    listing.stdout.readline()
+    listing.stdout.close()
+    stderr = listing.stderr.read().decode()
+    assert listing.wait(timeout=120) in (0, 1) and "BrokenPipeError" not in stderr, stderr
+
+
+def test_the_listing_tool_names_ocl_icd_vendors_where_it_leaves_no_device(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ONEAPI_DEVICE_SELECTOR", "OCL_ICD_FILENAMES")}
+    done = subprocess.run([sys.executable, "-m", "ur_cffi"],
+                          env={**env, "OCL_ICD_VENDORS": str(tmp_path)}, capture_output=True,
+                          text=True, timeout=120)
+    if done.returncode == 0:  # a system OpenCL runtime, or another adapter, found a device
+        assert f"OCL_ICD_VENDORS={tmp_path}" in done.stdout
+        return
+    assert done.returncode == 1
+    assert f"OCL_ICD_VENDORS={tmp_path} is set: ur_cffi leaves the OpenCL runtimes to it" \
+        in done.stdout
+    assert "pip install intel-opencl-rt" not in done.stdout
+
+
+def test_the_selector_is_the_one_the_loader_read_at_initialisation():
+    # It was read again from os.environ later: devices("default") raised for a value set after
+    # UR read the variable, and default_device() named a value UR never saw.
+    child = textwrap.dedent("""
+        import os, sys
+        import ur_cffi
+        first = ur_cffi.devices()
+        os.environ["ONEAPI_DEVICE_SELECTOR"] = sys.argv[1]
+        assert ur_cffi.devices("default") == ur_cffi.devices("default", None) != []
+        assert ur_cffi.devices() == first
+        print("ok")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "ONEAPI_DEVICE_SELECTOR"}
+    done = subprocess.run([sys.executable, "-c", child, "foo"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["ok"], done.stderr[-2000:]
+    nothing = textwrap.dedent("""
+        import os
+        import ur_cffi
+        assert ur_cffi.devices() == []
+        del os.environ["ONEAPI_DEVICE_SELECTOR"]
+        try:
+            ur_cffi.default_device()
+        except RuntimeError as error:
+            print(error)
+    """)
+    done = subprocess.run([sys.executable, "-c", nothing],
+                          env={**env, "ONEAPI_DEVICE_SELECTOR": "*:fpga"}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "no UR device is selected by ONEAPI_DEVICE_SELECTOR='*:fpga'" in done.stdout

@@ -462,3 +462,41 @@ if __name__ == "__main__":
 def test_arange_names_a_zero_step(queue, step):
     with pytest.raises(ValueError, match="arange: step must not be zero"):
         ur_cffi.arange(0, 5, step, queue=queue)
+
+
+@pytest.mark.parametrize("value", ["false", "0", [0], 1])
+def test_init_takes_validation_as_a_bool_only(value):
+    # "false" turned UR's validation layers on, and validation_enabled() returned it.
+    with pytest.raises(TypeError, match=re.escape(
+            f"init: validation must be True or False, not {type(value).__name__} {value!r}")):
+        ur_cffi.init(validation=value)
+    assert ur_cffi.loader.validation_enabled() in (True, False)
+
+
+def test_info_queries_refuse_another_enum_a_null_handle_and_binaries(device, context,
+                                                                     kernels):
+    from ur_cffi.enums import ur_device_info_t, ur_platform_info_t, ur_program_info_t
+    from ur_cffi.info import query
+
+    # Another enum's member was sent by its number (a platform's NAME read the device's vendor
+    # id as text), and a NULL handle crashed the adapter.
+    with pytest.raises(TypeError, match="urDeviceGetInfo takes a ur_device_info_t, not "
+                                        "ur_platform_info_t"):
+        query("urDeviceGetInfo", device.handle, ur_platform_info_t.UR_PLATFORM_INFO_NAME)
+    with pytest.raises(TypeError, match="not int 1"):
+        query("urDeviceGetInfo", device.handle, 1)
+    done = crash_probe.run_child(code=(
+        "import ur_cffi\n"
+        "from ur_cffi.enums import ur_device_info_t\n"
+        "try:\n"
+        "    ur_cffi.info.query('urDeviceGetInfo', ur_cffi.ffi.NULL,\n"
+        "                       ur_device_info_t.UR_DEVICE_INFO_NAME)\n"
+        "except ValueError as error:\n"
+        "    print(error)\n"), check=False, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "urDeviceGetInfo: its struct ur_device_handle_t_ * is NULL" in done.stdout
+    program, _ = crash_probe.load(context, kernels, "axpy")
+    with pytest.raises(ValueError, match="read Program.binaries"):
+        query("urProgramGetInfo", program.handle, ur_program_info_t.UR_PROGRAM_INFO_BINARIES)
+    assert query("urDeviceGetInfo", device.handle,
+                 ur_device_info_t.UR_DEVICE_INFO_NAME) == device.name

@@ -1,6 +1,7 @@
 """Programs from SPIR-V and from native binaries, build options and failures, kernels by name,
 and launches with every kind of argument, on the CPU device with Triton-compiled kernels."""
 
+import contextlib
 import ctypes
 import struct
 import sys
@@ -10,7 +11,8 @@ import pytest
 
 import ur_cffi
 from ur_cffi import _release, errors, spirv
-from ur_cffi.enums import ur_event_status_t, ur_result_t
+from ur_cffi.enums import ur_event_status_t, ur_program_info_t, ur_result_t
+from ur_cffi.info import query
 
 BLOCK = 128
 OP_CAPABILITY, OP_MEMORY_MODEL = 17, 14
@@ -49,6 +51,11 @@ def test_program_from_il(context, compile_triton, device):
         binaries = program.binaries
         assert len(binaries) == 1 and isinstance(binaries[0], bytes)
         assert binaries[0][:4] == b"\x7fELF"
+        # Bytes, not text (the header: "not null-terminated"): it read 4 characters once.
+        with contextlib.suppress(errors.UnsupportedEnumerationError):  # (an optional query)
+            il = query("urProgramGetInfo", program.handle,
+                       ur_program_info_t.UR_PROGRAM_INFO_IL)
+            assert il == bytes(compiled.spirv)
     assert program.closed
 
 

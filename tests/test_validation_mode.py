@@ -111,6 +111,19 @@ def test_a_clean_program_exits_0_under_validation(tmp_path):
         assert spurious > 0                 # that the layer was on (elsewhere, the next test's)
 
 
+def test_devices_a_selector_chose_leave_no_reference_behind(tmp_path):
+    # The count of urDeviceGetSelected alone kept a device reference in UR's leak checker
+    # (oneAPI 2026.2): any program run with a selector exited 3 under validation.
+    done = crash_probe.run_child(
+        code="import ur_cffi; print(len(ur_cffi.devices()), len(ur_cffi.devices('default')))",
+        check=False, timeout=120,
+        env=validation_env(tmp_path / "logs", ONEAPI_DEVICE_SELECTOR="*:*"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert all(int(count) >= 1 for count in done.stdout.split()), done.stdout
+    assert "reported" not in done.stderr
+    assert logged_problems(tmp_path / "logs")[0] == []
+
+
 def test_a_deliberate_leak_fails_the_process_naming_each_handle(tmp_path):
     done = run_leaker(tmp_path, "leak", "exit")
     assert done.returncode == loader.VALIDATION_EXIT_STATUS

@@ -7,7 +7,7 @@ import os
 import sys
 
 import ur_cffi
-from ur_cffi import _libraries, loader
+from ur_cffi import _checks, _libraries, loader
 from ur_cffi.device import devices
 from ur_cffi.info import HEADER_FACTS
 
@@ -23,8 +23,11 @@ def _why_no_devices() -> list[str]:
                        "filter every device out")
     if not any(_libraries._first(name) for name in ("libze_loader.so.1", "libze_loader.so")):
         reasons.append("no Level Zero GPU driver (libze_loader) was found: no Intel GPU")
-    icd = os.environ.get("OCL_ICD_FILENAMES")
-    if not icd and not os.path.isdir("/etc/OpenCL/vendors"):
+    icd, vendors = os.environ.get("OCL_ICD_FILENAMES"), os.environ.get("OCL_ICD_VENDORS")
+    if vendors and not icd:
+        reasons.append(f"OCL_ICD_VENDORS={vendors} is set: ur_cffi leaves the OpenCL runtimes "
+                       "to it (unset it for the intel-opencl-rt wheel's CPU device)")
+    elif not icd and not os.path.isdir("/etc/OpenCL/vendors"):
         reasons.append("no OpenCL runtime: pip install intel-opencl-rt for the CPU device")
     elif icd and not all(os.path.exists(p) for p in icd.split(":")):
         reasons.append(f"OCL_ICD_FILENAMES={icd} names a file that does not exist")
@@ -39,9 +42,14 @@ def main(argv=None) -> int:
                     "does); ONEAPI_DEVICE_SELECTOR filters them. Exits 1 if there is none."
     ).parse_args(argv)
     try:
-        return _list_devices()
-    except loader.DeviceSelectorError as error:
+        status = _list_devices()
+        sys.stdout.flush()  # here, where a closed pipe is caught
+        return status
+    except (loader.DeviceSelectorError, _checks.SwitchError) as error:
         print(f"python -m ur_cffi: {error}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # (| head): no traceback, nor another at exit's flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
 
 
@@ -53,10 +61,13 @@ def _list_devices() -> int:
     print(f"ur_cffi: UR API {HEADER_FACTS['version']} (bindings built from {header})")
     print(f"loader:  {_libraries.opened_loader() or 'found by the dynamic linker'} (built for "
           f"{built_for.get('release', 'an unrecorded loader')})")
-    print(f"OpenCL ICDs: {os.environ.get('OCL_ICD_FILENAMES', '(system default)')}")
+    print(f"OpenCL ICDs: {os.environ.get('OCL_ICD_FILENAMES', '(system default)')}"
+          + (f", OCL_ICD_VENDORS={os.environ['OCL_ICD_VENDORS']}"
+             if os.environ.get("OCL_ICD_VENDORS") else ""))
     adapters = loader.init()
     if not adapters:
-        print("\nNo UR adapter found: the loader found neither Level Zero, OpenCL, CUDA nor HIP.")
+        print("\nNo UR adapter found" + ("." if loader.device_selector() is not None else
+              ": the loader found neither Level Zero, OpenCL, CUDA nor HIP."))
         for reason in _why_no_devices():
             print(f"  - {reason}")
         return 1

@@ -41,16 +41,20 @@ def no_nul(name: str, text) -> bytes:
 _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
+class SwitchError(ValueError):
+    """An environment variable of ur_cffi's that is neither a switch on nor off."""
+
+
 def env_flag(name: str, default: bool) -> bool:
     """The switch in environment variable ``name``: 1/true/yes/on or 0/false/no/off (any
-    case), ``default`` where it is unset or empty; ``ValueError`` naming it otherwise (a
-    ``false`` read as "not 0" would turn the switch on)."""
+    case), ``default`` where it is unset or empty; :class:`SwitchError` naming it otherwise
+    (a ``false`` read as "not 0" would turn the switch on)."""
     value = os.environ.get(name, "").strip().lower()
     if not value:
         return default
     if value in _ON or value in _OFF:
         return value in _ON
-    raise ValueError(f"{name}={os.environ[name]!r}: a switch is one of {'/'.join(_ON)} or "
+    raise SwitchError(f"{name}={os.environ[name]!r}: a switch is one of {'/'.join(_ON)} or "
                      f"{'/'.join(_OFF)}")
 
 

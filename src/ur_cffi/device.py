@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import enum as _enum
 import math
 import operator
-import os
 import threading
 import weakref
 
@@ -69,7 +69,9 @@ class Device(_handle.Resource):
         """Root devices live as long as the loader; they are released at ``loader.teardown()``."""
 
     def info(self, prop: ur_device_info_t):
-        """Any ``ur_device_info_t`` property, decoded to its documented Python type."""
+        """Any ``ur_device_info_t`` property, decoded to its documented Python type; a
+        handle (``UR_DEVICE_INFO_PLATFORM``, ``UR_DEVICE_INFO_PARENT_DEVICE``) is the raw
+        cdata, NULL included: :attr:`platform` is the object."""
         if not isinstance(prop, ur_device_info_t):
             raise TypeError(f"info takes a ur_device_info_t, not {type(prop).__name__} {prop!r}")
         return query("urDeviceGetInfo", self.handle, prop)
@@ -219,32 +221,43 @@ _cache: dict = {"generation": None, "devices": []}
 
 def _enumerate() -> list[Device]:
     found = []
-    count = ffi.new("uint32_t *")
     adapters = loader.init()
     # With a selector set, urDeviceGetSelected applies all of it (device types, indices,
     # negative terms), as SYCL does; loader.init() applies only its backends and device types.
     # loader.device_selector() refuses a malformed one, which some releases crash on.
     selected = loader.device_selector() is not None
     name = "urDeviceGetSelected" if selected else "urDeviceGet"
-    get = getattr(lib, name)
     for adapter in adapters:
         for platform in adapter.platforms():
-            result = get(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL, 0, ffi.NULL,
-                         count)
+            result, handles = _device_handles(name, platform,
+                                              ur_device_type_t.UR_DEVICE_TYPE_ALL)
             if selected and result == ur_result_t.UR_RESULT_ERROR_INVALID_VALUE:
                 # A well-formed selector this release's UR does not take (oneAPI 2025.0
                 # knows no native_cpu backend, for one).
                 raise loader.DeviceSelectorError(
-                    os.environ.get(loader.SELECTOR_ENV, ""),
+                    loader.selector_text() or "",
                     f"is refused by UR's {name} ({ur_result_t(result).name})")
-            if result == ur_result_t.UR_RESULT_ERROR_DEVICE_NOT_FOUND or count[0] == 0:
+            if result == ur_result_t.UR_RESULT_ERROR_DEVICE_NOT_FOUND:
                 continue
             check(result, name)
-            handles = ffi.new("ur_device_handle_t[]", count[0])
-            check(get(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL, count[0], handles,
-                      ffi.NULL), name)
-            found += [Device(handles[i], platform) for i in range(count[0])]
+            found += [Device(handle, platform) for handle in handles]
     return found
+
+
+def _device_handles(name: str, platform, device_type) -> tuple[int, list]:
+    """``(ur_result_t, device handles)`` of ``name`` (``urDeviceGet`` or
+    ``urDeviceGetSelected``) for ``platform`` and ``device_type``, fetched into an array as
+    long as ``urDeviceGet`` counts the platform's devices, without a count of ``name``'s own:
+    UR's leak checker (oneAPI 2026.2) keeps a reference that a count-only
+    ``urDeviceGetSelected`` takes, and one that fetches with a count fails."""
+    count = ffi.new("uint32_t *")
+    result = lib.urDeviceGet(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL, 0,
+                             ffi.NULL, count)
+    if result:
+        return result, []
+    handles = ffi.new("ur_device_handle_t[]", max(count[0], 1))  # (NULLs)
+    result = getattr(lib, name)(platform.handle, device_type, len(handles), handles, ffi.NULL)
+    return result, [handle for handle in handles if handle != ffi.NULL] if not result else []
 
 
 def _runtime_defaults(found: list[Device]) -> list[Device]:
@@ -253,19 +266,17 @@ def _runtime_defaults(found: list[Device]) -> list[Device]:
     none (UR of oneAPI 2025.3 answers no device for OpenCL's platforms), as OpenCL's default
     type means."""
     preferred = set()
-    count = ffi.new("uint32_t *")
     name = "urDeviceGetSelected" if loader.device_selector() is not None else "urDeviceGet"
-    get, default = getattr(lib, name), ur_device_type_t.UR_DEVICE_TYPE_DEFAULT
     for platform in {id(d.platform): d.platform for d in found}.values():
-        if get(platform.handle, default, 0, ffi.NULL, count) or not count[0]:
+        result, handles = _device_handles(name, platform,
+                                          ur_device_type_t.UR_DEVICE_TYPE_DEFAULT)
+        if result or not handles:
             first = next(d for d in found if d.platform is platform)
             preferred.add(int(ffi.cast("uintptr_t", first.handle)))
             continue
-        handles = ffi.new("ur_device_handle_t[]", count[0])
-        check(get(platform.handle, default, count[0], handles, ffi.NULL), name)
-        for i in range(count[0]):
-            preferred.add(int(ffi.cast("uintptr_t", handles[i])))
-            lib.urDeviceRelease(handles[i])  # (a reference of its own, to UR's leak checker)
+        for handle in handles:
+            preferred.add(int(ffi.cast("uintptr_t", handle)))
+            lib.urDeviceRelease(handle)  # (a reference of its own, to UR's leak checker)
     return [d for d in found if int(ffi.cast("uintptr_t", d.handle)) in preferred]
 
 
@@ -280,13 +291,13 @@ def _member(enum, prefix: str, name: str):
 
 
 def _choice(enum, prefix: str, what: str, value):
-    """``value`` (a member, its name without ``prefix`` in any case, or its number) as a
-    member of ``enum``."""
+    """``value`` (a member, its name without ``prefix`` in any case, or its number, not a
+    member of another enum) as a member of ``enum``."""
     if isinstance(value, enum):
         return value
     if isinstance(value, str):
         return _member(enum, prefix, value)
-    if not isinstance(value, bool) and hasattr(type(value), "__index__"):  # numpy's too
+    if not isinstance(value, (bool, _enum.Enum)) and hasattr(type(value), "__index__"):
         try:
             return enum(operator.index(value))
         except (TypeError, ValueError):
@@ -329,7 +340,7 @@ def default_device() -> Device:
         if loader.device_selector() is not None:
             hint = loader.selector_hint()
             raise RuntimeError(f"no UR device is selected by {loader.SELECTOR_ENV}="
-                               f"{os.environ[loader.SELECTOR_ENV]!r}"
+                               f"{loader.selector_text()!r}"
                                f"{f' ({hint})' if hint else ''}; unset it to use every "
                                "device")
         raise RuntimeError("no UR device found; run `python -m ur_cffi` to see why")

@@ -21,6 +21,7 @@ VALUE_TYPES: dict[str, str] = HEADER_FACTS["info_types"]
 """Each info enumerator's documented value type, e.g. ``{"UR_DEVICE_INFO_NAME": "char[]"}``."""
 
 _INVALID_SIZE = int(enums.ur_result_t.UR_RESULT_ERROR_INVALID_SIZE)
+_BYTES = frozenset({"UR_PROGRAM_INFO_IL"})  # the header's char[] "not null-terminated"
 
 
 def _element_type(type_text: str) -> tuple[str, bool]:
@@ -57,7 +58,7 @@ def _convert(ctype_name: str, cdata):
 def decode(prop_name: str, raw: bytes):
     """Turn the raw bytes of info property ``prop_name`` into a Python value."""
     type_text = VALUE_TYPES.get(prop_name)
-    if type_text is None or type_text == "unsigned char *[]":
+    if type_text is None or type_text == "unsigned char *[]" or prop_name in _BYTES:
         return raw
     element, is_array = _element_type(type_text)
     if element == "char" and is_array:
@@ -91,6 +92,16 @@ def _scalar_ctype(prop_name: str) -> str | None:
     return None if is_array or kind == "struct" else element
 
 
+@functools.cache
+def _parameters(function: str, count: int) -> tuple[str, tuple[int, ...]]:
+    """The name of the info enum info function ``function`` takes after ``count`` arguments,
+    and the positions of the handles among those."""
+    parameters = ffi.typeof(getattr(lib, function)).args
+    return parameters[count].cname.removeprefix("enum "), tuple(
+        index for index, parameter in enumerate(parameters[:count])
+        if parameter.kind == "pointer" and parameter.cname.endswith("_handle_t_ *"))
+
+
 def query(function: str, *args_and_prop):
     """Read an info property with ``function(*args, prop, size, value, &size_ret)``, decoded.
 
@@ -100,6 +111,16 @@ def query(function: str, *args_and_prop):
     Raises the :mod:`ur_cffi.errors` class of whatever UR returns.
     """
     *args, prop = args_and_prop
+    enum_name, handles = _parameters(function, len(args))
+    if type(prop).__name__ != enum_name:
+        raise TypeError(f"{function} takes a {enum_name}, not {type(prop).__name__} {prop!r}")
+    if prop._name_ == "UR_PROGRAM_INFO_BINARIES":
+        raise ValueError("UR_PROGRAM_INFO_BINARIES is read into buffers of the caller's: "
+                         "read Program.binaries")
+    for index in handles:
+        if args[index] == ffi.NULL:
+            parameter = ffi.typeof(getattr(lib, function)).args[index].cname
+            raise ValueError(f"{function}: its {parameter} is NULL")
     prop_name = prop._name_
     element = _scalar_ctype(prop_name)
     if element is None:

@@ -80,7 +80,7 @@ separated by ``;`` (empty or unset: every device)."""
 
 _lock = threading.RLock()
 _state: dict = {"adapters": None, "validation": False, "atexit": False, "generation": 0,
-                "log": None, "own_log": False, "forked": False}
+                "log": None, "own_log": False, "forked": False, "selector": None}
 
 
 class ValidationError(RuntimeError):
@@ -146,7 +146,7 @@ def device_selector() -> tuple | None:
     The grammar is the one UR documents for ``urDeviceGetSelected``; backend names come from
     the header's backend enum, and each backend (and each ``!backend``) has one term.
     """
-    selector = os.environ.get(SELECTOR_ENV)
+    selector = selector_text()
     if not selector:
         return None
 
@@ -182,6 +182,13 @@ def device_selector() -> tuple | None:
                 raise malformed(problem)
         terms.append((negative, name, tuple(devices.split(","))))
     return tuple(terms)
+
+
+def selector_text() -> str | None:
+    """``ONEAPI_DEVICE_SELECTOR`` as UR read it when the loader initialised (a change after
+    that selects nothing anew), or as it is now before that."""
+    return _state["selector"] if _state["adapters"] is not None else \
+        os.environ.get(SELECTOR_ENV)
 
 
 def selector_hint() -> str:
@@ -360,6 +367,7 @@ def init(validation: bool | None = None) -> list[Adapter]:
     """
     if validation is None:
         validation = _checks.env_flag(VALIDATION_ENV, False)
+    validation = _checks.flag("init: validation", validation)
     with _lock, section:  # a lock a waiting teardown may hold; then Ctrl-C is held back
         if _state["forked"]:
             raise _handle.ClosedError(
@@ -371,6 +379,7 @@ def init(validation: bool | None = None) -> list[Adapter]:
                 raise RuntimeError("the UR loader is already initialised without validation")
             return _state["adapters"]
         device_selector()  # urLoaderInit reads it: refuse a malformed one first
+        _state["selector"] = os.environ.get(SELECTOR_ENV)
         _loader_init(validation)
         count = ffi.new("uint32_t *")
         check(lib.urAdapterGet(0, ffi.NULL, count), "urAdapterGet")
