@@ -38,14 +38,20 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
 
 
 def matmul(a, b):
-    """``a @ b`` for 2-D float32 USMArrays (row-major), as a new USMArray."""
+    """``a @ b`` for 2-D float32 USMArrays of any strides, as a new USMArray on the Triton
+    queue (where the kernel runs)."""
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul of shapes {a.shape} and {b.shape}: (m, k) @ (k, n) only")
+    if a.dtype != np.float32 or b.dtype != np.float32:
+        raise ValueError(f"matmul of float32 arrays only, not {a.dtype} and {b.dtype}")
     (m, k), (_, n) = a.shape, b.shape
-    c = ur_cffi.empty((m, n), np.float32, queue=a.queue)
+    c = ur_cffi.empty((m, n), np.float32, queue=ur_cffi.triton.current_queue())
 
     def grid(meta):  # the tiles of C, from the block sizes Triton is compiling for
         return triton.cdiv(m, meta["BLOCK_M"]), triton.cdiv(n, meta["BLOCK_N"])
 
-    matmul_kernel[grid](a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+    matmul_kernel[grid](a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride(), BLOCK_M=32,
+                        BLOCK_N=32, BLOCK_K=32)
     return c
 
 

@@ -31,10 +31,17 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols,
 
 
 def softmax(x):
-    """Softmax over the last axis of a 2-D float32 USMArray, as a new USMArray."""
+    """Softmax over the last axis of a 2-D float32 USMArray whose rows are contiguous (a view
+    such as ``x[::2, :k]`` too), as a new USMArray on the Triton queue (where the kernel
+    runs: its ``to_numpy()`` waits for the kernel)."""
+    if x.ndim != 2 or x.dtype != np.float32 or (x.shape[1] > 1 and x.stride(1) != 1):
+        raise ValueError(f"softmax takes a 2-D float32 array with contiguous rows, not "
+                         f"{x.dtype} of shape {x.shape} and strides {x.stride()}")
     rows, cols = x.shape
-    y = ur_cffi.empty(x.shape, np.float32, queue=x.queue)
-    softmax_kernel[(rows,)](y, x, cols, cols, cols, BLOCK_SIZE=triton.next_power_of_2(cols))
+    y = ur_cffi.empty(x.shape, np.float32, queue=ur_cffi.triton.current_queue())
+    if cols:  # (no program has a row to load where rows have no element)
+        softmax_kernel[(rows,)](y, x, x.stride(0), y.stride(0), cols,
+                                BLOCK_SIZE=triton.next_power_of_2(cols))
     return y
 
 

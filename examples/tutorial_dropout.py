@@ -28,7 +28,14 @@ def dropout_kernel(x_ptr, out_ptr, n, x_stride, p, seed, BLOCK: tl.constexpr):
 
 
 def dropout(x, p, seed):
-    out = ur_cffi.empty(x.shape, np.float32, queue=x.queue)
+    """Each element of the 1-D float32 array ``x`` (any stride) zeroed with probability ``p``,
+    the rest scaled by 1 / (1 - p); a contiguous array on the Triton queue."""
+    if x.ndim != 1 or x.dtype != np.float32:
+        raise ValueError(f"dropout takes a 1-D float32 array (x.ravel() of others), not "
+                         f"{x.dtype} of shape {x.shape}")
+    if not 0 <= p < 1:
+        raise ValueError(f"dropout probability p must be in [0, 1), not {p!r}")
+    out = ur_cffi.empty(x.shape, np.float32, queue=ur_cffi.triton.current_queue())
     n = x.size
     dropout_kernel[(triton.cdiv(n, 1024),)](x, out, n, x.stride(0), p, seed, BLOCK=1024)
     return out

@@ -45,9 +45,13 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
 
 
 def matmul(a, b):
-    """``a @ b`` for 2-D float32 arrays of any strides."""
+    """``a @ b`` for 2-D float32 arrays of any strides, on the Triton queue."""
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul of shapes {a.shape} and {b.shape}: (M, K) @ (K, N) only")
+    if a.dtype != np.float32 or b.dtype != np.float32:
+        raise ValueError(f"matmul of float32 arrays only, not {a.dtype} and {b.dtype}")
     (M, K), (_, N) = a.shape, b.shape
-    c = ur_cffi.empty((M, N), np.float32, queue=a.queue)
+    c = ur_cffi.empty((M, N), np.float32, queue=ur_cffi.triton.current_queue())
     grid = lambda meta: (triton.cdiv(M, meta["BM"]), triton.cdiv(N, meta["BN"]))  # noqa: E731
     matmul_kernel[grid](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride())
     return c

@@ -32,12 +32,16 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols,
 
 
 def softmax(x):
-    """Softmax over the last axis of a 2-D float32 array whose rows are contiguous."""
-    assert x.stride(1) == 1, "rows must be contiguous"
+    """Softmax over the last axis of a 2-D float32 array whose rows are contiguous, as an
+    array laid out as ``x`` on the Triton queue (where the kernel runs)."""
+    if x.ndim != 2 or x.dtype != np.float32 or (x.shape[1] > 1 and x.stride(1) != 1):
+        raise ValueError(f"softmax takes a 2-D float32 array with contiguous rows, not "
+                         f"{x.dtype} of shape {x.shape} and strides {x.stride()}")
     rows, cols = x.shape
-    y = ur_cffi.empty_like(x)
-    softmax_kernel[(rows,)](y, x, x.stride(0), y.stride(0), cols,
-                            BLOCK_SIZE=triton.next_power_of_2(cols))
+    y = ur_cffi.empty_like(x, queue=ur_cffi.triton.current_queue())
+    if cols:
+        softmax_kernel[(rows,)](y, x, x.stride(0), y.stride(0), cols,
+                                BLOCK_SIZE=triton.next_power_of_2(cols))
     return y
 
 
