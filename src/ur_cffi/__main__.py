@@ -66,7 +66,7 @@ def _list_devices() -> int:
              if os.environ.get("OCL_ICD_VENDORS") else ""))
     adapters = loader.init()
     if not adapters:
-        print("\nNo UR adapter found" + ("." if loader.device_selector() is not None else
+        print("\nNo UR adapter found" + ("." if loader.selector_text() else
               ": the loader found neither Level Zero, OpenCL, CUDA nor HIP."))
         for reason in _why_no_devices():
             print(f"  - {reason}")

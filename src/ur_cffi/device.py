@@ -225,7 +225,7 @@ def _enumerate() -> list[Device]:
     # With a selector set, urDeviceGetSelected applies all of it (device types, indices,
     # negative terms), as SYCL does; loader.init() applies only its backends and device types.
     # loader.device_selector() refuses a malformed one, which some releases crash on.
-    selected = loader.device_selector() is not None
+    selected = bool(loader.selector_text())
     name = "urDeviceGetSelected" if selected else "urDeviceGet"
     for adapter in adapters:
         for platform in adapter.platforms():
@@ -266,7 +266,7 @@ def _runtime_defaults(found: list[Device]) -> list[Device]:
     none (UR of oneAPI 2025.3 answers no device for OpenCL's platforms), as OpenCL's default
     type means."""
     preferred = set()
-    name = "urDeviceGetSelected" if loader.device_selector() is not None else "urDeviceGet"
+    name = "urDeviceGetSelected" if loader.selector_text() else "urDeviceGet"
     for platform in {id(d.platform): d.platform for d in found}.values():
         result, handles = _device_handles(name, platform,
                                           ur_device_type_t.UR_DEVICE_TYPE_DEFAULT)
@@ -337,7 +337,7 @@ def default_device() -> Device:
     """The first GPU if there is one, else the first device; raises ``RuntimeError`` if none."""
     found = devices()
     if not found:
-        if loader.device_selector() is not None:
+        if loader.selector_text():
             hint = loader.selector_hint()
             raise RuntimeError(f"no UR device is selected by {loader.SELECTOR_ENV}="
                                f"{loader.selector_text()!r}"

@@ -139,14 +139,15 @@ def _selector_device_problem(device: str) -> str | None:
     return None
 
 
-def device_selector() -> tuple | None:
-    """``ONEAPI_DEVICE_SELECTOR``'s terms as ``(negative, backend, devices)`` tuples, or None
-    when it is unset or empty; raises :class:`DeviceSelectorError` if it is malformed.
+def device_selector(text: str | None = None) -> tuple | None:
+    """The terms of selector ``text`` (default: ``ONEAPI_DEVICE_SELECTOR`` now) as
+    ``(negative, backend, devices)`` tuples, or None when it is unset or empty; raises
+    :class:`DeviceSelectorError` if it is malformed.
 
     The grammar is the one UR documents for ``urDeviceGetSelected``; backend names come from
     the header's backend enum, and each backend (and each ``!backend``) has one term.
     """
-    selector = selector_text()
+    selector = os.environ.get(SELECTOR_ENV) if text is None else text
     if not selector:
         return None
 
@@ -195,7 +196,7 @@ def selector_hint() -> str:
     """Why ``ONEAPI_DEVICE_SELECTOR`` may have selected nothing where UR's loaders read it
     otherwise than its grammar says (seen with PyPI's runtime wheels), with a form they all
     read; empty where there is nothing to say.  (UR reads the selector itself.)"""
-    terms = device_selector() or ()
+    terms = device_selector(selector_text() or "") or ()
     hints = []
     if terms and all(negative for negative, _, _ in terms) and \
             not _release.NEGATIVE_TERMS_ALONE_SELECT:
