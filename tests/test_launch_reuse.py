@@ -456,3 +456,78 @@ def test_a_launch_on_other_arrays_checks_them_as_the_first(add, queue, device, r
                   count, event=False)
     queue.finish()
     assert np.array_equal(out.to_numpy(), add_reference(x, dy.to_numpy()))
+
+
+def test_a_refilled_block_outlives_another_threads_refill_before_its_enqueue(add, queue, rng):
+    """Thread A refills the kernel's block, then waits for the enqueue lock (held here, as by
+    another thread's enqueue); two launches here refill it again before failing on their wait
+    lists.  A's launch must still enqueue its own block: only the kernel's reusable entry
+    held it, and the refills freed it (UR then read freed memory)."""
+    import threading
+    import time
+
+    from ur_cffi.queue import raw_enqueue_lock
+
+    kernel, compiled = add
+    n = 2 * BLOCK
+    hosts = {name: rng.standard_normal(n).astype(np.float32) for name in "0ABCy"}
+    x = {name: ur_cffi.asarray(hosts[name], queue=queue) for name in "0ABC"}
+    y, count, size = ur_cffi.asarray(hosts["y"], queue=queue), np.int32(n), blocks(n, compiled)
+    out = {name: poisoned(n, queue) for name in "0ABC"}
+    queue.finish()
+
+    def launch(name, **options):
+        return kernel.launch(queue, size, compiled.local_size, x[name], y, out[name], count,
+                             **options)
+
+    launch("0", event=False)
+    raised = []
+
+    def launch_a():
+        try:
+            launch("A", event=False)
+        except Exception as error:  # noqa: BLE001 - the test's verdict below
+            raised.append(error)
+
+    with raw_enqueue_lock:
+        thread = threading.Thread(target=launch_a)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while kernel._reusable[0][4][0] != id(x["A"]):  # A refilled: now at the lock
+            assert time.monotonic() < deadline and thread.is_alive(), raised
+            time.sleep(0.001)
+        for name in "BC":
+            with pytest.raises(TypeError):
+                launch(name, wait_for="not a list")
+    thread.join()
+    queue.finish()
+    assert not raised, raised
+    assert np.array_equal(out["A"].to_numpy(), add_reference(hosts["A"], hosts["y"]))
+    assert np.isnan(out["B"].to_numpy()).all() and np.isnan(out["C"].to_numpy()).all()
+
+
+def test_an_address_argument_is_checked_again_after_a_release(queue, context, kernels, rng):
+    """An integer address for a pointer parameter is checked as USM of the context when the
+    block is packed: after a release (its memory may be gone), a launch on another array
+    must check it again, not copy the block it was checked for (the kernel wrote into freed
+    memory)."""
+    program, kernel = crash_probe.load(context, kernels, "axpy")  # (ptr, ptr, ptr, f32, i32)
+    n = crash_probe.BLOCK
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    dx, dy, doomed = ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue), \
+        poisoned(n, queue)
+    a, count, local = np.float32(2.0), np.int32(n), crash_probe.LOCAL_SIZE
+    reference = (np.float64(a) * x + y).astype(np.float32)
+    kernel.launch(queue, local, local, dx, dy, doomed.data_ptr(), a, count).wait()
+    assert np.allclose(doomed.to_numpy(), reference, rtol=1e-6)
+    address = doomed.data_ptr()
+    doomed.close()
+    ur_cffi.empty_cache()  # the memory is gone, not only back in the cache
+    other = ur_cffi.asarray(x, queue=queue)
+    with pytest.raises(ValueError, match="is not USM memory of the launch queue's context"):
+        kernel.launch(queue, local, local, other, dy, address, a, count)
+    out = poisoned(n, queue)
+    kernel.launch(queue, local, local, other, dy, out.data_ptr(), a, count).wait()
+    assert np.allclose(out.to_numpy(), reference, rtol=1e-6)
+    kernel.close()
+    program.close()

@@ -429,20 +429,18 @@ def argument_words(arguments, count: int):
     return memoryview(ffi.buffer(arguments, count * ARGUMENT_SIZE)).cast("B").cast("Q")
 
 
-def refilled_arguments(block, count: int, pointers) -> tuple:
+def refilled_arguments(block, pointers) -> tuple:
     """``(block, arguments)`` as :func:`new_arguments` gives the first two: a copy of ``block``
-    (:func:`new_arguments`' of ``count`` entries) with the value words of the pointer entries
+    (:func:`new_arguments`') with the value words of the pointer entries
     ``pointers`` (``(index, address)`` pairs) rewritten."""
-    if not HAS_LAUNCH_WITH_ARGS:
-        copied, arguments, words = new_arguments(count)
-        ffi.memmove(copied, block, ffi.sizeof(copied))
-    else:
-        copied = ffi.new("char[]", ffi.sizeof(block))
-        ffi.memmove(copied, block, ffi.sizeof(block))
-        words, arguments = ffi.cast("uint64_t *", copied), ffi.cast(_ENTRY_POINTER, copied)
+    copied = ffi.new("char[]", ffi.sizeof(block))
+    ffi.memmove(copied, block, ffi.sizeof(block))
+    words = ffi.cast("uint64_t *", copied)
     for index, address in pointers:
         words[index * _WORDS + 4] = address
-    return copied, arguments
+    if HAS_LAUNCH_WITH_ARGS:
+        return copied, ffi.cast(_ENTRY_POINTER, copied)
+    return copied, _ArgumentList(memoryview(ffi.buffer(copied)).cast("B").cast("Q"), False)
 
 
 def copy_arguments(arguments, count: int) -> tuple:

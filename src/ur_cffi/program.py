@@ -345,9 +345,9 @@ class Kernel(_handle.Resource):
         _interrupts.install()  # its launches hold Ctrl-C back without a section
         # (key, its identities function, launch arguments, the same for a launch without
         # an Event or a wait list, (held values, weak references to the views among its
-        # arguments), held buffers, the positions of its USMArrays,
-        # a weak reference to its queue, whether the key's release count guards other
-        # arguments' ids too: see _refilled)
+        # arguments), held buffers, the positions of its USMArrays, a weak reference to its
+        # queue, whether another argument was checked against memory a release can free:
+        # see _refill)
         self._reusable: tuple = ((), None)
 
     def launch(self, queue: Queue, global_size, local_size, *args, wait_for=(),
@@ -370,7 +370,7 @@ class Kernel(_handle.Resource):
         except (TypeError, ValueError):  # nothing to reuse yet; sizes that do not compare;
             reuse = False               # another number of arguments
         if reuse and not (type(global_size) is int and type(local_size) in _INT_OR_NONE):
-            reuse = _exact_sizes(global_size) and _exact_sizes(local_size)  # 32.0 == 32
+            reuse = _integer_sizes(global_size, local_size)  # 32.0 == 32
         if reuse:
             if wait_for is _NO_EVENTS and not event and not recording:
                 launch_args, items = reused[3]  # (a call with * would not be inlined)
@@ -380,8 +380,9 @@ class Kernel(_handle.Resource):
                 return None
             head, items = reused[2]
         elif global_offset is None and len(reused) > 2 and \
-                self._refill(queue, global_size, local_size, args, reused):
-            head, items = self._reusable[2]
+                (refilled := self._refill(queue, global_size, local_size, args, reused)):
+            self._reusable = refilled  # (refilled holds its block until the launch is made)
+            head, items = refilled[2]
         else:
             call_args, held = self._check_and_pack(queue, global_size, local_size, args,
                                                    global_offset)
@@ -393,20 +394,18 @@ class Kernel(_handle.Resource):
                 # give its id to a view elsewhere) drops the block first, not kept alive by it.
                 identities = _identities(len(args))
                 key = (id(queue), global_size, local_size, held[0], identities(args))
-                kept, views, forget, arrays, counted = [], [], None, [], False
+                kept, arrays, release_checked = [], [], False
                 for index, arg in enumerate(args):
                     if type(arg) is USMArray:
                         arrays.append(index)
-                        if arg._base is not None:
-                            forget = forget or _forgetting(self)
-                            views.append(weakref.ref(arg, forget))
-                    elif isinstance(arg, _handle.Resource):
-                        counted = True
-                    else:
+                    elif isinstance(arg, _handle.Resource) or (
+                            self._declared and self._declared[index] == "ptr"):
+                        release_checked = True  # (a Buffer, an address checked as USM)
+                    if type(arg) is not USMArray and not isinstance(arg, _handle.Resource):
                         kept.append(arg)
                 self._reusable = (key, identities, call_args, _without_event(call_args),
-                                  (tuple(kept), tuple(views)), held[1], tuple(arrays),
-                                  weakref.ref(queue), counted)
+                                  (tuple(kept), self._held_views(args, arrays)), held[1],
+                                  tuple(arrays), weakref.ref(queue), release_checked)
             head, items = call_args
         launched = _launch(self, queue, head, items, wait_for, event, args)
         if _interrupts.resend is not None:  # Ctrl-C during it: raised here
@@ -499,42 +498,48 @@ class Kernel(_handle.Resource):
                              f"size {limit}")
         return local_sizes
 
-    def _refill(self, queue: Queue, global_size, local_size, args, reused: tuple) -> bool:
-        """For a launch like the one of the reusable block (``reused``, ``self._reusable``)
-        but with other USMArrays of the queue's context where that one had USMArrays, the rest
-        the very same objects: make a copy of the checked block with their addresses written
-        in the reusable block, and return True; else False."""
-        key, identities, (head, items), _, kept, (block, values), arrays, queue_ref, counted = \
-            reused
+    def _refill(self, queue: Queue, global_size, local_size, args, reused: tuple):
+        """The reusable entry of a launch like the one of ``reused`` (``self._reusable``) but
+        with other USMArrays of the queue's context where that one had USMArrays, the rest
+        the very same objects: its checked block copied with their addresses written in.
+        None where the launch differs otherwise."""
+        key, identities, (head, items), _, kept, (block, values), arrays, queue_ref, \
+            release_checked = reused
         released = _handle.released
         try:
             if queue_ref() is not queue or (key[1], key[2]) != (global_size, local_size) or \
-                    (counted and key[3] != released):
-                return False
+                    (release_checked and key[3] != released):
+                return None
             given = identities(args)
         except (TypeError, ValueError):  # sizes that do not compare; another number of arguments
-            return False
-        if not (type(global_size) is int and type(local_size) in _INT_OR_NONE) and not (
-                _exact_sizes(global_size) and _exact_sizes(local_size)):
-            return False
+            return None
+        if not _integer_sizes(global_size, local_size):
+            return None
         for index, (now, then) in enumerate(zip(given, key[4])):
             if now != then and index not in arrays:
-                return False
-        context, pointers, views, forget = queue.context, [], [], None
+                return None
+        context, pointers = queue.context, []
         for index in arrays:
             arg = args[index]
             if type(arg) is not USMArray or arg.context is not context:
-                return False
+                return None
             pointers.append((index, arg.data_ptr()))
-            if arg._base is not None:  # held as in launch
-                forget = forget or _forgetting(self)
-                views.append(weakref.ref(arg, forget))
-        copied, arguments = _release.refilled_arguments(block, head[4], pointers)
+        copied, arguments = _release.refilled_arguments(block, pointers)
         call_args = ((*head[:5], arguments, head[6]), items)
-        self._reusable = ((*key[:3], released, given), identities, call_args,
-                          _without_event(call_args), (kept[0], tuple(views)), (copied, values),
-                          arrays, queue_ref, counted)
-        return True
+        return ((*key[:3], released, given), identities, call_args, _without_event(call_args),
+                (kept[0], self._held_views(args, arrays)), (copied, values), arrays, queue_ref,
+                release_checked)
+
+    def _held_views(self, args, arrays) -> tuple:
+        """Weak references to the views among ``args`` (at positions ``arrays``) whose going
+        drops the reusable block: a view is not counted as released, and another could take
+        its id."""
+        views, forget = [], None
+        for index in arrays:
+            if args[index]._base is not None:
+                forget = forget or _forgetting(self)
+                views.append(weakref.ref(args[index], forget))
+        return tuple(views)
 
     def _check_and_pack(self, queue: Queue, global_size, local_size, args,
                         global_offset) -> tuple:
@@ -838,6 +843,12 @@ _NUMERIC_CTYPES = frozenset("?bBhHiIlLqQfd")
 _IMMUTABLE = (USMArray, Buffer, int, float, np.generic, Local)
 _IMMUTABLE_SIZES = (int, tuple, type(None))
 _INT_OR_NONE = frozenset((int, type(None)))
+
+
+def _integer_sizes(global_size, local_size) -> bool:
+    """Whether both sizes hold integers only (32.0 == 32, but a float is refused)."""
+    return type(global_size) is int and type(local_size) in _INT_OR_NONE or (
+        _exact_sizes(global_size) and _exact_sizes(local_size))
 
 
 def _exact_sizes(sizes) -> bool:
