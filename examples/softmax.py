@@ -34,6 +34,8 @@ def softmax(x):
     """Softmax over the last axis of a 2-D float32 USMArray whose rows are contiguous (a view
     such as ``x[::2, :k]`` too), as a new USMArray on the Triton queue (where the kernel
     runs: its ``to_numpy()`` waits for the kernel)."""
+    if not isinstance(x, ur_cffi.USMArray):
+        raise TypeError(f"softmax takes a USMArray (ur_cffi.asarray(x)), not {type(x).__name__}")
     if x.ndim != 2 or x.dtype != np.float32 or (x.shape[1] > 1 and x.stride(1) != 1):
         raise ValueError(f"softmax takes a 2-D float32 array with contiguous rows, not "
                          f"{x.dtype} of shape {x.shape} and strides {x.stride()}")

@@ -34,6 +34,8 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols,
 def softmax(x):
     """Softmax over the last axis of a 2-D float32 array whose rows are contiguous, as an
     array laid out as ``x`` on the Triton queue (where the kernel runs)."""
+    if not isinstance(x, ur_cffi.USMArray):
+        raise TypeError(f"softmax takes a USMArray (ur_cffi.asarray(x)), not {type(x).__name__}")
     if x.ndim != 2 or x.dtype != np.float32 or (x.shape[1] > 1 and x.stride(1) != 1):
         raise ValueError(f"softmax takes a 2-D float32 array with contiguous rows, not "
                          f"{x.dtype} of shape {x.shape} and strides {x.stride()}")

@@ -485,6 +485,10 @@ def test_info_queries_refuse_another_enum_a_null_handle_and_binaries(device, con
         query("urDeviceGetInfo", device.handle, ur_platform_info_t.UR_PLATFORM_INFO_NAME)
     with pytest.raises(TypeError, match="not int 1"):
         query("urDeviceGetInfo", device.handle, 1)
+    with pytest.raises(TypeError, match=r"urDeviceGetInfo takes 1 argument\(s\) before the "
+                                        "property, not 2"):
+        query("urDeviceGetInfo", device.handle, device.handle,
+              ur_device_info_t.UR_DEVICE_INFO_NAME)
     done = crash_probe.run_child(code=(
         "import ur_cffi\n"
         "from ur_cffi.enums import ur_device_info_t\n"

@@ -97,6 +97,9 @@ def _parameters(function: str, count: int) -> tuple[str, tuple[int, ...]]:
     """The name of the info enum info function ``function`` takes after ``count`` arguments,
     and the positions of the handles among those."""
     parameters = ffi.typeof(getattr(lib, function)).args
+    if count != len(parameters) - 4:  # (..., the property, its size, value, size returned)
+        raise TypeError(f"{function} takes {len(parameters) - 4} argument(s) before the "
+                        f"property, not {count}")
     return parameters[count].cname.removeprefix("enum "), tuple(
         index for index, parameter in enumerate(parameters[:count])
         if parameter.kind == "pointer" and parameter.cname.endswith("_handle_t_ *"))
