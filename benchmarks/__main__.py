@@ -32,8 +32,9 @@ def _parse(argv):
     parser.add_argument("--no-pin", action="store_true", help="do not pin to one core")
     parser.add_argument("--json", type=Path, help="where to write the JSON results")
     parser.add_argument("--skip", action="append", default=[], metavar="METHOD",
-                        help="leave a method out (c is always run): c_event, raw, wrapper, lean, "
-                             "prepared, triton, triton_prepared, triton_dispatch, "
+                        help="leave a method out (c is always run): c_event, raw, wrapper, "
+                             "wrapper_in_turn, lean, prepared, triton, triton_in_turn, "
+                             "triton_prepared, triton_dispatch, "
                              "triton_dispatch_prepared, graph_raw, "
                              "graph, graph_triton, graph_one_by_one, ctypes, dpctl")
     return parser.parse_args(argv)
@@ -87,9 +88,11 @@ def main(argv=None) -> int:
                  "c_event": lambda: methods.c_event_floor(setup, floor_lib),
                  "raw": lambda: methods.raw_cffi(setup),
                  "wrapper": lambda: methods.wrapper(setup),
+                 "wrapper_in_turn": lambda: methods.wrapper_in_turn(setup),
                  "lean": lambda: methods.lean_launch(setup),
                  "prepared": lambda: methods.prepared_launch(setup),
                  "triton": lambda: methods.triton_jit(setup),
+                 "triton_in_turn": lambda: methods.triton_in_turn(setup),
                  "triton_prepared": lambda: methods.triton_prepared(setup),
                  "triton_dispatch": lambda: methods.triton_dispatch(setup),
                  "triton_dispatch_prepared": lambda: methods.triton_dispatch_prepared(setup),
@@ -130,8 +133,7 @@ def main(argv=None) -> int:
     from . import allocator
 
     print("caching allocator rows...")
-    allocator_rows = allocator.measure(setup, floor_lib, max(rounds // 3, 2),
-                                       10 if args.quick else 2000)
+    allocator_rows = allocator.measure(setup, floor_lib, rounds, 10 if args.quick else 200)
 
     print("start-up (subprocesses)...")
     start = startup.measure(import_runs=2 if args.quick else 7, cold_runs=1 if args.quick else 3,
@@ -147,7 +149,7 @@ def main(argv=None) -> int:
     print(f"{env['machine']['cpu_model']}, {env['machine']['logical_cpus']} logical CPUs, "
           f"pinned to CPU {pinned}; device {env['device']['name']} "
           f"({env['device']['backend']}, driver {env['device']['driver_version']}); "
-          f"UR API {env['ur_api']}; Python {env['python']}; "
+          f"UR API {env['ur_api']}; commit {env['commit']}; Python {env['python']}; "
           + ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v))
     print(f"Median of {rounds} round medians; (Nx) is the time relative to C in the same "
           "rounds (lower is better, also for GB/s columns).\n")

@@ -1,19 +1,20 @@
 """The caching allocator's rows: ``ur_cffi.empty`` + ``close`` of 4 KiB against C's
 ``urUSMDeviceAlloc`` + ``urUSMFree``, and a loop of "allocate a temporary, launch on it, drop
 it" against the C loop without a caching allocator, which must finish the queue before each
-free.  Interleaved rounds as in ``harness``; the loop's queue finishes are counted (one, at
-the end, for ur_cffi; checked on the device by ``tests/test_allocator.py``)."""
+free.  Measured by ``harness.measure`` as the main table is (interleaved rounds, medians of
+round medians, ratios within rounds); the loop's queue finishes are counted (one, at the end,
+for ur_cffi; checked on the device by ``tests/test_allocator.py``)."""
 
 from __future__ import annotations
 
 import statistics
-import time
+from types import SimpleNamespace
 
 import numpy as np
 
 import ur_cffi
 
-from . import kernel
+from . import harness, kernel
 from .methods import RawLaunch, address
 
 LOOP = 100  # temporaries per timed run; the ur_cffi loop finishes once at its end
@@ -48,25 +49,24 @@ def measure(setup, floor_lib, rounds: int, count: int) -> list[dict]:
             del temporary  # back to the pool while the launch may still run: no finish
         queue.finish()
 
+    workloads = [harness.Workload("alloc_free", "USM alloc+free 4 KiB", "us", count, 5),
+                 harness.Workload("loop", f"temporary + launch + drop, {LOOP} per finish", "us",
+                                  LOOP, 5)]
+    notes = {"alloc_free": "", "loop": "C finishes the queue before each urUSMFree"}
+    times = harness.measure(
+        [SimpleNamespace(name="c", ops={"alloc_free": c_alloc_free, "loop": c_loop}),
+         SimpleNamespace(name="ur_cffi", ops={"alloc_free": alloc_free, "loop": loop})],
+        workloads, rounds, log=lambda _line: None)
     rows = []
-    for name, c_run, run, n, note in (
-            ("USM alloc+free 4 KiB", c_alloc_free, alloc_free, count, ""),
-            (f"temporary + launch + drop, {LOOP} per finish", c_loop, loop, LOOP,
-             "C finishes the queue before each urUSMFree")):
-        c_times, times = [], []
-        for round_index in range(-1, rounds):
-            pair = [(c_times, c_run), (times, run)]
-            for target, runner in (pair if round_index % 2 else pair[::-1]):
-                began = time.perf_counter_ns()
-                runner(n)
-                if round_index >= 0:
-                    target.append((time.perf_counter_ns() - began) * 1e-3 / n)
-        ratios = [t / c for t, c in zip(times, c_times)]
-        half = len(ratios) // 2 or 1
-        rows.append({"row": name, "c_us": statistics.median(c_times),
-                     "ur_cffi_us": statistics.median(times), "ratio": statistics.median(ratios),
-                     "ratio_a": statistics.median(ratios[:half]),
-                     "ratio_b": statistics.median(ratios[half:] or ratios), "note": note})
+    for workload in workloads:
+        ratios = harness.ratios(times[workload.name], "ur_cffi", "c")
+        _, first, second = harness.halves(ratios)
+        rows.append({"row": workload.title,
+                     "c_us": workload.figure(statistics.median(times[workload.name]["c"])),
+                     "ur_cffi_us": workload.figure(
+                         statistics.median(times[workload.name]["ur_cffi"])),
+                     "ratio": statistics.median(ratios), "ratio_a": statistics.median(first),
+                     "ratio_b": statistics.median(second), "note": notes[workload.name]})
     stats = ur_cffi.memory_stats(context)
     rows.append({"row": "allocator after the runs", "note": (
         f"{stats['cache_hits']} of {stats['allocations']} allocations from the cache, "

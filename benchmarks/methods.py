@@ -59,6 +59,7 @@ class Setup:
         signature = ("ptr", "int32") + (("local",) if self.shared else ())
         self.kernel = self.program.kernel(kernel.NAME, signature=signature)
         self.x = ur_cffi.zeros(kernel.BLOCK, np.int32, queue=self.queue)
+        self.x_other = ur_cffi.zeros(kernel.BLOCK, np.int32, queue=self.queue)  # see in_turn
         self.copy_bytes, self.small_bytes = copy_bytes, small_bytes
         # Both host arrays written once, so no copy pays for first-touch page faults.
         self.host_src = np.full(copy_bytes, 7, np.uint8)
@@ -77,8 +78,8 @@ class Setup:
     def close(self) -> None:
         for release in self.graphs:  # before the kernel their commands launch
             release()
-        for resource in (self.device_buffer, self.x, self.kernel, self.program, self.queue,
-                         self.context):
+        for resource in (self.device_buffer, self.x, self.x_other, self.kernel, self.program,
+                         self.queue, self.context):
             resource.close()
 
 
@@ -301,6 +302,38 @@ def wrapper(setup: Setup) -> Method:
                   "USMArray, Queue.flush", ops, verify)
 
 
+def wrapper_in_turn(setup: Setup) -> Method:
+    """``Kernel.launch`` with its defaults on ``x`` and another array in turn: a launch that
+    differs from the one before in its array (ping-pong buffers, temporaries), which the
+    other rows, launching on ``x`` each time, do not measure."""
+    queue, kern, block = setup.queue, setup.kernel, kernel.BLOCK
+    args = setup.kernel_args()
+    in_turn = [args, (setup.x_other, *args[1:])]
+
+    def launch_finish(count):
+        for index in range(count):
+            kern.launch(queue, block, block, *in_turn[index & 1])
+            queue.finish()
+
+    def back_to_back(count):
+        for index in range(count):
+            kern.launch(queue, block, block, *in_turn[index & 1])
+        queue.finish()
+
+    def verify():  # both arrays: x's result where the other array's is the same
+        setup.poison()
+        setup.x_other.fill(-1)
+        launch_finish(2)
+        other = setup.x_other.to_numpy().tolist()
+        return _read_x(setup) if other == _read_x(setup) else other
+
+    ops = {"launch_finish": launch_finish, "back_to_back": back_to_back}
+    same = "the same calls as the high-level row"
+    return Method("wrapper_in_turn", "defaults: ur_cffi Kernel.launch + Queue.finish, on two "
+                  "arrays in turn (the others: one array)", ops, verify,
+                  {w: same for w in ("flush", "copy_h2d", "copy_d2h", "usm_alloc_free")})
+
+
 def lean_launch(setup: Setup) -> Method:
     """``Kernel.launch(..., event=False)`` and ``Queue.finish``: the high-level layer's fast
     path (no Event object)."""
@@ -397,6 +430,37 @@ def triton_jit(setup: Setup) -> Method:
     return Method("triton", "defaults: Triton kernel[grid] via ur_cffi.triton + Queue.finish", ops,
                   verify, {w: missing for w in ("flush", "copy_h2d", "copy_d2h",
                                                 "usm_alloc_free")})
+
+
+def triton_in_turn(setup: Setup) -> Method:
+    """``kernel[grid](...)`` on ``x`` and another array in turn (see :func:`wrapper_in_turn`)."""
+    triton_jit(setup)  # (ur_cffi.triton active on the setup's queue, or Unavailable)
+    queue, n, jit = setup.queue, kernel.N, kernel.tiny[(1,)]
+    block, warps = kernel.BLOCK, kernel.NUM_WARPS
+    in_turn = (setup.x, setup.x_other)
+
+    def launch_finish(count):
+        for index in range(count):
+            jit(in_turn[index & 1], n, BLOCK=block, num_warps=warps)
+            queue.finish()
+
+    def back_to_back(count):
+        for index in range(count):
+            jit(in_turn[index & 1], n, BLOCK=block, num_warps=warps)
+        queue.finish()
+
+    def verify():  # both arrays: x's result where the other array's is the same
+        setup.poison()
+        setup.x_other.fill(-1)
+        launch_finish(2)
+        other = setup.x_other.to_numpy().tolist()
+        return _read_x(setup) if other == _read_x(setup) else other
+
+    return Method("triton_in_turn", "defaults: Triton kernel[grid] via ur_cffi.triton + "
+                  "Queue.finish, on two arrays in turn", {"launch_finish": launch_finish,
+                                                          "back_to_back": back_to_back},
+                  verify, {w: "Triton launches kernels only" for w in (
+                      "flush", "copy_h2d", "copy_d2h", "usm_alloc_free")})
 
 
 def triton_prepared(setup: Setup) -> Method:

@@ -166,10 +166,28 @@ def environment(setup, pinned_cpu) -> dict:
             "ur_cffi", "cffi", "numpy", "triton-xpu", "dpctl", "intel-cmplr-lib-ur",
             "intel-opencl-rt", "intel-sycl-rt")},
         "ur_api": HEADER_FACTS.get("version"),
+        "commit": _commit(),
         "device": {"name": device.name, "backend": device.backend.name,
                    "driver_version": device.driver_version,
                    "max_compute_units": device.max_compute_units},
     }
+
+
+def _commit() -> str | None:
+    """The checkout's commit, with " (modified)" where tracked files differ from it; None
+    outside a git checkout."""
+    import subprocess
+
+    where = os.path.dirname(os.path.abspath(__file__))
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=where,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                 cwd=where, capture_output=True, text=True,
+                                 check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit + (" (modified)" if changed else "")
 
 
 # ---------------------------------------------------------------------------------------------
