@@ -342,7 +342,9 @@ def test_random_launch_sequences_stay_exact(add, queue, rng):
     lambda sizes: ((sizes[0][0], 1.0), sizes[1]),
     lambda sizes: ((sizes[0][0], True), sizes[1]),
     lambda sizes: (sizes[0], (float(sizes[1][0]), 1)),
-], ids=["float", "numpy float", "float in a tuple", "bool in a tuple", "float local size"])
+    lambda sizes: ((np.timedelta64(sizes[0][0]), 1), sizes[1]),
+], ids=["float", "numpy float", "float in a tuple", "bool in a tuple", "float local size",
+        "timedelta in a tuple"])
 def test_sizes_equal_to_the_reused_ones_but_not_integers_are_refused(add, queue, rng, respell):
     """32.0 == 32 and True == 1: sizes the first launch would refuse are refused after a
     launch with the equal integers too, not launched from its reused block."""
@@ -358,8 +360,10 @@ def test_sizes_equal_to_the_reused_ones_but_not_integers_are_refused(add, queue,
     if type(global_size) is not tuple:  # a one-dimensional launch to reuse first
         kernel.launch(queue, sizes[0][0], sizes[1][0], dx, dy, out, count, event=False)
         local_size = sizes[1][0]
-    with pytest.raises(TypeError, match="must be an integer"):
+    with pytest.raises(TypeError, match="must be an integer|cannot be interpreted as an int"):
         kernel.launch(queue, global_size, local_size, dx, dy, out, count, event=False)
+    with pytest.raises(TypeError, match="must be an integer|cannot be interpreted as an int"):
+        kernel.launch(queue, global_size, local_size, dy, dx, out, count, event=False)  # (refill)
     queue.finish()
 
 
@@ -531,3 +535,19 @@ def test_an_address_argument_is_checked_again_after_a_release(queue, context, ke
     assert np.allclose(out.to_numpy(), reference, rtol=1e-6)
     kernel.close()
     program.close()
+
+
+def test_a_launch_on_a_queue_closed_while_recording_raises(add, queue, context, device, rng):
+    kernel, compiled = add
+    n = BLOCK
+    _, _, dx, dy = random_inputs(rng, n, queue)
+    out, count, size = poisoned(n, queue), np.int32(n), blocks(n, compiled)
+    own_queue = ur_cffi.Queue(context, device)
+    kernel.launch(own_queue, size, compiled.local_size, dx, dy, out, count).wait()
+    graph = ur_cffi.Graph(context)
+    with graph.recording(own_queue):
+        own_queue.close()
+        for x in (dx, dy):  # the same objects, then another array (a refill either way)
+            with pytest.raises(ur_cffi.ClosedError, match="Queue is closed"):
+                kernel.launch(own_queue, size, compiled.local_size, x, dy, out, count)
+    graph.close()

@@ -507,7 +507,8 @@ class Kernel(_handle.Resource):
             release_checked = reused
         released = _handle.released
         try:
-            if queue_ref() is not queue or (key[1], key[2]) != (global_size, local_size) or \
+            if queue_ref() is not queue or queue._handle is None or \
+                    (key[1], key[2]) != (global_size, local_size) or \
                     (release_checked and key[3] != released):
                 return None
             given = identities(args)
@@ -855,7 +856,8 @@ def _exact_sizes(sizes) -> bool:
     """Whether ``sizes`` (int, tuple or None) holds integers only, as the checks made when
     the reused block was packed required: an equal float or bool must meet them again."""
     return type(sizes) in _INT_OR_NONE or type(sizes) is tuple and all(
-        type(size) is int or isinstance(size, np.integer) for size in sizes)
+        type(size) is int or isinstance(size, np.integer)
+        and not isinstance(size, np.timedelta64) for size in sizes)
 
 
 def _ordered_entries(entries) -> bool:
