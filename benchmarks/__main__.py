@@ -127,8 +127,15 @@ def main(argv=None) -> int:
         for workload in methods.WORKLOADS:
             skipped[(name, workload)] = reason
 
-    print(f"measuring {len(available)} methods, {rounds} interleaved rounds...")
-    times = harness.measure(available, workloads, rounds)
+    apart = [m for m in available if m.name in methods.MEASURED_APART]
+    print(f"measuring {len(available) - len(apart)} methods, {rounds} interleaved rounds...")
+    times = harness.measure([m for m in available if m not in apart], workloads, rounds)
+    launches = [w for w in workloads if w.name in ("launch_finish", "back_to_back")]
+    apart_names = ["c"] + [m.name for m in apart]
+    if apart:
+        print(f"measuring {', '.join(m.name for m in apart)} with c, {rounds} rounds...")
+        c_method = next(m for m in available if m.name == "c")
+        apart_times = harness.measure([c_method, *apart], launches, rounds)
 
     from . import allocator
 
@@ -139,7 +146,10 @@ def main(argv=None) -> int:
     start = startup.measure(import_runs=2 if args.quick else 7, cold_runs=1 if args.quick else 3,
                             warm_runs=1 if args.quick else 5)
 
-    figs = report.figures(times, workloads, list(factories), skipped)
+    figs = report.figures(times, workloads,
+                          [name for name in factories if name not in methods.MEASURED_APART],
+                          skipped)
+    apart_figs = report.figures(apart_times, launches, apart_names, skipped) if apart else {}
     verdicts = report.targets(times, start)
     env = report.environment(setup, pinned)
     elapsed = time.perf_counter() - began
@@ -153,9 +163,18 @@ def main(argv=None) -> int:
           + ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v))
     print(f"Median of {rounds} round medians; (Nx) is the time relative to C in the same "
           "rounds (lower is better, also for GB/s columns).\n")
-    print(report.table(figs, workloads, labels))
+    main_labels = {n: label for n, label in labels.items() if n not in methods.MEASURED_APART}
+    print(report.table(figs, workloads, main_labels))
     print("\nNoise: the same medians over the first (A) and second (B) half of the rounds.\n")
-    print(report.noise_table(figs, workloads, labels))
+    print(report.noise_table(figs, workloads, main_labels))
+    if apart:
+        print("\nMeasured apart, with C in the same rounds (interleaved with the rows above, "
+              "they slowed the Triton row's launcher, which then refills its block; A / B "
+              "the halves):\n")
+        apart_labels = {n: labels[n] for n in apart_names}
+        print(report.table(apart_figs, launches, apart_labels))
+        print()
+        print(report.noise_table(apart_figs, launches, apart_labels))
     print()
     print(report.startup_table(start))
     print(f"\nDemo timed: {start.get('demo')}")
@@ -179,6 +198,7 @@ def main(argv=None) -> int:
         "methods": labels,
         "unavailable": unavailable,
         "figures": figs,
+        "measured_apart": apart_figs,
         "startup": start,
         "targets": verdicts,
         "allocator": allocator_rows,

@@ -302,6 +302,12 @@ def wrapper(setup: Setup) -> Method:
                   "USMArray, Queue.flush", ops, verify)
 
 
+MEASURED_APART = ("wrapper_in_turn", "triton_in_turn")
+"""Methods measured in rounds of their own, with C: interleaved with the others, the
+launches on two arrays in turn slowed the one-array Triton row (its launcher's block refilled
+at each switch, its specialized paths taken both ways)."""
+
+
 def wrapper_in_turn(setup: Setup) -> Method:
     """``Kernel.launch`` with its defaults on ``x`` and another array in turn: a launch that
     differs from the one before in its array (ping-pong buffers, temporaries), which the

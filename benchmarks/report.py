@@ -211,24 +211,24 @@ def _digits(unit: str) -> int:
 
 def table(figs, workloads, labels) -> str:
     """The main markdown table: median of round medians, with the time ratio to C."""
-    by_name = {w.name: w for w in workloads}
+    by_name, columns = {w.name: w for w in workloads}, [c for c in COLUMNS if c in figs]
     header = "| method | " + " | ".join(f"{by_name[c].title} ({by_name[c].unit})"
-                                       for c in COLUMNS) + " |"
-    lines = [header, "|" + " --- |" * (len(COLUMNS) + 1)]
+                                       for c in columns) + " |"
+    lines = [header, "|" + " --- |" * (len(columns) + 1)]
     for method, label in labels.items():
-        cells = [_cell(figs[c][method], _digits(by_name[c].unit)) for c in COLUMNS]
+        cells = [_cell(figs[c][method], _digits(by_name[c].unit)) for c in columns]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def noise_table(figs, workloads, labels) -> str:
     """The same figures over the first and the second half of the rounds."""
-    by_name = {w.name: w for w in workloads}
-    lines = ["| method | " + " | ".join(f"{by_name[c].title} A / B" for c in COLUMNS) + " |",
-             "|" + " --- |" * (len(COLUMNS) + 1)]
+    by_name, columns = {w.name: w for w in workloads}, [c for c in COLUMNS if c in figs]
+    lines = ["| method | " + " | ".join(f"{by_name[c].title} A / B" for c in columns) + " |",
+             "|" + " --- |" * (len(columns) + 1)]
     for method, label in labels.items():
         cells = []
-        for column in COLUMNS:
+        for column in columns:
             entry, digits = figs[column][method], _digits(by_name[column].unit)
             cells.append("-" if entry["value"] is None else
                          f"{entry['value_a']:.{digits}f} / {entry['value_b']:.{digits}f}")

@@ -23,11 +23,12 @@ pytestmark = pytest.mark.cpu_device("make bench measures the CPU device against 
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = ("flush", "launch_finish", "back_to_back", "copy_h2d", "copy_d2h", "usm_alloc_free")
-METHODS = ("c", "c_event", "raw", "wrapper", "wrapper_in_turn", "lean", "prepared", "triton",
-           "triton_in_turn", "triton_prepared", "triton_dispatch", "triton_dispatch_prepared",
-           "graph_raw", "graph", "graph_triton", "graph_one_by_one", "ctypes", "dpctl")
+METHODS = ("c", "c_event", "raw", "wrapper", "lean", "prepared", "triton", "triton_prepared",
+           "triton_dispatch", "triton_dispatch_prepared", "graph_raw", "graph", "graph_triton",
+           "graph_one_by_one", "ctypes", "dpctl")
 ALWAYS_RUN = ("c", "raw", "wrapper", "ctypes")  # need nothing beyond ur_cffi and a C compiler
-LAUNCHES_ONLY = ("c_event", "wrapper_in_turn", "lean", "prepared")  # launch workloads only
+LAUNCHES_ONLY = ("c_event", "lean", "prepared")  # the same, launch workloads only
+APART = ("c", "wrapper_in_turn", "triton_in_turn")  # measured in rounds of their own
 FIGURE_KEYS = {"value", "value_a", "value_b", "ratio_to_c", "ratio_to_c_a", "ratio_to_c_b",
                "unit", "rounds_s", "skipped"}
 STARTUP_KEYS = {"import_s", "import_process_s", "demo", "demo_cold_s", "demo_cold_exit_s",
@@ -61,11 +62,17 @@ def test_json_has_every_top_level_key(quick_run):
                             "unavailable", "figures", "startup", "targets", "elapsed_s"}
     assert results["quick"] is True
     assert set(results["workloads"]) == set(WORKLOADS)
-    assert set(results["methods"]) == set(METHODS)
+    assert set(results["methods"]) == set(METHODS) | set(APART)
     environment = results["environment"]
     assert set(environment) >= {"date", "machine", "python", "versions", "ur_api", "commit",
                                 "device"}
     assert environment["machine"]["cpu_model"]
+    apart = results["measured_apart"]
+    assert set(apart) == {"launch_finish", "back_to_back"}
+    for workload in apart.values():
+        assert set(workload) == set(APART)
+        for name in ("c", "wrapper_in_turn"):
+            assert workload[name]["value"] > 0 and workload[name]["ratio_to_c"] > 0, name
     allocator_rows = {row["row"]: row for row in results["allocator"]}
     for row in ("USM alloc+free 4 KiB", "temporary + launch + drop, 100 per finish"):
         assert allocator_rows[row]["c_us"] > 0 and allocator_rows[row]["ratio"] > 0, row
