@@ -308,22 +308,20 @@ launches on two arrays in turn slowed the one-array Triton row (its launcher's b
 at each switch, its specialized paths taken both ways)."""
 
 
-def wrapper_in_turn(setup: Setup) -> Method:
-    """``Kernel.launch`` with its defaults on ``x`` and another array in turn: a launch that
-    differs from the one before in its array (ping-pong buffers, temporaries), which the
-    other rows, launching on ``x`` each time, do not measure."""
-    queue, kern, block = setup.queue, setup.kernel, kernel.BLOCK
-    args = setup.kernel_args()
-    in_turn = [args, (setup.x_other, *args[1:])]
+def _in_turn_method(name: str, label: str, setup: Setup, launch) -> Method:
+    """A method of ``launch(array)`` on ``x`` and another array in turn: a launch that differs
+    from the one before in its array (ping-pong buffers), which the other rows, launching on
+    ``x`` each time, do not measure."""
+    queue, in_turn = setup.queue, (setup.x, setup.x_other)
 
     def launch_finish(count):
         for index in range(count):
-            kern.launch(queue, block, block, *in_turn[index & 1])
+            launch(in_turn[index & 1])
             queue.finish()
 
     def back_to_back(count):
         for index in range(count):
-            kern.launch(queue, block, block, *in_turn[index & 1])
+            launch(in_turn[index & 1])
         queue.finish()
 
     def verify():  # both arrays: x's result where the other array's is the same
@@ -333,11 +331,18 @@ def wrapper_in_turn(setup: Setup) -> Method:
         other = setup.x_other.to_numpy().tolist()
         return _read_x(setup) if other == _read_x(setup) else other
 
-    ops = {"launch_finish": launch_finish, "back_to_back": back_to_back}
-    same = "the same calls as the high-level row"
-    return Method("wrapper_in_turn", "defaults: ur_cffi Kernel.launch + Queue.finish, on two "
-                  "arrays in turn (the others: one array)", ops, verify,
-                  {w: same for w in ("flush", "copy_h2d", "copy_d2h", "usm_alloc_free")})
+    return Method(name, label, {"launch_finish": launch_finish, "back_to_back": back_to_back},
+                  verify, {w: "launches only" for w in ("flush", "copy_h2d", "copy_d2h",
+                                                        "usm_alloc_free")})
+
+
+def wrapper_in_turn(setup: Setup) -> Method:
+    """``Kernel.launch`` with its defaults, on two arrays in turn."""
+    queue, kern, block = setup.queue, setup.kernel, kernel.BLOCK
+    rest = setup.kernel_args()[1:]
+    return _in_turn_method("wrapper_in_turn", "defaults: ur_cffi Kernel.launch + Queue.finish, "
+                           "on two arrays in turn", setup,
+                           lambda array: kern.launch(queue, block, block, array, *rest))
 
 
 def lean_launch(setup: Setup) -> Method:
@@ -439,34 +444,12 @@ def triton_jit(setup: Setup) -> Method:
 
 
 def triton_in_turn(setup: Setup) -> Method:
-    """``kernel[grid](...)`` on ``x`` and another array in turn (see :func:`wrapper_in_turn`)."""
+    """``kernel[grid](...)``, on two arrays in turn."""
     triton_jit(setup)  # (ur_cffi.triton active on the setup's queue, or Unavailable)
-    queue, n, jit = setup.queue, kernel.N, kernel.tiny[(1,)]
-    block, warps = kernel.BLOCK, kernel.NUM_WARPS
-    in_turn = (setup.x, setup.x_other)
-
-    def launch_finish(count):
-        for index in range(count):
-            jit(in_turn[index & 1], n, BLOCK=block, num_warps=warps)
-            queue.finish()
-
-    def back_to_back(count):
-        for index in range(count):
-            jit(in_turn[index & 1], n, BLOCK=block, num_warps=warps)
-        queue.finish()
-
-    def verify():  # both arrays: x's result where the other array's is the same
-        setup.poison()
-        setup.x_other.fill(-1)
-        launch_finish(2)
-        other = setup.x_other.to_numpy().tolist()
-        return _read_x(setup) if other == _read_x(setup) else other
-
-    return Method("triton_in_turn", "defaults: Triton kernel[grid] via ur_cffi.triton + "
-                  "Queue.finish, on two arrays in turn", {"launch_finish": launch_finish,
-                                                          "back_to_back": back_to_back},
-                  verify, {w: "Triton launches kernels only" for w in (
-                      "flush", "copy_h2d", "copy_d2h", "usm_alloc_free")})
+    jit, n, block, warps = kernel.tiny[(1,)], kernel.N, kernel.BLOCK, kernel.NUM_WARPS
+    return _in_turn_method("triton_in_turn", "defaults: Triton kernel[grid] via ur_cffi.triton "
+                           "+ Queue.finish, on two arrays in turn", setup,
+                           lambda array: jit(array, n, BLOCK=block, num_warps=warps))
 
 
 def triton_prepared(setup: Setup) -> Method:
