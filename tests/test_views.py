@@ -704,6 +704,12 @@ def test_triton_explains_an_integer_given_for_a_pointer(triton_queue):
     with pytest.raises(TypeError, match=r"'x_ptr', 'y_ptr' got an int.*data_ptr\(\).*"
                                         r"tl.pointer_type"):
         scale[(2,)](x.data_ptr(), x.data_ptr(), 3.0, 300, BLOCK=128)
+    n = 100_000  # a large int that is no address: not named, and no other error blamed on it
+    with pytest.raises(TypeError, match=r"kernel 'scale': 'x_ptr' got an int"):
+        scale[(2,)](x.data_ptr(), x, 3.0, n, BLOCK=128)
+    with pytest.raises(Exception) as raised:  # a BLOCK that is no power of 2
+        scale[(2,)](x, x, 3.0, n, BLOCK=100)
+    assert "got an int" not in str(raised.value), raised.value
 
 
 def test_assignment_broadcasts_and_casts_as_numpy_does(q, rng):

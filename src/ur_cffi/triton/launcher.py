@@ -649,14 +649,29 @@ def _checked_address(where: str, address) -> int:
     return int(address)
 
 
+_POINTER_ERRORS = ("Unsupported ptr type", "Pointer argument of")
+"""What Triton's code generator says of an operand of ``tl.load``, ``tl.store`` or an atomic
+that is no pointer (its error's cause; the error's own text quotes the kernel's source)."""
+
+
 def _explain_integer_pointers(function, args, kwargs, error) -> None:
     """An integer passed where the kernel uses a pointer compiles as an integer and fails in
-    Triton's code generator; name the argument and say how to pass an address instead."""
-    text = f"{error} {error.__cause__}"
-    integers = [name for name, value in _named_arguments(function, args, kwargs)
-                if type(value) is int and abs(value) >= 1 << 16]
-    if not integers or "ptr" not in text and "pointer" not in text:
+    Triton's code generator; name the argument (the integers that are USM addresses of the
+    launch queue's context, else every large one) and say how to pass an address instead."""
+    if not any(marker in f"{error.__cause__}" for marker in _POINTER_ERRORS):
         return
+    integers = [(name, value) for name, value in _named_arguments(function, args, kwargs)
+                if type(value) is int and abs(value) >= 1 << 16]
+    if not integers:
+        return
+    from . import current_queue
+
+    try:
+        context = current_queue().context
+        addresses = [name for name, value in integers if is_usm(context, value)]
+    except (RuntimeError, ValueError, OverflowError):  # not active; closed; not an address
+        addresses = []
+    integers = addresses or [name for name, _ in integers]
     raise TypeError(
         f"kernel {function.__name__!r}: {', '.join(map(repr, integers))} got an int, which "
         "Triton compiles as an integer, but the kernel uses it as a pointer. Pass the "
