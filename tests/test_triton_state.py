@@ -359,3 +359,54 @@ def test_using_refuses_a_wait_for_event_of_another_context(queue, device, rng):
                                         "not int 5"):
         with ur_triton.using(queue, wait_for=5):
             pass
+
+
+def test_using_blocks_of_two_asyncio_tasks_ending_out_of_order(context, device, rng,
+                                                               inactive):
+    """Each asyncio task has its own using blocks (a task runs in a copy of its creator's
+    context): task A's block ends while B's is open, on one thread.  With one stack per
+    thread, A's launch went to B's queue, A's exit raised, and later launches went to a queue
+    no block named."""
+    import asyncio
+
+    queues = {name: ur_cffi.Queue(context, device) for name in "AB"}
+    default = ur_cffi.Queue(context, device)
+    ur_triton.activate(default)
+    n = 1000
+    host = rng.standard_normal(n).astype(np.float32)
+    x = ur_cffi.asarray(host, queue=default)
+    default.finish()
+    results = {}
+
+    async def task(name, entered, leave_first):
+        with ur_triton.using(queues[name]):
+            entered.set()
+            await leave_first.wait()
+            y = ur_cffi.empty(n, np.float32, queue=queues[name])
+            y.fill(np.nan)
+            scale[(triton.cdiv(n, 256),)](x, y, 3.0, n, BLOCK=256)
+            results[name] = (ur_triton.current_queue(), ur_triton.last_event().queue,
+                             y.to_numpy())
+
+    async def main():
+        a_in, b_in, go = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        a = asyncio.create_task(task("A", a_in, go))
+        await a_in.wait()
+        b = asyncio.create_task(task("B", b_in, asyncio.Event()))
+        await b_in.wait()
+        go.set()
+        await a  # A leaves while B is inside its block
+        results["between"] = ur_triton.current_queue()
+        b.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await b
+
+    try:
+        asyncio.run(main())
+        assert results["A"][0] is queues["A"] and results["A"][1] is queues["A"]
+        assert np.allclose(results["A"][2], 3.0 * host.astype(np.float64), rtol=1e-6)
+        assert results["between"] is default and ur_triton.current_queue() is default
+    finally:
+        ur_triton.deactivate()
+        for queue in (*queues.values(), default):
+            queue.close()
