@@ -524,10 +524,12 @@ def test_an_address_argument_is_checked_again_after_a_release(queue, context, ke
     reference = (np.float64(a) * x + y).astype(np.float32)
     kernel.launch(queue, local, local, dx, dy, doomed.data_ptr(), a, count).wait()
     assert np.allclose(doomed.to_numpy(), reference, rtol=1e-6)
-    address = doomed.data_ptr()
+    address, other = doomed.data_ptr(), ur_cffi.asarray(x, queue=queue)  # (not at address)
     doomed.close()
     ur_cffi.empty_cache()  # the memory is gone, not only back in the cache
-    other = ur_cffi.asarray(x, queue=queue)
+    if ur_cffi.memory.is_usm(context, address):
+        pytest.skip("this runtime still reports the freed address as USM memory of the "
+                    "context: there is nothing to refuse")
     with pytest.raises(ValueError, match="is not USM memory of the launch queue's context"):
         kernel.launch(queue, local, local, other, dy, address, a, count)
     out = poisoned(n, queue)
