@@ -246,17 +246,18 @@ def _enumerate() -> list[Device]:
 
 def _device_handles(name: str, platform, device_type) -> tuple[int, list]:
     """``(ur_result_t, device handles)`` of ``name`` (``urDeviceGet`` or
-    ``urDeviceGetSelected``) for ``platform`` and ``device_type``, fetched into an array as
-    long as ``urDeviceGet`` counts the platform's devices, without a count of ``name``'s own:
-    UR's leak checker (oneAPI 2026.2) keeps a reference that a count-only
-    ``urDeviceGetSelected`` takes, and one that fetches with a count fails."""
+    ``urDeviceGetSelected``) for ``platform`` and ``device_type``.  ``urDeviceGetSelected``
+    fills an array as long as ``urDeviceGet`` counts the platform's devices, with no count of
+    its own: UR's leak checker (oneAPI 2026.2) keeps a reference that its count-only call
+    takes, and a call that fetches and counts fails."""
     count = ffi.new("uint32_t *")
-    result = lib.urDeviceGet(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL, 0,
-                             ffi.NULL, count)
-    if result:
+    counted = ur_device_type_t.UR_DEVICE_TYPE_ALL if name == "urDeviceGetSelected" else \
+        device_type
+    result = lib.urDeviceGet(platform.handle, counted, 0, ffi.NULL, count)
+    if result or not count[0]:
         return result, []
-    handles = ffi.new("ur_device_handle_t[]", max(count[0], 1))  # (NULLs)
-    result = getattr(lib, name)(platform.handle, device_type, len(handles), handles, ffi.NULL)
+    handles = ffi.new("ur_device_handle_t[]", count[0])  # (NULLs)
+    result = getattr(lib, name)(platform.handle, device_type, count[0], handles, ffi.NULL)
     return result, [handle for handle in handles if handle != ffi.NULL] if not result else []
 
 
