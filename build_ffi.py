@@ -505,6 +505,10 @@ def describe(header: Path, bindings: Bindings) -> str:
 def main(argv: list[str]) -> None:
     """``make regen``: rebuild ``src/ur_cffi/_ur*.so`` from whatever header is found.
     ``--describe`` prints what it would build from, and builds nothing."""
+    if argv not in ([], ["--describe"]):
+        raise SystemExit(f"usage: python build_ffi.py [--describe] (not {' '.join(argv)}): "
+                         "rebuilds src/ur_cffi/_ur*.so from the header found; --describe "
+                         "prints what it would build from")
     header = find_header()
     bindings = generate_from_header(header)
     if argv == ["--describe"]:

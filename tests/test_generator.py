@@ -238,3 +238,10 @@ def test_a_loader_folder_without_the_development_name_links_the_file_itself(tmp_
     monkeypatch.setenv("UR_LIBRARY_DIR", str(tmp_path / "empty"))
     with pytest.raises(FileNotFoundError, match="UR_LIBRARY_DIR=.*empty: no libur_loader.so"):
         build_ffi.find_loader_dir(tmp_path / "ur_api.h")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--descrbe"], ["--describe", "x"]])
+def test_the_command_line_refuses_what_it_does_not_know(argv, capsys):
+    # Anything but --describe rebuilt and replaced the package's module (a typo included).
+    with pytest.raises(SystemExit, match=r"usage: python build_ffi.py \[--describe\]"):
+        build_ffi.main(argv)
