@@ -158,3 +158,27 @@ def test_scratch_memory_per_queue(queue, context, device):
     with ur_cffi.Queue(context, device, out_of_order=True) as unordered:
         _, held = cuda.scratch(unordered, 0, 64, 16)
         assert held is not None
+
+
+def test_compile_refuses_options_and_targets_triton_would_drop_or_misread(driver, device):
+    # Triton's parse_options drops what it does not know: num_warp=8 compiled 4 warps.
+    with pytest.raises(TypeError, match="unknown compile option.* num_warp for Triton's cuda"):
+        compile_for_sm90(kernels.scale, SCALE, {"BLOCK": 1024}, num_warp=8)
+    with pytest.raises(TypeError, match="unknown compile option.* arch"):
+        ur_triton.compile(kernels.scale, SCALE, {"BLOCK": 1024}, device=device, arch=90)
+    for arch, error in ((None, TypeError), ("90", TypeError), (90.0, TypeError),
+                        (True, TypeError), (0, ValueError)):
+        with pytest.raises(error, match="cuda.compile: arch"):
+            cuda.compile(kernels.scale, SCALE, {"BLOCK": 1024}, arch=arch)
+    for version in ("-1.0", None, "9", "x.y"):
+        with pytest.raises(ValueError, match="is not a CUDA compute capability"):
+            cuda.capability(version)
+    assert cuda.capability("9.0") == 90 and cuda.capability(" 12.1 ") == 121
+    compiled = compile_for_sm90(kernels.scale, SCALE, {"BLOCK": 1024}, num_warps=8)
+    assert compiled.metadata.num_warps == 8
+
+
+def test_kernel_options_names_what_it_takes():
+    with pytest.raises(TypeError, match="kernel_options takes what ur_cffi.triton.compile "
+                                        "returned, not JITFunction"):
+        ur_triton.kernel_options(kernels.scale)

@@ -21,7 +21,8 @@ SIZE_MAX = 2**64 - 1
 
 def integer(name: str, value, minimum: int = 0, maximum: int = SIZE_MAX) -> int:
     """``value`` as a Python int in ``[minimum, maximum]``; bools and non-integers are refused."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+    if isinstance(value, (bool, np.bool_, np.timedelta64)) or \
+            not isinstance(value, (int, np.integer)):  # (timedelta64: an np.integer, no index)
         raise TypeError(f"{name} must be an integer, not {type(value).__name__} {value!r}")
     number = operator.index(value)
     if not minimum <= number <= maximum:

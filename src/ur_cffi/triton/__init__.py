@@ -217,8 +217,10 @@ def compile(fn, signature: dict, constants: dict | None = None, *, device=None, 
             # of num_ctas=2 launched by hand left half its output unwritten)
             backend.install_option_check(patches)
         try:
-            return triton.compile(checked_source(fn, signature, constants),
-                                  target=backend.gpu_target(device), options=options)
+            target = backend.gpu_target(device)
+            backend.check_options(target, options)
+            return triton.compile(checked_source(fn, signature, constants), target=target,
+                                  options=options)
         finally:
             patches.restore()
 
@@ -241,7 +243,10 @@ def kernel_options(compiled) -> dict:
 
     from .cuda import scratch_layout
 
-    metadata = compiled.metadata
+    metadata = getattr(compiled, "metadata", None)
+    if metadata is None or not hasattr(metadata, "target"):
+        raise TypeError(f"kernel_options takes what ur_cffi.triton.compile returned, not "
+                        f"{type(compiled).__name__} {compiled!r:.80}")
     rules = abi.current(abi.TARGET_BACKENDS.get(metadata.target.backend,
                                                 metadata.target.backend))
     for index, size, _ in scratch_layout(rules, metadata):

@@ -95,6 +95,20 @@ def check_num_ctas(num_ctas) -> None:
                                 "per program (no thread-block clusters); use num_ctas=1")
 
 
+def check_options(target, options: dict) -> None:
+    """Raise ``TypeError`` naming the ``options`` Triton's backend for ``target`` does not take:
+    its ``parse_options`` drops them unread (``num_warp=8`` compiled 4 warps)."""
+    from dataclasses import fields
+
+    from triton.compiler.compiler import make_backend
+
+    known = {field.name for field in fields(make_backend(target).parse_options({}))}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(f"unknown compile option(s) {', '.join(unknown)} for Triton's "
+                        f"{target.backend} backend; it takes {', '.join(sorted(known))}")
+
+
 def check_work_group(device_name, sub_group_sizes, largest: int, num_warps: int,
                      threads_per_warp: int) -> None:
     """Raise :class:`UnlaunchableConfig` unless a device of ``sub_group_sizes`` and work-groups

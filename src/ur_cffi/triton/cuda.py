@@ -46,8 +46,10 @@ def capability(version: str) -> int:
     """``90`` for the CUDA adapter's device version ``"9.0"``; ``ValueError`` otherwise."""
     try:
         major, minor = version.strip().split(".")[:2]
+        if not (major.isdigit() and minor.isdigit()):
+            raise ValueError(version)
         return int(major) * 10 + int(minor)
-    except ValueError:
+    except (ValueError, AttributeError):
         raise ValueError(f"device version {version!r} is not a CUDA compute capability "
                          "(major.minor)") from None
 
@@ -68,12 +70,15 @@ def compile(fn, signature: dict, constants: dict | None = None, *, arch: int = 9
     ``.asm["ptx"]``)."""
     import triton
 
-    from .backend import check_num_ctas
+    from .. import _checks
+    from .backend import check_num_ctas, check_options
     from .source import checked_source
 
+    target = gpu_target(None, _checks.integer("cuda.compile: arch", arch, 1))
+    check_options(target, options)
     check_num_ctas(options.get("num_ctas", 1))  # as every compile for ur_cffi.triton
-    return triton.compile(checked_source(fn, signature, constants),
-                          target=gpu_target(None, arch), options=options)
+    return triton.compile(checked_source(fn, signature, constants), target=target,
+                          options=options)
 
 
 def max_threads(kernel, device) -> int:
