@@ -399,7 +399,8 @@ class Kernel(_handle.Resource):
                     if type(arg) is USMArray:
                         arrays.append(index)
                     elif isinstance(arg, _handle.Resource) or (
-                            self._declared and self._declared[index] == "ptr"):
+                            self._declared and isinstance(self._declared[index], str)
+                            and self._declared[index] == "ptr"):
                         release_checked = True  # (a Buffer, an address checked as USM)
                     if type(arg) is not USMArray and not isinstance(arg, _handle.Resource):
                         kept.append(arg)
