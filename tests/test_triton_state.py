@@ -361,51 +361,42 @@ def test_using_refuses_a_wait_for_event_of_another_context(queue, device, rng):
             pass
 
 
-def test_using_blocks_of_two_asyncio_tasks_ending_out_of_order(context, device, rng,
-                                                               inactive):
-    """Each asyncio task has its own using blocks (a task runs in a copy of its creator's
-    context): task A's block ends while B's is open, on one thread.  With one stack per
-    thread, A's launch went to B's queue, A's exit raised, and later launches went to a queue
-    no block named."""
+def test_using_blocks_ending_out_of_order_on_one_thread(context, device, rng, inactive):
+    """Blocks of two asyncio tasks on one thread, the first ending while the second is open:
+    leaving raised, and later launches went to a queue no block named any more.  (While both
+    are open, launches go to the innermost block's queue: the stack is the thread's.)"""
     import asyncio
 
     queues = {name: ur_cffi.Queue(context, device) for name in "AB"}
     default = ur_cffi.Queue(context, device)
     ur_triton.activate(default)
-    n = 1000
-    host = rng.standard_normal(n).astype(np.float32)
-    x = ur_cffi.asarray(host, queue=default)
-    default.finish()
-    results = {}
+    seen = {}
 
-    async def task(name, entered, leave_first):
+    async def task(name, entered, leave):
         with ur_triton.using(queues[name]):
             entered.set()
-            await leave_first.wait()
-            y = ur_cffi.empty(n, np.float32, queue=queues[name])
-            y.fill(np.nan)
-            scale[(triton.cdiv(n, 256),)](x, y, 3.0, n, BLOCK=256)
-            results[name] = (ur_triton.current_queue(), ur_triton.last_event().queue,
-                             y.to_numpy())
+            await leave.wait()
 
     async def main():
-        a_in, b_in, go = asyncio.Event(), asyncio.Event(), asyncio.Event()
-        a = asyncio.create_task(task("A", a_in, go))
+        a_in, b_in, a_out, b_out = (asyncio.Event() for _ in range(4))
+        a = asyncio.create_task(task("A", a_in, a_out))
         await a_in.wait()
-        b = asyncio.create_task(task("B", b_in, asyncio.Event()))
+        b = asyncio.create_task(task("B", b_in, b_out))
         await b_in.wait()
-        go.set()
+        a_out.set()
         await a  # A leaves while B is inside its block
-        results["between"] = ur_triton.current_queue()
-        b.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await b
+        seen["B open"] = ur_triton.current_queue()
+        b_out.set()
+        await b
+        seen["both left"] = ur_triton.current_queue()
 
     try:
         asyncio.run(main())
-        assert results["A"][0] is queues["A"] and results["A"][1] is queues["A"]
-        assert np.allclose(results["A"][2], 3.0 * host.astype(np.float64), rtol=1e-6)
-        assert results["between"] is default and ur_triton.current_queue() is default
+        assert seen["B open"] is queues["B"] and seen["both left"] is default
+        x, y, a, n, expected = random_scale_case(rng, default)
+        scale[(triton.cdiv(n, 256),)](x, y, a, n, BLOCK=256)
+        assert ur_triton.last_event().queue is default
+        np.testing.assert_allclose(y.to_numpy(), expected, rtol=1e-6)
     finally:
         ur_triton.deactivate()
         for queue in (*queues.values(), default):

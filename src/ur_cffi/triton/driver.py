@@ -22,7 +22,6 @@ from ur_cffi objects:
 
 from __future__ import annotations
 
-import contextvars
 import threading
 import weakref
 
@@ -103,11 +102,12 @@ def _release_events(handles: list) -> int:
     return result
 
 
-_SCOPES: contextvars.ContextVar = contextvars.ContextVar("ur_cffi.triton using scopes",
-                                                        default=())
-"""The ``using`` scopes entered and not left, innermost last: each thread's, and each asyncio
-task's (a task runs in a copy of its creator's context), so blocks of two tasks that end out
-of order on one thread do not take each other's queue."""
+class _Scopes(threading.local):
+    """Each thread's stack of ``using`` scopes (a ``threading.local`` subclass, so the stack
+    exists in every thread without a failing attribute lookup on the launch path)."""
+
+    def __init__(self):
+        self.stack: list[Scope] = []
 
 
 class Utils:
@@ -249,7 +249,7 @@ class URDriver(DriverBase):
         self.launch_lock = enqueue_lock  # also guards the launchers' argument blocks
         self.raw_launch_lock = raw_enqueue_lock  # the same, inside an _interrupts.section
         self._default: Scope | None = None
-        self._scopes = _SCOPES  # (read on every launch: an attribute, as Triton reads us)
+        self._scopes = _Scopes()
         self._last_event: Event | None = None
         self._latest = _LatestEvent()
         self._latest_queue: Queue | None = None
@@ -287,7 +287,7 @@ class URDriver(DriverBase):
 
     def scope(self) -> Scope:
         """The innermost ``using`` scope of this thread, else the default one."""
-        stack = self._scopes.get()
+        stack = self._scopes.stack
         if stack:
             return stack[-1]
         if self._default is None:
@@ -296,17 +296,22 @@ class URDriver(DriverBase):
 
     def current_queue(self) -> Queue | None:
         """The queue of :meth:`scope`, or None where there is none."""
-        stack = self._scopes.get()
+        stack = self._scopes.stack
         scope = stack[-1] if stack else self._default
         return None if scope is None else scope.queue
 
     def push(self, scope: Scope) -> None:
-        """Enter a ``using`` block (in this thread or asyncio task)."""
-        self._scopes.set((*self._scopes.get(), self._note_context(scope)))
+        """Enter a ``using`` block on this thread."""
+        self._scopes.stack.append(self._note_context(scope))
 
     def pop(self, scope: Scope) -> None:
-        """Leave the ``using`` block entered with ``scope``, wherever it is in the stack."""
-        self._scopes.set(tuple(entry for entry in self._scopes.get() if entry is not scope))
+        """Leave the ``using`` block entered with ``scope``, wherever it is in this thread's
+        stack (blocks of two asyncio tasks on one thread may end out of order)."""
+        stack = self._scopes.stack
+        for index in range(len(stack) - 1, -1, -1):
+            if stack[index] is scope:
+                del stack[index]
+                return
 
     # --- per-context caches -------------------------------------------------------------
 
@@ -425,7 +430,7 @@ class URDriver(DriverBase):
 
     def get_current_device(self):
         """``(context, device)`` of the current queue (Triton's per-device cache key)."""
-        stack = self._scopes.get()  # scope(), inlined: Triton asks on every launch
+        stack = self._scopes.stack  # scope(), inlined: Triton asks on every launch
         return stack[-1].device_key if stack else (self._default or self.scope()).device_key
 
     def set_current_device(self, device_key) -> None:
@@ -434,7 +439,7 @@ class URDriver(DriverBase):
 
     def get_current_stream(self, device=None) -> Queue:
         """The ur_cffi Queue launches go to."""
-        stack = self._scopes.get()  # scope(), inlined: Triton asks on every launch
+        stack = self._scopes.stack  # scope(), inlined: Triton asks on every launch
         return stack[-1].queue if stack else (self._default or self.scope()).queue
 
     def get_current_target(self):
