@@ -117,14 +117,14 @@ def query(function: str, *args_and_prop):
     enum_name, handles = _parameters(function, len(args))
     if type(prop).__name__ != enum_name:
         raise TypeError(f"{function} takes a {enum_name}, not {type(prop).__name__} {prop!r}")
-    if prop._name_ == "UR_PROGRAM_INFO_BINARIES":
+    prop_name = prop._name_
+    if prop_name == "UR_PROGRAM_INFO_BINARIES":
         raise ValueError("UR_PROGRAM_INFO_BINARIES is read into buffers of the caller's: "
                          "read Program.binaries")
     for index in handles:
         if args[index] == ffi.NULL:
             parameter = ffi.typeof(getattr(lib, function)).args[index].cname
             raise ValueError(f"{function}: its {parameter} is NULL")
-    prop_name = prop._name_
     element = _scalar_ctype(prop_name)
     if element is None:
         return decode(prop_name, query_bytes(function, *args_and_prop))

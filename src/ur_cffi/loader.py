@@ -379,8 +379,9 @@ def init(validation: bool | None = None) -> list[Adapter]:
             if validation and not _state["validation"]:
                 raise RuntimeError("the UR loader is already initialised without validation")
             return _state["adapters"]
-        device_selector()  # urLoaderInit reads it: refuse a malformed one first
-        _state["selector"] = os.environ.get(SELECTOR_ENV)
+        selector = os.environ.get(SELECTOR_ENV)
+        device_selector(selector or "")  # urLoaderInit reads it: refuse a malformed one first
+        _state["selector"] = selector
         _loader_init(validation)
         count = ffi.new("uint32_t *")
         check(lib.urAdapterGet(0, ffi.NULL, count), "urAdapterGet")

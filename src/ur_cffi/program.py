@@ -398,12 +398,13 @@ class Kernel(_handle.Resource):
                 for index, arg in enumerate(args):
                     if type(arg) is USMArray:
                         arrays.append(index)
-                    elif isinstance(arg, _handle.Resource) or (
-                            self._declared and isinstance(self._declared[index], str)
-                            and self._declared[index] == "ptr"):
-                        release_checked = True  # (a Buffer, an address checked as USM)
-                    if type(arg) is not USMArray and not isinstance(arg, _handle.Resource):
+                    elif isinstance(arg, _handle.Resource):
+                        release_checked = True  # (a Buffer: its id guarded by releases only)
+                    else:
                         kept.append(arg)
+                        if self._declared and isinstance(self._declared[index], str) and \
+                                self._declared[index] == "ptr":
+                            release_checked = True  # (an address, checked as USM)
                 self._reusable = (key, identities, call_args, _without_event(call_args),
                                   (tuple(kept), self._held_views(args, arrays)), held[1],
                                   tuple(arrays), weakref.ref(queue), release_checked)
