@@ -109,6 +109,9 @@ def find_header() -> Path:
     )
 
 
+LOADER_NAMES = ("libur_loader.so", "libur_loader.so.0")
+
+
 def find_loader_dir(header: Path) -> Path:
     """The directory holding ``libur_loader.so`` that belongs with ``header``."""
     if os.environ.get("UR_LIBRARY_DIR"):
@@ -118,9 +121,7 @@ def find_loader_dir(header: Path) -> Path:
                                     "there")
         return chosen
     for parent in header.parents:
-        if (parent / "lib" / "libur_loader.so").exists() or (
-            parent / "lib" / "libur_loader.so.0"
-        ).exists():
+        if any((parent / "lib" / name).exists() for name in LOADER_NAMES):
             return parent / "lib"
     raise FileNotFoundError(
         f"no libur_loader.so beside {header}; set UR_LIBRARY_DIR or pip install intel-cmplr-lib-ur"
@@ -464,9 +465,6 @@ def make_ffibuilder(header: Path | None = None, bindings: Bindings | None = None
         extra_compile_args=["-Wno-deprecated-declarations"],
     )
     return ffibuilder
-
-
-LOADER_NAMES = ("libur_loader.so", "libur_loader.so.0")
 
 
 def _link_options(loader_dir: Path) -> dict:
