@@ -246,19 +246,30 @@ def _enumerate() -> list[Device]:
 
 def _device_handles(name: str, platform, device_type) -> tuple[int, list]:
     """``(ur_result_t, device handles)`` of ``name`` (``urDeviceGet`` or
-    ``urDeviceGetSelected``) for ``platform`` and ``device_type``.  ``urDeviceGetSelected``
-    fills an array as long as ``urDeviceGet`` counts the platform's devices, with no count of
-    its own: UR's leak checker (oneAPI 2026.2) keeps a reference that its count-only call
-    takes, and a call that fetches and counts fails."""
+    ``urDeviceGetSelected``) for ``platform`` and ``device_type``.
+
+    The loader's ``urDeviceGetSelected`` fetches all the platform's devices with ``urDeviceGet``
+    and never releases those it does not return; UR's leak checker counts them, so they are
+    released here.  It fills an array as long as ``urDeviceGet`` counts the platform's devices,
+    with no count of its own: its count-only call would take a reference of every device."""
     count = ffi.new("uint32_t *")
-    counted = ur_device_type_t.UR_DEVICE_TYPE_ALL if name == "urDeviceGetSelected" else \
-        device_type
+    selected = name == "urDeviceGetSelected"
+    counted = ur_device_type_t.UR_DEVICE_TYPE_ALL if selected else device_type
     result = lib.urDeviceGet(platform.handle, counted, 0, ffi.NULL, count)
     if result or not count[0]:
         return result, []
     handles = ffi.new("ur_device_handle_t[]", count[0])  # (NULLs)
     result = getattr(lib, name)(platform.handle, device_type, count[0], handles, ffi.NULL)
-    return result, [handle for handle in handles if handle != ffi.NULL] if not result else []
+    found = [handle for handle in handles if handle != ffi.NULL] if not result else []
+    if selected:
+        every = ffi.new("ur_device_handle_t[]", count[0])
+        if not lib.urDeviceGet(platform.handle, counted, count[0], every, ffi.NULL):
+            returned = {int(ffi.cast("uintptr_t", handle)) for handle in found}
+            for handle in every:
+                lib.urDeviceRelease(handle)  # (the reference this urDeviceGet took)
+                if int(ffi.cast("uintptr_t", handle)) not in returned:
+                    lib.urDeviceRelease(handle)  # (the loader's)
+    return result, found
 
 
 def _runtime_defaults(found: list[Device]) -> list[Device]:

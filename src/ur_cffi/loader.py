@@ -386,7 +386,8 @@ def init(validation: bool | None = None) -> list[Adapter]:
         count = ffi.new("uint32_t *")
         check(lib.urAdapterGet(0, ffi.NULL, count), "urAdapterGet")
         handles = ffi.new("ur_adapter_handle_t[]", count[0])
-        check(lib.urAdapterGet(count[0], handles, ffi.NULL), "urAdapterGet")
+        if count[0]:  # (none where ONEAPI_DEVICE_SELECTOR names only absent backends)
+            check(lib.urAdapterGet(count[0], handles, ffi.NULL), "urAdapterGet")
         _state["adapters"] = [Adapter(handles[i]) for i in range(count[0])]
         _state["validation"] = validation
         _state["generation"] += 1
