@@ -364,6 +364,26 @@ def test_tuple_argument(tq, rng):
     np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
 
 
+def test_a_bad_item_of_a_tuple_argument_is_named_by_its_index(tq):
+    """Inside a tuple, a numpy array or a str met Triton's own AttributeError, and an address
+    given as an int a bare CompilationError; a closed array, an unnamed ClosedError."""
+    x, out = ur_cffi.zeros(300, np.float32, queue=tq), poisoned(300, tq)
+    with pytest.raises(TypeError, match=r"argument 'pointers\[1\]' is a numpy.ndarray: it has "
+                                        r"a dtype.*no data_ptr\(\)"):
+        tuple_add[(2,)]((x, np.zeros(300, np.float32), out), 300, BLOCK=256)
+    with pytest.raises(TypeError, match=r"argument 'pointers\[2\]' is a str 'out'"):
+        tuple_add[(2,)]((x, x, "out"), 300, BLOCK=256)
+    with pytest.raises(TypeError, match=r"kernel 'tuple_add': 'pointers\[0\]' got an int"):
+        tuple_add[(2,)]((x.data_ptr(), x, out), 300, BLOCK=256)
+    closed = ur_cffi.zeros(300, np.float32, queue=tq)
+    closed.close()
+    with pytest.raises(ur_cffi.ClosedError, match=r"argument 'pointers\[1\]'"):
+        tuple_add[(2,)]((x, closed, out), 300, BLOCK=256)
+    tuple_add[(2,)]((x, x, out), 300, BLOCK=256)
+    tq.finish()
+    assert np.array_equal(out.to_numpy(), np.zeros(300, np.float32))
+
+
 def test_out_of_order_queue_ordered_by_events(context, device, rng):
     """On an out-of-order queue, using(queue, wait_for=...) chains copy -> kernel -> kernel
     -> copy through events only."""

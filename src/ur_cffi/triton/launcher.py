@@ -609,7 +609,19 @@ def _jit_function(kernel):
 
 
 def _named_arguments(function, args, kwargs):
-    return (*zip((p.name for p in function.params), args), *kwargs.items())
+    """``(name, value)`` of each argument; the items of a tuple (Triton passes each to the
+    kernel) as ``name[index]``, constexpr tuples as they are."""
+    constexprs = {param.name for param in function.params if param.is_constexpr}
+    for name, value in (*zip((p.name for p in function.params), args), *kwargs.items()):
+        yield from ((name, value),) if name in constexprs else _items(name, value)
+
+
+def _items(name: str, value):
+    if isinstance(value, tuple):
+        for index, item in enumerate(value):
+            yield from _items(f"{name}[{index}]", item)
+    else:
+        yield name, value
 
 
 def _explain_host_arrays(function, args, kwargs) -> None:
