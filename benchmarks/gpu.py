@@ -41,6 +41,35 @@ MATMUL = 8192
 class Method:
     def __init__(self, name: str, label: str):
         self.name, self.label, self.ops, self.notes = name, label, {}, {}
+        self.verify = None  # () -> problems (strings), after the measurement
+
+
+def _all_succeeded(results: list) -> None:
+    """Raise unless every UR call of a raw sample returned UR_RESULT_SUCCESS (0)."""
+    if any(results):
+        from ur_cffi.enums import ur_result_t
+
+        bad = next(result for result in results if result)
+        raise RuntimeError("a raw launch or finish returned "
+                           f"{ur_result_t(bad).name if bad in ur_result_t._value2member_map_ else bad}")
+
+
+def _launch_check(method: Method, poison, read) -> None:
+    """Give ``method`` a ``verify`` that runs each of its launch workloads once on poisoned
+    ``x`` and compares what the kernel wrote with ``kernel.expected()``."""
+    def verify():
+        problems = []
+        for workload in ("back_to_back", "launch_wait"):
+            if workload in method.ops:
+                poison()
+                method.ops[workload](1)
+                got = [int(v) for v in read()[:kernel.N]]
+                if got != kernel.expected():
+                    problems.append(f"{workload}: x[:{kernel.N}] = {got[:4]}..., not "
+                                    f"{kernel.expected()[:4]}...")
+        return problems
+
+    method.verify = verify
 
 
 def _workloads(quick: bool) -> list[harness.Workload]:
@@ -120,10 +149,10 @@ def ur_methods(gpu: GPU) -> list[Method]:
     tprepared = ur_cffi.triton.prepare(tiny, grid, x, kernel.N, BLOCK=block, num_warps=warps)
 
     raw = Method("raw", "ur_cffi raw layer (lib.urEnqueueKernelLaunchWithArgsExp)")
-    raw.ops["back_to_back"] = lambda c: ([launch(qh, kh, *call_args) for _ in range(c)],
-                                         finish(qh))
-    raw.ops["launch_wait"] = lambda c: [(launch(qh, kh, *call_args), finish(qh))
-                                        for _ in range(c)]
+    raw.ops["back_to_back"] = lambda c: _all_succeeded(
+        [launch(qh, kh, *call_args) for _ in range(c)] + [finish(qh)])
+    raw.ops["launch_wait"] = lambda c: _all_succeeded(
+        [launch(qh, kh, *call_args) | finish(qh) for _ in range(c)])
 
     # The same with an event out, released at once: what an Event per launch costs in UR.
     out = ffi.new("ur_event_handle_t *")
@@ -131,12 +160,15 @@ def ur_methods(gpu: GPU) -> list[Method]:
     release = lib.urEventRelease
 
     def raw_event_launches(count, each):
+        results = []
         for _ in range(count):
-            launch(qh, kh, *with_event)
+            results.append(launch(qh, kh, *with_event))
             release(out[0])
             if each:
-                finish(qh)
-        finish(qh)
+                results.append(finish(qh))
+        if not each:
+            results.append(finish(qh))
+        _all_succeeded(results)
 
     raw_event = Method("raw_event", "ur_cffi raw layer, an event per launch (released)")
     raw_event.ops["back_to_back"] = lambda c: raw_event_launches(c, False)
@@ -166,7 +198,8 @@ def ur_methods(gpu: GPU) -> list[Method]:
             k.launch(q, block, block, x, n, *gpu.scratch)
             if each:
                 q.finish()
-        q.finish()
+        if not each:
+            q.finish()
 
     defaults.ops["back_to_back"] = lambda c: with_defaults(c, False)
     defaults.ops["launch_wait"] = lambda c: with_defaults(c, True)
@@ -220,6 +253,29 @@ def ur_methods(gpu: GPU) -> list[Method]:
     lean.ops["d2h_pinned"] = lambda c: [device_buffer.copy_to(pinned) for _ in range(c)]
 
     gpu.keep = (device_buffer, pinned, prepared, tprepared)
+    poison = lambda: x.fill(-1)  # noqa: E731
+    for method in (raw, raw_event, defaults, prep, jit, tprep, paced):
+        _launch_check(method, poison, x.to_numpy)
+    _launch_check(lean, poison, x.to_numpy)
+    launches_verified = lean.verify
+    pinned_view = np.asarray(pinned)
+
+    def copies_verified():
+        problems = launches_verified()
+        for workload, zero, written in (
+                ("h2d_pageable", lambda: device_buffer.fill(0), device_buffer.to_numpy),
+                ("d2h_pageable", lambda: pageable.fill(0), lambda: pageable),
+                ("h2d_pinned", lambda: device_buffer.fill(0), device_buffer.to_numpy),
+                ("d2h_pinned", lambda: pinned_view.fill(0), lambda: pinned_view)):
+            zero()
+            q.finish()
+            lean.ops[workload](1)
+            q.finish()
+            if not (written() == 1).all():
+                problems.append(f"{workload}: the copy left bytes other than 1")
+        return problems
+
+    lean.verify = copies_verified
     try:
         _ur_bandwidth(gpu, jit)
     except Exception as error:  # noqa: BLE001 - reported with the figures
@@ -270,6 +326,24 @@ def _ur_matmul(gpu: GPU, jit: Method) -> None:
     jit.ops["matmul"] = lambda c: ([matmul[mgrid](*margs, **mopts) for _ in range(c)],
                                    q.finish())
     gpu.keep += (ma, mb, mc)
+    launches_verified = jit.verify or (lambda: [])
+
+    def verified():
+        mc.fill(np.nan)
+        jit.ops["matmul"](1)
+        return launches_verified() + _matmul_problems(ma.to_numpy(), mb.to_numpy(),
+                                                      mc.to_numpy())
+
+    jit.verify = verified
+
+
+def _matmul_problems(a, b, c) -> list[str]:
+    """Rows 0 to 3 of ``c`` against ``a @ b`` in float64."""
+    reference = a[:4].astype(np.float64) @ b.astype(np.float64)
+    if np.allclose(c[:4].astype(np.float64), reference, rtol=1e-2, atol=0.5):
+        return []
+    return [f"matmul: rows 0 to 3 differ from float64 numpy by up to "
+            f"{np.nanmax(np.abs(c[:4] - reference)):.3g}"]
 
 
 def cupy_methods(gpu: GPU) -> list[Method]:
@@ -313,6 +387,7 @@ def cupy_methods(gpu: GPU) -> list[Method]:
 
     method.ops["stream"] = copies
     method.notes["stream"] = "copy kernel: 2 bytes moved per 3 of the add (scaled below)"
+    _launch_check(method, lambda: (x.fill(-1), cupy.cuda.Device().synchronize()), x.get)
     gpu.cupy_keep = (x, device_buffer, pinned, source, target, stream, module)
     return [method]
 
@@ -340,6 +415,7 @@ def triton_own_methods(gpu: GPU) -> list[Method]:
     tail = (x.data.ptr, kernel.N, kernel.BLOCK)
     method.ops["back_to_back"] = lambda c: ([launcher(*head, *tail) for _ in range(c)], sync())
     method.ops["launch_wait"] = lambda c: [(launcher(*head, *tail), sync()) for _ in range(c)]
+    _launch_check(method, lambda: (x.fill(-1), cupy.cuda.Device().synchronize()), x.get)
 
     if getattr(gpu, "matmul_compiled", None) is None:
         gpu.own_keep = (x, stream)
@@ -355,6 +431,15 @@ def triton_own_methods(gpu: GPU) -> list[Method]:
     m_tail = (a.data.ptr, b.data.ptr, c_out.data.ptr, size, size, size, size, size, size,
               128, 256, 64, 8)
     method.ops["matmul"] = lambda c: ([m_launcher(*m_head, *m_tail) for _ in range(c)], sync())
+    launches_verified = method.verify
+
+    def verified():
+        c_out.fill(np.nan)
+        cupy.cuda.Device().synchronize()
+        method.ops["matmul"](1)
+        return launches_verified() + _matmul_problems(a.get(), b.get(), c_out.get())
+
+    method.verify = verified
 
     if getattr(gpu, "vector_add_compiled", None) is None:
         gpu.own_keep = (x, a, b, c_out, stream)
@@ -398,11 +483,13 @@ def torch_methods(gpu: GPU) -> list[Method]:
             tiny[grid](x, kernel.N, BLOCK=kernel.BLOCK, num_warps=kernel.NUM_WARPS)
             if each:
                 sync()
-        sync()
+        if not each:
+            sync()
 
     method = Method("triton_torch", f"Triton JIT on torch {torch.__version__} tensors")
     method.ops["back_to_back"] = swapped(lambda c: launches(c, False))
     method.ops["launch_wait"] = swapped(lambda c: launches(c, True))
+    _launch_check(method, lambda: (x.fill_(-1), sync()), lambda: x.tolist())
     gpu.torch_keep = (x, stock)
     return [method]
 
@@ -451,50 +538,73 @@ def main(argv=None) -> int:
         print(f"| {method.label} | " + " | ".join(cells) + " |")
     for name, reason in {**skipped, **gpu.notes}.items():
         print(f"not measured: {name}: {reason}")
-    print(_verdicts(figures))
+    wrong = {}
+    for method in methods:
+        if method.verify is not None:
+            try:
+                problems = method.verify()
+            except Exception as error:  # noqa: BLE001 - reported as a wrong result
+                problems = [f"{type(error).__name__}: {error}"]
+            if problems:
+                wrong[method.name] = problems
+    for name, problems in wrong.items():
+        print(f"WRONG RESULTS, figures void: {labels[name]}: {'; '.join(problems)}")
+    checked = sorted(m.name for m in methods if m.verify is not None and m.name not in wrong)
+    print(f"results checked after the measurement (poisoned, then run once): "
+          f"{', '.join(checked)}")
+    print(_verdicts(figures, times))
     path = args.json or RESULTS / f"gpu-{datetime.datetime.now():%Y%m%d-%H%M%S}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"device": gpu.device.name, "rounds": rounds, "labels": labels,
-                                "figures": figures, "times": times, "skipped": skipped},
-                               indent=1))
+                                "figures": figures, "times": times, "skipped": skipped,
+                                "wrong_results": wrong}, indent=1))
     print(f"json: {path}")
-    return 0
+    return 1 if wrong else 0
 
 
-def _verdicts(figures: dict) -> str:
-    lines = ["\ntargets:"]
+def _verdicts(figures: dict, times: dict) -> str:
+    """Each target's verdict, on the median of the per-round ratios (both methods measured in
+    the same round: drift between rounds cancels), with the figures beside it."""
+    lines = ["\ntargets (verdicts on the median per-round ratio):"]
 
-    def check(text, ok):
-        lines.append(f"- {text}: {'pass' if ok else 'MISS'}")
+    def ratio(workload, method, reference, scale=1.0):
+        """Median over rounds of ``method``'s time / ``reference``'s, times ``scale``."""
+        per_round = harness.ratios(times.get(workload, {}), method, reference)
+        return statistics.median(per_round) * scale if per_round else None
+
+    def check(text, value, ok):
+        lines.append(f"- {text} (ratio {value:.3f}): {'pass' if ok(value) else 'MISS'}")
 
     for workload in ("back_to_back", "launch_wait"):
         row = figures.get(workload, {})
-        cupy = row.get("cupy")
         for name in ("raw", "defaults", "launch", "prepared", "triton", "triton_prepared"):
-            if cupy and name in row:
-                check(f"{workload} {name} {row[name]:.2f} us <= CuPy {cupy:.2f} us",
-                      row[name] <= cupy)
-        if "triton" in row and "triton_torch" in row:
+            value = ratio(workload, name, "cupy")
+            if value is not None:
+                check(f"{workload} {name} {row[name]:.2f} us <= CuPy {row['cupy']:.2f} us",
+                      value, lambda r: r <= 1)
+        value = ratio(workload, "triton", "triton_torch")
+        if value is not None:
             check(f"{workload} kernel[grid] {row['triton']:.2f} us < Triton-on-torch "
-                  f"{row['triton_torch']:.2f} us", row["triton"] < row["triton_torch"])
+                  f"{row['triton_torch']:.2f} us", value, lambda r: r < 1)
     row = figures.get("back_to_back", {})
     if "triton" in row and "triton_dispatch_prepared" in row:
         lines.append(f"- (no target) kernel[grid]'s launcher costs "
                      f"{row['triton'] - row['triton_dispatch_prepared']:.2f} us more than a "
                      "prepared launch after the same dispatch")
+    # Bandwidths: ur_cffi's GB/s over the reference's is the reference's time over ours.
     for workload in ("h2d_pinned", "d2h_pinned"):
-        row = figures.get(workload, {})
-        if "launch" in row and "cupy" in row:
+        row, value = figures.get(workload, {}), ratio(workload, "cupy", "launch")
+        if value is not None:
             check(f"{workload} {row['launch']:.1f} GB/s within 10% of CuPy {row['cupy']:.1f}",
-                  row["launch"] >= 0.9 * row["cupy"])
-    row = figures.get("stream", {})
-    if "triton" in row and "cupy" in row:
+                  value, lambda r: r >= 0.9)
+    row, value = figures.get("stream", {}), ratio("stream", "cupy", "triton", 3 / 2)
+    if value is not None:  # (CuPy's copy moves 2 of the add's 3 bytes: its figure is scaled)
         check(f"vector add {row['triton']:.0f} GB/s within 10% of CuPy's copy "
-              f"{row['cupy']:.0f} GB/s", row["triton"] >= 0.9 * row["cupy"])
-    row = figures.get("matmul", {})
-    if "triton" in row and "triton_own" in row:
+              f"{row['cupy']:.0f} GB/s", value, lambda r: r >= 0.9)
+    row, value = figures.get("matmul", {}), ratio("matmul", "triton_own", "triton")
+    if value is not None:
         check(f"matmul {row['triton']:.0f} TFLOP/s within 5% of Triton's own driver "
-              f"{row['triton_own']:.0f}", row["triton"] >= 0.95 * row["triton_own"])
+              f"{row['triton_own']:.0f}", value, lambda r: r >= 0.95)
     return "\n".join(lines)
 
 
