@@ -260,7 +260,9 @@ def _device_handles(name: str, platform, device_type) -> tuple[int, list]:
         return result, []
     handles = ffi.new("ur_device_handle_t[]", count[0])  # (NULLs)
     result = getattr(lib, name)(platform.handle, device_type, count[0], handles, ffi.NULL)
-    found = [handle for handle in handles if handle != ffi.NULL] if not result else []
+    if result:  # (a refused selector fails before the loader fetches any device)
+        return result, []
+    found = [handle for handle in handles if handle != ffi.NULL]
     if selected:
         every = ffi.new("ur_device_handle_t[]", count[0])
         if not lib.urDeviceGet(platform.handle, counted, count[0], every, ffi.NULL):
