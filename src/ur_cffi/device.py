@@ -248,9 +248,10 @@ def _device_handles(name: str, platform, device_type) -> tuple[int, list]:
     """``(ur_result_t, device handles)`` of ``name`` (``urDeviceGet`` or
     ``urDeviceGetSelected``) for ``platform`` and ``device_type``.
 
-    The loader's ``urDeviceGetSelected`` fetches all the platform's devices with ``urDeviceGet``
-    and never releases those it does not return; UR's leak checker counts them, so they are
-    released here.  It fills an array as long as ``urDeviceGet`` counts the platform's devices,
+    Where a term of the selector names the platform's backend or ``*``, the loader's
+    ``urDeviceGetSelected`` fetches all the platform's devices with ``urDeviceGet`` and never
+    releases those it does not return; UR's leak checker counts them, so they are released
+    here.  It fills an array as long as ``urDeviceGet`` counts the platform's devices,
     with no count of its own: its count-only call would take a reference of every device."""
     count = ffi.new("uint32_t *")
     selected = name == "urDeviceGetSelected"
@@ -263,7 +264,7 @@ def _device_handles(name: str, platform, device_type) -> tuple[int, list]:
     if result:  # (a refused selector fails before the loader fetches any device)
         return result, []
     found = [handle for handle in handles if handle != ffi.NULL]
-    if selected:
+    if selected and _selector_names(platform):
         every = ffi.new("ur_device_handle_t[]", count[0])
         if not lib.urDeviceGet(platform.handle, counted, count[0], every, ffi.NULL):
             returned = {int(ffi.cast("uintptr_t", handle)) for handle in found}
@@ -272,6 +273,14 @@ def _device_handles(name: str, platform, device_type) -> tuple[int, list]:
                 if int(ffi.cast("uintptr_t", handle)) not in returned:
                     lib.urDeviceRelease(handle)  # (the loader's)
     return result, found
+
+
+def _selector_names(platform) -> bool:
+    """Whether a term of the selector UR read names ``platform``'s backend or ``*`` (for
+    other platforms the loader's ``urDeviceGetSelected`` answers no device, fetching none)."""
+    backend = platform.backend.name.removeprefix(_release.BACKEND_PREFIX).lower()
+    return any(name in ("*", backend)
+               for _, name, _ in loader.device_selector(loader.selector_text() or "") or ())
 
 
 def _runtime_defaults(found: list[Device]) -> list[Device]:
