@@ -152,7 +152,7 @@ def ur_methods(gpu: GPU) -> list[Method]:
     raw.ops["back_to_back"] = lambda c: _all_succeeded(
         [launch(qh, kh, *call_args) for _ in range(c)] + [finish(qh)])
     raw.ops["launch_wait"] = lambda c: _all_succeeded(
-        [launch(qh, kh, *call_args) | finish(qh) for _ in range(c)])
+        [launch(qh, kh, *call_args) or finish(qh) for _ in range(c)])
 
     # The same with an event out, released at once: what an Event per launch costs in UR.
     out = ffi.new("ur_event_handle_t *")
@@ -163,6 +163,8 @@ def ur_methods(gpu: GPU) -> list[Method]:
         results = []
         for _ in range(count):
             results.append(launch(qh, kh, *with_event))
+            if results[-1]:  # (no event out)
+                break
             release(out[0])
             if each:
                 results.append(finish(qh))
@@ -262,17 +264,23 @@ def ur_methods(gpu: GPU) -> list[Method]:
 
     def copies_verified():
         problems = launches_verified()
-        for workload, zero, written in (
-                ("h2d_pageable", lambda: device_buffer.fill(0), device_buffer.to_numpy),
-                ("d2h_pageable", lambda: pageable.fill(0), lambda: pageable),
-                ("h2d_pinned", lambda: device_buffer.fill(0), device_buffer.to_numpy),
-                ("d2h_pinned", lambda: pinned_view.fill(0), lambda: pinned_view)):
-            zero()
+        for value, (workload, source, target) in enumerate((
+                ("h2d_pageable", pageable, None), ("d2h_pageable", None, pageable),
+                ("h2d_pinned", pinned_view, None), ("d2h_pinned", None, pinned_view)), 7):
+            if source is None:
+                device_buffer.fill(value)
+                target.fill(0)
+            else:
+                source.fill(value)
+                device_buffer.fill(0)
             q.finish()
             lean.ops[workload](1)
             q.finish()
-            if not (written() == 1).all():
-                problems.append(f"{workload}: the copy left bytes other than 1")
+            written = device_buffer.to_numpy() if target is None else target
+            if not (written == value).all():
+                problems.append(f"{workload}: the copy left bytes other than {value}")
+        pageable.fill(1)
+        pinned_view.fill(1)
         return problems
 
     lean.verify = copies_verified
@@ -305,6 +313,14 @@ def _ur_bandwidth(gpu: GPU, jit: Method) -> None:
     jit.ops["stream"] = lambda c: ([vector_add[vgrid](vx, vy, vo, count, BLOCK=4096)
                                     for _ in range(c)], q.finish())
     gpu.keep += (vx, vy, vo)
+    launches_verified = jit.verify or (lambda: [])
+
+    def verified():
+        vo.fill(np.nan)
+        jit.ops["stream"](1)
+        return launches_verified() + _filled_problems("vector add", vo.to_numpy(), 3.0)
+
+    jit.verify = verified
 
 
 def _ur_matmul(gpu: GPU, jit: Method) -> None:
@@ -338,12 +354,23 @@ def _ur_matmul(gpu: GPU, jit: Method) -> None:
 
 
 def _matmul_problems(a, b, c) -> list[str]:
-    """Rows 0 to 3 of ``c`` against ``a @ b`` in float64."""
-    reference = a[:4].astype(np.float64) @ b.astype(np.float64)
-    if np.allclose(c[:4].astype(np.float64), reference, rtol=1e-2, atol=0.5):
+    """``c`` (poisoned with NaN before the launch) against ``a @ b`` in float64: no NaN left,
+    and its first and last four rows."""
+    if np.isnan(c).any():
+        return [f"matmul: {np.isnan(c).sum()} of {c.size} elements not written"]
+    rows = np.r_[0:4, len(c) - 4:len(c)]
+    reference = a[rows].astype(np.float64) @ b.astype(np.float64)
+    if np.allclose(c[rows].astype(np.float64), reference, rtol=1e-2, atol=0.5):
         return []
-    return [f"matmul: rows 0 to 3 differ from float64 numpy by up to "
-            f"{np.nanmax(np.abs(c[:4] - reference)):.3g}"]
+    return [f"matmul: rows {list(rows)} differ from float64 numpy by up to "
+            f"{np.abs(c[rows] - reference).max():.3g}"]
+
+
+def _filled_problems(what: str, values, expected: float) -> list[str]:
+    """``values`` (poisoned before the launch) all ``expected``?"""
+    if (values == expected).all():
+        return []
+    return [f"{what}: {(values != expected).sum()} of {values.size} elements not {expected}"]
 
 
 def cupy_methods(gpu: GPU) -> list[Method]:
@@ -388,6 +415,14 @@ def cupy_methods(gpu: GPU) -> list[Method]:
     method.ops["stream"] = copies
     method.notes["stream"] = "copy kernel: 2 bytes moved per 3 of the add (scaled below)"
     _launch_check(method, lambda: (x.fill(-1), cupy.cuda.Device().synchronize()), x.get)
+    launches_verified = method.verify
+
+    def verified():
+        target.fill(np.nan)
+        copies(1)
+        return launches_verified() + _filled_problems("copy kernel", target.get(), 1.0)
+
+    method.verify = verified
     gpu.cupy_keep = (x, device_buffer, pinned, source, target, stream, module)
     return [method]
 
@@ -452,6 +487,15 @@ def triton_own_methods(gpu: GPU) -> list[Method]:
               gpu.vector_add_compiled.packed_metadata, None, None, None)
     v_tail = (vx.data.ptr, vy.data.ptr, vo.data.ptr, count, 4096)
     method.ops["stream"] = lambda c: ([v_launcher(*v_head, *v_tail) for _ in range(c)], sync())
+    matmul_verified = method.verify
+
+    def verified():
+        vo.fill(np.nan)
+        cupy.cuda.Device().synchronize()
+        method.ops["stream"](1)
+        return matmul_verified() + _filled_problems("vector add", vo.get(), 2.0)
+
+    method.verify = verified
     gpu.own_keep = (x, a, b, c_out, vx, vy, vo, stream)
     return [method]
 
@@ -552,7 +596,7 @@ def main(argv=None) -> int:
     checked = sorted(m.name for m in methods if m.verify is not None and m.name not in wrong)
     print(f"results checked after the measurement (poisoned, then run once): "
           f"{', '.join(checked)}")
-    print(_verdicts(figures, times))
+    print(_verdicts(figures, times, wrong))
     path = args.json or RESULTS / f"gpu-{datetime.datetime.now():%Y%m%d-%H%M%S}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"device": gpu.device.name, "rounds": rounds, "labels": labels,
@@ -562,18 +606,24 @@ def main(argv=None) -> int:
     return 1 if wrong else 0
 
 
-def _verdicts(figures: dict, times: dict) -> str:
+def _verdicts(figures: dict, times: dict, wrong: dict) -> str:
     """Each target's verdict, on the median of the per-round ratios (both methods measured in
-    the same round: drift between rounds cancels), with the figures beside it."""
+    the same round: drift between rounds cancels), with the figures beside it; void where a
+    method gave wrong results."""
     lines = ["\ntargets (verdicts on the median per-round ratio):"]
+
+    void = set()
 
     def ratio(workload, method, reference, scale=1.0):
         """Median over rounds of ``method``'s time / ``reference``'s, times ``scale``."""
         per_round = harness.ratios(times.get(workload, {}), method, reference)
+        void.clear()
+        void.update(name for name in (method, reference) if name in wrong)
         return statistics.median(per_round) * scale if per_round else None
 
     def check(text, value, ok):
-        lines.append(f"- {text} (ratio {value:.3f}): {'pass' if ok(value) else 'MISS'}")
+        verdict = "VOID (wrong results)" if void else "pass" if ok(value) else "MISS"
+        lines.append(f"- {text} (ratio {value:.3f}): {verdict}")
 
     for workload in ("back_to_back", "launch_wait"):
         row = figures.get(workload, {})
