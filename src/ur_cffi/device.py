@@ -278,9 +278,14 @@ def _device_handles(name: str, platform, device_type) -> tuple[int, list]:
 def _selector_names(platform) -> bool:
     """Whether a term of the selector UR read names ``platform``'s backend or ``*`` (for
     other platforms the loader's ``urDeviceGetSelected`` answers no device, fetching none)."""
-    backend = platform.backend.name.removeprefix(_release.BACKEND_PREFIX).lower()
+    backend = _selector_name(platform)
     return any(name in ("*", backend)
                for _, name, _ in loader.device_selector(loader.selector_text() or "") or ())
+
+
+def _selector_name(platform) -> str:
+    """``platform``'s backend as a selector names it (``opencl``)."""
+    return platform.backend.name.removeprefix(_release.BACKEND_PREFIX).lower()
 
 
 def _runtime_defaults(found: list[Device]) -> list[Device]:
@@ -361,7 +366,9 @@ def default_device() -> Device:
     found = devices()
     if not found:
         if loader.selector_text():
-            hint = loader.selector_hint()
+            hint = loader.selector_hint(frozenset(
+                _selector_name(platform) for adapter in loader.init()
+                for platform in adapter.platforms()))
             raise RuntimeError(f"no UR device is selected by {loader.SELECTOR_ENV}="
                                f"{loader.selector_text()!r}"
                                f"{f' ({hint})' if hint else ''}; unset it to use every "

@@ -192,16 +192,21 @@ def selector_text() -> str | None:
         os.environ.get(SELECTOR_ENV)
 
 
-def selector_hint() -> str:
+def selector_hint(backends: frozenset = frozenset()) -> str:
     """Why ``ONEAPI_DEVICE_SELECTOR`` may have selected nothing where UR's loaders read it
     otherwise than its grammar says (seen with PyPI's runtime wheels), with a form they all
-    read; empty where there is nothing to say.  (UR reads the selector itself.)"""
+    read; empty where there is nothing to say.  (UR reads the selector itself.)  ``backends``:
+    the selector names of the platforms' backends."""
     terms = device_selector(selector_text() or "") or ()
     hints = []
-    if terms and all(negative for negative, _, _ in terms) and \
-            not _release.NEGATIVE_TERMS_ALONE_SELECT:
-        hints.append("this loader (before oneAPI 2025.2) selects nothing with '!' terms "
-                     "alone: put '*:*;' in front")
+    if terms and all(negative for negative, _, _ in terms):
+        if not _release.NEGATIVE_TERMS_ALONE_SELECT:
+            hints.append("this loader (before oneAPI 2025.2) selects nothing with '!' terms "
+                         "alone: put '*:*;' in front")
+        elif backends - {name for _, name, _ in terms} and \
+                all(name != "*" for _, name, _ in terms):
+            hints.append("UR's loader selects no device of a backend that no term names, "
+                         "'!' terms too: put '*:*;' in front")
     if not _release.CAPITAL_DEVICE_TYPES_READ and any(
             device != device.lower() for negative, _, devices in terms if not negative
             for device in devices):
