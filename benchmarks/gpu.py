@@ -7,7 +7,9 @@ and pinned (USM host / ``cupyx.empty_pinned``) memory.  The vector add moves 3 G
 inputs, one output) against CuPy's copy kernel on 1 GiB (2 GiB moved); the fp16 matmul
 (8192^3) is the same compiled kernel launched by ur_cffi.triton and by Triton's own
 ``CudaLauncher``.  Every ur_cffi row runs with the library's default waits (a wait for work
-measured short is UR's blocking call; ``ur_cffi._durations``).
+measured short is UR's blocking call; ``ur_cffi._durations``).  After the measurement each
+method runs once more on poisoned memory and its output is compared: a wrong one voids its
+verdicts and the exit status is 1.  Verdicts are medians of per-round ratios.
 
 torch is imported here, before ur_cffi.triton is activated, for the Triton-on-torch method
 (so that Triton's specializer knows torch tensors); the test suite checks ur_cffi itself
