@@ -264,7 +264,7 @@ def _device_handles(name: str, platform, device_type) -> tuple[int, list]:
     if result:  # (a refused selector fails before the loader fetches any device)
         return result, []
     found = [handle for handle in handles if handle != ffi.NULL]
-    if selected and _selector_names(platform):
+    if selected and _loader_fetches_devices_of(platform):
         every = ffi.new("ur_device_handle_t[]", count[0])
         if not lib.urDeviceGet(platform.handle, counted, count[0], every, ffi.NULL):
             returned = {int(ffi.cast("uintptr_t", handle)) for handle in found}
@@ -275,9 +275,10 @@ def _device_handles(name: str, platform, device_type) -> tuple[int, list]:
     return result, found
 
 
-def _selector_names(platform) -> bool:
-    """Whether a term of the selector UR read names ``platform``'s backend or ``*`` (for
-    other platforms the loader's ``urDeviceGetSelected`` answers no device, fetching none)."""
+def _loader_fetches_devices_of(platform) -> bool:
+    """Whether the loader's ``urDeviceGetSelected`` fetches ``platform``'s devices: where a
+    term of the selector UR read names its backend or ``*`` (elsewhere it answers no device,
+    fetching none)."""
     backend = _selector_name(platform)
     return any(name in ("*", backend)
                for _, name, _ in loader.device_selector(loader.selector_text() or "") or ())
