@@ -143,6 +143,16 @@ def tuple_add(pointers, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def tuple_axpy(pointers, n, a, TAG: tl.constexpr, BLOCK: tl.constexpr):
+    """out = a * x + y, beside a constexpr tuple ``TAG`` (passed only: Triton 3.3 cannot
+    index one in a kernel)."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(pointers[0] + offsets, mask=mask)
+    tl.store(pointers[2] + offsets, a * x + tl.load(pointers[1] + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
 def lcg_steps(x_ptr, y_ptr, n, steps, BLOCK: tl.constexpr):
     # `steps` rounds of a 32-bit linear congruential generator: a loop the compiler cannot
     # shorten, so the kernel runs as long as asked and the result is still exact.

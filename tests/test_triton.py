@@ -46,6 +46,7 @@ from kernels import (  # noqa: E402
     scale_with_default_block,
     softmax,
     tuple_add,
+    tuple_axpy,
     twelve_args,
 )
 
@@ -362,6 +363,25 @@ def test_tuple_argument(tq, rng):
     tuple_add[(triton.cdiv(n, 256),)]((x, y, out), n, BLOCK=256)
     tq.finish()
     np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
+
+
+def test_a_constexpr_tuple_beside_a_tuple_of_pointers(tq, rng):
+    """The launcher flattened every tuple among the arguments, constexpr ones too, where the
+    signature keeps those whole: "takes 5 arguments (constexprs included), 6 given"."""
+    n = int(rng.integers(1000, 3000))
+    xh, yh = random32(rng, n), random32(rng, n)
+    x, y = ur_cffi.asarray(xh, queue=tq), ur_cffi.asarray(yh, queue=tq)
+    expected = 2.5 * xh.astype(np.float64) + yh
+    out = poisoned(n, tq)
+    tuple_axpy[(triton.cdiv(n, 256),)]((x, y, out), n, 2.5, TAG=(3, 4), BLOCK=256)
+    tq.finish()
+    np.testing.assert_allclose(out.to_numpy(), expected, rtol=1e-5, atol=1e-5)
+    out = poisoned(n, tq)
+    prepared = ur_triton.prepare(tuple_axpy, (triton.cdiv(n, 256),), (x, y, out), n, 2.5,
+                                 TAG=(3, 4), BLOCK=256)
+    prepared()
+    tq.finish()
+    np.testing.assert_allclose(out.to_numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_a_bad_item_of_a_tuple_argument_is_named_by_its_index(tq):

@@ -156,9 +156,19 @@ def _flatten(values):
             yield value
 
 
-def flatten_arguments(args) -> list:
-    """The launcher's ``*args`` with tuple arguments flattened, as the signature is."""
-    return list(_flatten(args))
+def flatten_arguments(args, types: tuple) -> list:
+    """The launcher's ``*args`` with tuple arguments flattened where their ``types`` (the
+    signature's values) are tuples: a constexpr tuple stays one argument, as in the
+    signature."""
+    return list(_flatten_as(args, types))
+
+
+def _flatten_as(values, types):
+    for value, ty in zip(values, types):
+        if isinstance(ty, tuple):
+            yield from _flatten_as(value, ty)
+        else:
+            yield value
 
 
 _RULES = {

@@ -84,7 +84,7 @@ class Launcher:
         self.arg_count = rules.argument_count(signature)
         # What a graph update must keep (None: unknown, the recorded values are kept instead).
         self.divisible = abi.divisible_parameters(src)
-        self.flatten = abi.has_tuples(signature)
+        self.tuple_types = tuple(signature.values()) if abi.has_tuples(signature) else None
         threads_per_warp = rules.threads_per_warp(metadata)
         self.local_size = metadata.num_warps * threads_per_warp
         driver.check_work_group(metadata.num_warps, threads_per_warp)
@@ -188,8 +188,8 @@ class Launcher:
         if enter_hook is not None and not (type(enter_hook) is _HookChain
                                            and not enter_hook.calls):
             enter_hook(launch_metadata)
-        if self.flatten:
-            args = abi.flatten_arguments(args)
+        if self.tuple_types:
+            args = abi.flatten_arguments(args, self.tuple_types)
         if len(args) != self.arg_count:
             raise TypeError(f"kernel {self.name!r} takes {self.arg_count} arguments "
                             f"(constexprs included), {len(args)} given")
