@@ -656,6 +656,40 @@ def test_wrong_argument_count(tq, rng):
     assert_nothing_launched(y, before)
 
 
+@pytest.mark.parametrize("arch", [90, "sm80"])
+def test_kernel_grid_refuses_an_arch_option(tq, arch):
+    """On a CUDA device Triton's NVIDIA backend took arch for its target (arch=90 failed in
+    its parser, "sm80" compiled for another GPU); a str option was blamed as a kernel
+    argument ("argument 'arch' is a str")."""
+    x = ur_cffi.zeros(100, np.float32, queue=tq)
+    with pytest.raises(TypeError, match=f"compile option arch={arch!r}: ur_cffi.triton "
+                                        "compiles for the device's own target"):
+        scale[(1,)](x, x, 1.0, 100, BLOCK=128, arch=arch)
+
+
+def test_a_kernel_with_a_tuple_argument_launched_by_hand_checks_its_shape(tq, rng):
+    """The launcher flattened arguments by the signature with zip(): extra arguments and
+    items were dropped, and an array given for the tuple was iterated into 0-d views that
+    became its pointers (heap corruption past a 3-element array)."""
+    n = int(rng.integers(300, 1000))
+    x, out = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
+    compiled = tuple_add[(1,)]((x, x, out), n, BLOCK=256)
+    tq.finish()
+    out.fill(np.nan)
+    before = ur_triton.last_event()
+    three = ur_cffi.zeros(3, np.float32, queue=tq)
+    for args, message in ((((x, x, out), n, 256, 7), "takes 3 arguments"),
+                          (((x, x, out, out), n, 256), "'pointers' must be a tuple of 3"),
+                          ((three, n, 256), "'pointers' must be a tuple of 3, .* not USMArray"),
+                          ((None, n, 256), "'pointers' must be a tuple of 3, .* not NoneType")):
+        with pytest.raises(TypeError, match=f"kernel 'tuple_add': .*{message}"):
+            compiled[(triton.cdiv(n, 256), 1, 1)](*args)
+    assert_nothing_launched(out, before)
+    compiled[(triton.cdiv(n, 256), 1, 1)]([x, x, out], n, 256)  # (a list, as Triton takes)
+    tq.finish()
+    np.testing.assert_allclose(out.to_numpy(), 2 * x.to_numpy().astype(np.float64), rtol=1e-6)
+
+
 def test_wrong_pointer_dtype(tq, rng):
     from triton.compiler import ASTSource
 

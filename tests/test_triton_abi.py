@@ -118,12 +118,18 @@ def test_parameters_drop_constexprs_and_flatten_tuples():
     assert rules.parameters(signature) == [
         (0, "x", "*fp32"), (1, "pair[0]", "*fp16"), (2, "pair[1]", "i32"), (3, "n", "i32"),
         (5, "nested[0][0]", "i64"), (7, "nested[1]", "fp32")]
-    types = tuple(signature.values())
-    assert abi.flatten_arguments((1, (2, 3), 4, 5, ((6, 7), 8)), types) == [1, 2, 3, 4, 5, 6,
-                                                                              7, 8]
+    assert abi.flatten_arguments((1, (2, 3), 4, 5, ((6, 7), 8)), signature) == \
+        [1, 2, 3, 4, 5, 6, 7, 8]
     # A constexpr tuple (BLOCK here, nested[0][1]) is one argument, as in the signature.
-    assert abi.flatten_arguments((1, (2, 3), 4, (5, 5), ((6, (7, 7)), 8)), types) == \
+    assert abi.flatten_arguments((1, (2, 3), 4, (5, 5), ((6, (7, 7)), 8)), signature) == \
         [1, 2, 3, 4, (5, 5), 6, (7, 7), 8]
+    # Arguments of another shape: zip() dropped extras, and iterated an array into views.
+    for args, message in (((1, (2, 3), 4, 5, ((6, 7), 8), 9), "takes 5 arguments"),
+                          ((1, (2, 3, 3), 4, 5, ((6, 7), 8)), "'pair' must be a tuple of 2"),
+                          ((1, 2, 4, 5, ((6, 7), 8)), "'pair' must be a tuple of 2, .* not int"),
+                          ((1, (2, 3), 4, 5, (6, 8)), r"'nested\[0\]' must be a tuple of 2")):
+        with pytest.raises(TypeError, match=message):
+            abi.flatten_arguments(args, signature)
     assert rules.pointer_element("*kfp16") == "fp16" and rules.pointer_element("*i8") == "i8"
 
 

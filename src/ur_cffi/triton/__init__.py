@@ -217,10 +217,6 @@ def compile(fn, signature: dict, constants: dict | None = None, *, device=None, 
             # of num_ctas=2 launched by hand left half its output unwritten)
             backend.install_option_check(patches)
         try:
-            if "arch" in options:  # (Triton's NVIDIA backend would take it for its target)
-                raise TypeError(f"compile option arch={options['arch']!r}: compile() compiles "
-                                "for the device's own target; ur_cffi.triton.cuda.compile("
-                                "arch=...) compiles for another compute capability")
             target = backend.gpu_target(device)
             backend.check_options(target, options)
             return triton.compile(checked_source(fn, signature, constants), target=target,

@@ -156,19 +156,26 @@ def _flatten(values):
             yield value
 
 
-def flatten_arguments(args, types: tuple) -> list:
-    """The launcher's ``*args`` with tuple arguments flattened where their ``types`` (the
-    signature's values) are tuples: a constexpr tuple stays one argument, as in the
-    signature."""
-    return list(_flatten_as(args, types))
+def flatten_arguments(args, signature: dict) -> list:
+    """The launcher's ``*args`` with tuple arguments flattened where ``signature`` has a tuple
+    (a constexpr tuple stays one argument, as there); ``TypeError`` where an argument has
+    not the signature's shape (a kernel launched by hand: ``kernel[grid](...)`` of a compiled
+    kernel)."""
+    if len(args) != len(signature):
+        raise TypeError(f"takes {len(signature)} arguments (constexprs included, a tuple as "
+                        f"one), {len(args)} given")
+    return list(_flatten_as(args, signature.values(), signature))
 
 
-def _flatten_as(values, types):
-    for value, ty in zip(values, types):
-        if isinstance(ty, tuple):
-            yield from _flatten_as(value, ty)
-        else:
+def _flatten_as(values, types, names):
+    for value, ty, name in zip(values, types, names):
+        if not isinstance(ty, tuple):
             yield value
+        elif isinstance(value, (tuple, list)) and len(value) == len(ty):
+            yield from _flatten_as(value, ty, [f"{name}[{i}]" for i in range(len(ty))])
+        else:
+            raise TypeError(f"argument {name!r} must be a tuple of {len(ty)}, as the kernel "
+                            f"was compiled for, not {type(value).__name__} {value!r:.60}")
 
 
 _RULES = {

@@ -102,11 +102,21 @@ def check_options(target, options: dict) -> None:
 
     from triton.compiler.compiler import make_backend
 
+    refuse_target_option(options)
     known = {field.name for field in fields(make_backend(target).parse_options({}))}
     unknown = sorted(set(options) - known)
     if unknown:
         raise TypeError(f"unknown compile option(s) {', '.join(unknown)} for Triton's "
                         f"{target.backend} backend; it takes {', '.join(sorted(known))}")
+
+
+def refuse_target_option(options: dict) -> None:
+    """Raise ``TypeError`` for an ``arch`` option: Triton's NVIDIA backend would take it for
+    its target (``arch=90`` failed in its parser, ``arch="sm80"`` compiled for another GPU)."""
+    if "arch" in options:
+        raise TypeError(f"compile option arch={options['arch']!r}: ur_cffi.triton compiles "
+                        "for the device's own target; ur_cffi.triton.cuda.compile(arch=...) "
+                        "compiles for another compute capability")
 
 
 def check_work_group(device_name, sub_group_sizes, largest: int, num_warps: int,
@@ -139,6 +149,7 @@ def _checked(parse_options):
         # Before Triton's own: for GPUs older than sm_90 it refuses num_ctas > 1 with a plain
         # ValueError, which would end an autotune instead of skipping the config.
         check_num_ctas(options.get("num_ctas", 1))
+        refuse_target_option(options)
         parsed = parse_options(self, options)
         arch = self.target.arch
         if isinstance(arch, dict):  # Intel: the device's properties (target.py)

@@ -84,7 +84,7 @@ class Launcher:
         self.arg_count = rules.argument_count(signature)
         # What a graph update must keep (None: unknown, the recorded values are kept instead).
         self.divisible = abi.divisible_parameters(src)
-        self.tuple_types = tuple(signature.values()) if abi.has_tuples(signature) else None
+        self.tuple_signature = signature if abi.has_tuples(signature) else None
         threads_per_warp = rules.threads_per_warp(metadata)
         self.local_size = metadata.num_warps * threads_per_warp
         driver.check_work_group(metadata.num_warps, threads_per_warp)
@@ -188,8 +188,11 @@ class Launcher:
         if enter_hook is not None and not (type(enter_hook) is _HookChain
                                            and not enter_hook.calls):
             enter_hook(launch_metadata)
-        if self.tuple_types:
-            args = abi.flatten_arguments(args, self.tuple_types)
+        if self.tuple_signature:
+            try:
+                args = abi.flatten_arguments(args, self.tuple_signature)
+            except TypeError as error:
+                raise TypeError(f"kernel {self.name!r}: {error}") from None
         if len(args) != self.arg_count:
             raise TypeError(f"kernel {self.name!r} takes {self.arg_count} arguments "
                             f"(constexprs included), {len(args)} given")
@@ -609,10 +612,12 @@ def _jit_function(kernel):
 
 
 def _named_arguments(function, args, kwargs):
-    """``(name, value)`` of each argument; the items of a tuple (Triton passes each to the
-    kernel) as ``name[index]``, constexpr tuples as they are."""
+    """``(name, value)`` of each kernel argument (not the launch options among ``kwargs``);
+    the items of a tuple (Triton passes each to the kernel) as ``name[index]``, constexpr
+    tuples as they are."""
+    names = [param.name for param in function.params]
     constexprs = {param.name for param in function.params if param.is_constexpr}
-    for name, value in (*zip((p.name for p in function.params), args), *kwargs.items()):
+    for name, value in (*zip(names, args), *((k, v) for k, v in kwargs.items() if k in names)):
         yield from ((name, value),) if name in constexprs else _items(name, value)
 
 
