@@ -98,6 +98,9 @@ def test_a_selector_that_matches_the_cpu_device_yields_it(selector, unselected):
     ("!opencl:*;!level_zero:GPU", NEGATIVE), ("!level_zero:*", UNNAMED)])
 def test_a_selector_that_matches_nothing_yields_no_device(selector, hint, unselected):
     found = run_child(selector)
+    if hint == UNNAMED and "devices_error" in found:  # oneAPI 2025.0 to 2025.2 refuse it
+        assert "is refused by UR's urDeviceGetSelected" in found["devices_error"][2]
+        return
     assert found["devices"] == []
     name, is_value_error, message = found["default_error"]
     assert name == "RuntimeError" and not is_value_error
