@@ -77,6 +77,8 @@ _CONTINUATION = re.compile(r"Handle \S+ was recorded for first time here:$|#\d+ 
 SELECTOR_ENV = "ONEAPI_DEVICE_SELECTOR"
 """The variable that selects devices, as in SYCL: ``[!]backend:device[,device...]`` terms
 separated by ``;`` (empty or unset: every device)."""
+PRELOAD_FILTER_ENV = "UR_LOADER_PRELOAD_FILTER"
+"""UR's switch for the loader's own filtering of adapters by the selector (on by default)."""
 
 _lock = threading.RLock()
 _state: dict = {"adapters": None, "validation": False, "atexit": False, "generation": 0,
@@ -385,9 +387,9 @@ def init(validation: bool | None = None) -> list[Adapter]:
                 raise RuntimeError("the UR loader is already initialised without validation")
             return _state["adapters"]
         selector = os.environ.get(SELECTOR_ENV)
-        device_selector(selector or "")  # urLoaderInit reads it: refuse a malformed one first
+        terms = device_selector(selector or "")  # urLoaderInit reads it: refuse a malformed one
         _state["selector"] = selector
-        _loader_init(validation)
+        _loader_init(validation, _discards_devices_by_index(terms or ()))
         count = ffi.new("uint32_t *")
         check(lib.urAdapterGet(0, ffi.NULL, count), "urAdapterGet")
         handles = ffi.new("ur_adapter_handle_t[]", count[0])
@@ -403,13 +405,28 @@ def init(validation: bool | None = None) -> list[Adapter]:
         return _state["adapters"]
 
 
-def _loader_init(validation: bool) -> None:
+def _discards_devices_by_index(terms) -> bool:
+    """Whether a ``!`` term of the selector names devices by index (``!opencl:1``): UR's
+    loader drops every adapter of its backend before ``urDeviceGetSelected`` can apply it
+    (oneAPI 2026.2: ``!opencl:1`` and ``*:*;!opencl:1`` left no OpenCL device), unless
+    ``UR_LOADER_PRELOAD_FILTER=0``."""
+    return any(negative and any(device.lower() not in ("*", "cpu", "gpu", "fpga")
+                                for device in devices)
+               for negative, _, devices in terms)
+
+
+def _loader_init(validation: bool, every_adapter: bool = False) -> None:
+    """``urLoaderInit``, with UR's validation layers; with every adapter loaded where the
+    loader's own selector filter would drop devices ``urDeviceGetSelected`` keeps."""
     config = ffi.NULL
     if validation:
         config_ptr = ffi.new("ur_loader_config_handle_t *")
         check(lib.urLoaderConfigCreate(config_ptr), "urLoaderConfigCreate")
         config = config_ptr[0]
     log_setting = None
+    settings = {}  # environment variables UR reads in urLoaderInit, unset again after it
+    if every_adapter and PRELOAD_FILTER_ENV not in os.environ:
+        settings[PRELOAD_FILTER_ENV] = "0"
     if validation and _state["generation"]:
         # UR's logger takes its output once a process: after a teardown it writes to stderr,
         # whatever UR_LOG_VALIDATION says (seen with oneAPI 2026.2).
@@ -428,7 +445,8 @@ def _loader_init(validation: bool) -> None:
         if log_setting is not None:
             # UR's logger reads UR_LOG_VALIDATION when urLoaderInit creates the layer; it is
             # unset again so that child processes open logs of their own.
-            os.environ["UR_LOG_VALIDATION"] = log_setting
+            settings["UR_LOG_VALIDATION"] = log_setting
+        os.environ.update(settings)
         check(lib.urLoaderInit(0, config), "urLoaderInit")
     except BaseException:
         if _state["own_log"]:
@@ -436,8 +454,8 @@ def _loader_init(validation: bool) -> None:
         _state["log"] = None
         raise
     finally:
-        if log_setting is not None:
-            os.environ.pop("UR_LOG_VALIDATION", None)
+        for name in settings:
+            os.environ.pop(name, None)
         if config != ffi.NULL:
             lib.urLoaderConfigRelease(config)
 
