@@ -71,6 +71,16 @@ def _launch_check(method: Method, poison, read) -> None:
                                     f"{kernel.expected()[:4]}...")
         return problems
 
+    _also_check(method, verify)
+
+
+def _also_check(method: Method, check) -> None:
+    """Run ``check`` (``() -> problems``) after what ``method`` verifies already."""
+    before = method.verify
+
+    def verify():
+        return (before() if before is not None else []) + check()
+
     method.verify = verify
 
 
@@ -261,11 +271,10 @@ def ur_methods(gpu: GPU) -> list[Method]:
     for method in (raw, raw_event, defaults, prep, jit, tprep, paced):
         _launch_check(method, poison, x.to_numpy)
     _launch_check(lean, poison, x.to_numpy)
-    launches_verified = lean.verify
     pinned_view = np.asarray(pinned)
 
     def copies_verified():
-        problems = launches_verified()
+        problems = []
         for value, (workload, source, target) in enumerate((
                 ("h2d_pageable", pageable, None), ("d2h_pageable", None, pageable),
                 ("h2d_pinned", pinned_view, None), ("d2h_pinned", None, pinned_view)), 7):
@@ -285,7 +294,7 @@ def ur_methods(gpu: GPU) -> list[Method]:
         pinned_view.fill(1)
         return problems
 
-    lean.verify = copies_verified
+    _also_check(lean, copies_verified)
     try:
         _ur_bandwidth(gpu, jit)
     except Exception as error:  # noqa: BLE001 - reported with the figures
@@ -315,14 +324,12 @@ def _ur_bandwidth(gpu: GPU, jit: Method) -> None:
     jit.ops["stream"] = lambda c: ([vector_add[vgrid](vx, vy, vo, count, BLOCK=4096)
                                     for _ in range(c)], q.finish())
     gpu.keep += (vx, vy, vo)
-    launches_verified = jit.verify or (lambda: [])
-
     def verified():
         vo.fill(np.nan)
         jit.ops["stream"](1)
-        return launches_verified() + _filled_problems("vector add", vo.to_numpy(), 3.0)
+        return _filled_problems("vector add", vo.to_numpy(), 3.0)
 
-    jit.verify = verified
+    _also_check(jit, verified)
 
 
 def _ur_matmul(gpu: GPU, jit: Method) -> None:
@@ -344,15 +351,12 @@ def _ur_matmul(gpu: GPU, jit: Method) -> None:
     jit.ops["matmul"] = lambda c: ([matmul[mgrid](*margs, **mopts) for _ in range(c)],
                                    q.finish())
     gpu.keep += (ma, mb, mc)
-    launches_verified = jit.verify or (lambda: [])
-
     def verified():
         mc.fill(np.nan)
         jit.ops["matmul"](1)
-        return launches_verified() + _matmul_problems(ma.to_numpy(), mb.to_numpy(),
-                                                      mc.to_numpy())
+        return _matmul_problems(ma.to_numpy(), mb.to_numpy(), mc.to_numpy())
 
-    jit.verify = verified
+    _also_check(jit, verified)
 
 
 def _matmul_problems(a, b, c) -> list[str]:
@@ -417,14 +421,12 @@ def cupy_methods(gpu: GPU) -> list[Method]:
     method.ops["stream"] = copies
     method.notes["stream"] = "copy kernel: 2 bytes moved per 3 of the add (scaled below)"
     _launch_check(method, lambda: (x.fill(-1), cupy.cuda.Device().synchronize()), x.get)
-    launches_verified = method.verify
-
     def verified():
         target.fill(np.nan)
         copies(1)
-        return launches_verified() + _filled_problems("copy kernel", target.get(), 1.0)
+        return _filled_problems("copy kernel", target.get(), 1.0)
 
-    method.verify = verified
+    _also_check(method, verified)
     gpu.cupy_keep = (x, device_buffer, pinned, source, target, stream, module)
     return [method]
 
@@ -468,15 +470,13 @@ def triton_own_methods(gpu: GPU) -> list[Method]:
     m_tail = (a.data.ptr, b.data.ptr, c_out.data.ptr, size, size, size, size, size, size,
               128, 256, 64, 8)
     method.ops["matmul"] = lambda c: ([m_launcher(*m_head, *m_tail) for _ in range(c)], sync())
-    launches_verified = method.verify
-
     def verified():
         c_out.fill(np.nan)
         cupy.cuda.Device().synchronize()
         method.ops["matmul"](1)
-        return launches_verified() + _matmul_problems(a.get(), b.get(), c_out.get())
+        return _matmul_problems(a.get(), b.get(), c_out.get())
 
-    method.verify = verified
+    _also_check(method, verified)
 
     if getattr(gpu, "vector_add_compiled", None) is None:
         gpu.own_keep = (x, a, b, c_out, stream)
@@ -489,15 +489,13 @@ def triton_own_methods(gpu: GPU) -> list[Method]:
               gpu.vector_add_compiled.packed_metadata, None, None, None)
     v_tail = (vx.data.ptr, vy.data.ptr, vo.data.ptr, count, 4096)
     method.ops["stream"] = lambda c: ([v_launcher(*v_head, *v_tail) for _ in range(c)], sync())
-    matmul_verified = method.verify
-
     def verified():
         vo.fill(np.nan)
         cupy.cuda.Device().synchronize()
         method.ops["stream"](1)
-        return matmul_verified() + _filled_problems("vector add", vo.get(), 2.0)
+        return _filled_problems("vector add", vo.get(), 2.0)
 
-    method.verify = verified
+    _also_check(method, verified)
     gpu.own_keep = (x, a, b, c_out, vx, vy, vo, stream)
     return [method]
 
