@@ -36,11 +36,11 @@ INSTALL_BESIDE_EXISTING_RUNTIME = (
 intel-cmplr-lib-ur): the header and CPU runtime of that very release, then ur_cffi built
 against them, without build isolation."""
 CORE_SLICE = ["tests/test_generator.py", "tests/test_bindings.py", "tests/test_raw_flow.py",
-              "tests/test_device.py",
+              "tests/test_device.py", "tests/test_device_selector.py",
               "tests/test_memory.py", "tests/test_program_kernel.py",
               "tests/test_launch_reuse.py", "tests/test_hostile_inputs.py", "tests/test_graph.py",
               "tests/test_triton.py", "tests/test_validation_mode.py"]
-"""Bindings, devices, memory, programs and kernels (hostile arguments too), graphs, Triton,
+"""Bindings, devices (selectors too), memory, programs and kernels (hostile arguments too), graphs, Triton,
 and validation mode (whose layers differ by release)."""
 NUMPY_1 = {"2025.0.4": "numpy==1.26.4"}
 """Releases whose environment has numpy 1.x before ur_cffi comes (as environments of their

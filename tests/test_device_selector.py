@@ -5,11 +5,11 @@ UR reads the selector when the loader initialises, so every case that reaches UR
 child process of its own.  Expectations were checked against what UR itself does on this CPU
 device (the OpenCL adapter): with a raw ``urDeviceGetSelected`` on oneAPI 2025.0 to 2026.2,
 where a malformed selector is ignored, drops every adapter, is answered
-``UR_RESULT_ERROR_INVALID_VALUE`` or crashes the process, depending on the release.  Two
-kinds of selector are read otherwise by some releases (``_release``): ``!`` terms alone select
-nothing before 2025.2, and device types in capitals nothing from 2025.2 on (unless the backend
-is in capitals too, from 2025.3); where nothing is selected, ``default_device()``'s error says
-so.
+``UR_RESULT_ERROR_INVALID_VALUE`` or crashes the process, depending on the release.  Some
+selectors are read otherwise by some releases (``_release``): ``!`` terms alone select nothing
+before 2025.2 with the loader's filter on (ur_cffi turns it off for them), ``!`` terms of
+other backends are refused before 2025.3, and device types in capitals select nothing from
+2025.2 on (unless the backend is in capitals too, from 2025.3); the errors say so.
 """
 
 import json
@@ -42,10 +42,12 @@ print(json.dumps(out))
 """
 
 
-def run_child(selector):
+def run_child(selector, **settings):
     """What ``devices()`` and ``default_device()`` give in a fresh process with ``selector``
-    (None: unset)."""
-    env = {k: v for k, v in os.environ.items() if k != "ONEAPI_DEVICE_SELECTOR"}
+    (None: unset) and the environment ``settings``."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ONEAPI_DEVICE_SELECTOR", loader.PRELOAD_FILTER_ENV)}
+    env.update(settings)
     if selector is not None:
         env["ONEAPI_DEVICE_SELECTOR"] = selector
     done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
@@ -69,8 +71,11 @@ def test_no_selector_and_an_empty_one_select_every_device(unselected):
     assert run_child("") == unselected
 
 
-NEGATIVE = "'!' terms alone: put '*:*;' in front"
+FILTER_ON = "selects nothing with '!' terms alone while UR_LOADER_PRELOAD_FILTER='1' keeps " \
+    "its filter on: unset it, or put '*:*;' in front"
 UNNAMED = "no device of a backend that no term names"
+REFUSED = "refuses '!' terms of a backend other than the platform's (opencl): leave out " \
+    "those of '!level_zero'"
 CAPITALS = "matches device types in lower case"
 """What default_device()'s error says where such selectors selected nothing."""
 
@@ -83,10 +88,6 @@ CAPITALS = "matches device types in lower case"
 def test_a_selector_that_matches_the_cpu_device_yields_it(selector, unselected):
     found = run_child(selector)
     cpu = next(d for d in unselected["devices"] if d[1] == "UR_DEVICE_TYPE_CPU")
-    if selector.startswith("!") and not _release.NEGATIVE_TERMS_ALONE_SELECT:
-        assert found["devices"] == []  # before 2025.2
-        assert NEGATIVE in found["default_error"][2]
-        return
     if selector == "OPENCL:CPU" and not _release.CAPITAL_DEVICE_TYPES_READ and \
             not _release.HAS_LAUNCH_WITH_ARGS and not found["devices"]:
         assert CAPITALS in found["default_error"][2]  # 2025.2 (read from 2025.3 on)
@@ -97,23 +98,33 @@ def test_a_selector_that_matches_the_cpu_device_yields_it(selector, unselected):
 
 @pytest.mark.parametrize("selector, hint", [
     ("opencl:gpu", None), ("level_zero:*", None), ("opencl:99", None),
-    ("!opencl:*", NEGATIVE), ("opencl:*;!opencl:cpu", None), ("opencl:0.*", None),
-    ("!opencl:*;!level_zero:GPU", NEGATIVE), ("!level_zero:*", UNNAMED)])
+    ("!opencl:*", None), ("opencl:*;!opencl:cpu", None), ("opencl:0.*", None),
+    ("!opencl:*;!level_zero:GPU", None), ("!level_zero:*", UNNAMED)])
 def test_a_selector_that_matches_nothing_yields_no_device(selector, hint, unselected):
     found = run_child(selector)
-    if hint == UNNAMED and "devices_error" in found:  # oneAPI 2025.0 to 2025.2 refuse it
+    if "devices_error" in found:  # oneAPI 2025.0 to 2025.2 refuse '!' terms of other backends
+        assert "!level_zero:" in selector
         assert "is refused by UR's urDeviceGetSelected" in found["devices_error"][2]
+        assert REFUSED in found["devices_error"][2]
         return
     assert found["devices"] == []
     name, is_value_error, message = found["default_error"]
     assert name == "RuntimeError" and not is_value_error
     assert f"ONEAPI_DEVICE_SELECTOR={selector!r}" in message
     assert "no UR device is selected" in message
-    if hint == NEGATIVE and _release.NEGATIVE_TERMS_ALONE_SELECT:
-        hint = None  # that hint is for the releases before 2025.2 alone
-    if hint == UNNAMED and not _release.NEGATIVE_TERMS_ALONE_SELECT:
-        hint = NEGATIVE  # (before 2025.2 '!' terms alone select nothing anywhere)
     assert (hint in message) if hint else ("loader" not in message)
+
+
+def test_negative_terms_alone_with_the_loaders_filter_kept_on(unselected):
+    # Before oneAPI 2025.2 the loader's own filter drops every adapter for '!' terms alone;
+    # ur_cffi turns it off for them, unless UR_LOADER_PRELOAD_FILTER is set.
+    found = run_child("!opencl:gpu", UR_LOADER_PRELOAD_FILTER="1")
+    if _release.NEGATIVE_TERMS_ALONE_SELECT:
+        assert found["devices"] == [d for d in unselected["devices"]
+                                    if d[1] == "UR_DEVICE_TYPE_CPU"]
+    else:
+        assert found["devices"] == []
+        assert FILTER_ON in found["default_error"][2]
 
 
 @pytest.mark.parametrize("selector", ["opencl:CPU", "*:CPU", "opencl:Cpu"])

@@ -55,8 +55,8 @@ Alike in every release: ``urDeviceGetSelected`` (``ur_cffi.devices()`` with
 (ignore it, drop every adapter, ``INVALID_VALUE``, an abort in 2025.2, a crash in 2025.0), so
 none is passed to UR: ``loader.device_selector()`` refuses it first, on every release.  Two
 kinds of well-formed selector select nothing on some releases (:data:`NEGATIVE_TERMS_ALONE_
-SELECT`, :data:`CAPITAL_DEVICE_TYPES_READ`): ``default_device()``'s error says so
-(``loader.selector_hint()``).
+SELECT`, which ur_cffi works around, and :data:`CAPITAL_DEVICE_TYPES_READ`):
+``default_device()``'s error says so (``loader.selector_hint()``).
 
 Kernel arguments travel in one layout on every release: an entry of :data:`ARGUMENT_SIZE`
 bytes per argument, laid out as UR 0.12's ``ur_exp_kernel_arg_properties_t`` (checked against
@@ -217,8 +217,10 @@ there, and with them what they would say of other handles (a double release, a u
 release, a leak of a handle made where an event was)."""
 
 NEGATIVE_TERMS_ALONE_SELECT = API_VERSION >= (0, 12)
-"""Whether ``ONEAPI_DEVICE_SELECTOR`` of ``!`` terms alone selects every device but theirs;
-the loaders of UR 0.10 and 0.11 select none (``loader.selector_hint`` says so)."""
+"""Whether ``ONEAPI_DEVICE_SELECTOR`` of ``!`` terms alone selects every device but theirs
+with the loader's own filter on; the loaders of UR 0.10 and 0.11 drop every adapter first, so
+ur_cffi initialises them with ``UR_LOADER_PRELOAD_FILTER=0`` for such a selector (unless it
+is set: then ``loader.selector_hint`` says so)."""
 
 CAPITAL_DEVICE_TYPES_READ = API_VERSION < (0, 12)
 """Whether the loader reads device types in capitals (``opencl:CPU``) as the grammar says.

@@ -233,10 +233,12 @@ def _enumerate() -> list[Device]:
                                               ur_device_type_t.UR_DEVICE_TYPE_ALL)
             if selected and result == ur_result_t.UR_RESULT_ERROR_INVALID_VALUE:
                 # A well-formed selector this release's UR does not take (oneAPI 2025.0
-                # knows no native_cpu backend, for one).
+                # knows no native_cpu backend, for one; 2025.0 to 2025.2, '!level_zero:*').
+                hint = loader.refused_selector_hint(_selector_name(platform))
                 raise loader.DeviceSelectorError(
                     loader.selector_text() or "",
-                    f"is refused by UR's {name} ({ur_result_t(result).name})")
+                    f"is refused by UR's {name} ({ur_result_t(result).name})"
+                    f"{f' ({hint})' if hint else ''}")
             if result == ur_result_t.UR_RESULT_ERROR_DEVICE_NOT_FOUND:
                 continue
             check(result, name)

@@ -202,9 +202,10 @@ def selector_hint(backends: frozenset = frozenset()) -> str:
     terms = device_selector(selector_text() or "") or ()
     hints = []
     if terms and all(negative for negative, _, _ in terms):
-        if not _release.NEGATIVE_TERMS_ALONE_SELECT:
-            hints.append("this loader (before oneAPI 2025.2) selects nothing with '!' terms "
-                         "alone: put '*:*;' in front")
+        if not _release.NEGATIVE_TERMS_ALONE_SELECT and PRELOAD_FILTER_ENV in os.environ:
+            hints.append(f"this loader (before oneAPI 2025.2) selects nothing with '!' terms "
+                         f"alone while {PRELOAD_FILTER_ENV}={os.environ[PRELOAD_FILTER_ENV]!r} "
+                         "keeps its filter on: unset it, or put '*:*;' in front")
         elif backends - {name for _, name, _ in terms} and \
                 all(name != "*" for _, name, _ in terms):
             hints.append("UR's loader selects no device of a backend that no term names, "
@@ -215,6 +216,19 @@ def selector_hint(backends: frozenset = frozenset()) -> str:
         hints.append("this loader (oneAPI 2025.2 on) matches device types in lower case: "
                      "write 'cpu', 'gpu', 'fpga'")
     return "; ".join(hints)
+
+
+def refused_selector_hint(backend: str) -> str:
+    """Why ``urDeviceGetSelected`` for a platform of ``backend`` (its selector name) may have
+    refused a well-formed ``ONEAPI_DEVICE_SELECTOR``, or empty: the loaders of oneAPI 2025.0
+    to 2025.2 refuse a ``!`` term of any other backend (``*:*;!level_zero:*`` too)."""
+    others = [name for negative, name, _ in device_selector(selector_text() or "") or ()
+              if negative and name not in ("*", backend)]
+    if not others:
+        return ""
+    return (f"this loader (before oneAPI 2025.3) refuses '!' terms of a backend other than "
+            f"the platform's ({backend}): leave out those of "
+            f"{', '.join(repr('!' + name) for name in others)}")
 
 
 def _after_fork_in_child() -> None:
@@ -389,7 +403,7 @@ def init(validation: bool | None = None) -> list[Adapter]:
         selector = os.environ.get(SELECTOR_ENV)
         terms = device_selector(selector or "")  # urLoaderInit reads it: refuse a malformed one
         _state["selector"] = selector
-        _loader_init(validation, _discards_devices_by_index(terms or ()))
+        _loader_init(validation, _preload_filter_drops_selected(terms or ()))
         count = ffi.new("uint32_t *")
         check(lib.urAdapterGet(0, ffi.NULL, count), "urAdapterGet")
         handles = ffi.new("ur_adapter_handle_t[]", count[0])
@@ -405,11 +419,15 @@ def init(validation: bool | None = None) -> list[Adapter]:
         return _state["adapters"]
 
 
-def _discards_devices_by_index(terms) -> bool:
-    """Whether a ``!`` term of the selector names devices by index (``!opencl:1``): UR's
-    loader drops every adapter of its backend before ``urDeviceGetSelected`` can apply it
-    (oneAPI 2026.2: ``!opencl:1`` and ``*:*;!opencl:1`` left no OpenCL device), unless
-    ``UR_LOADER_PRELOAD_FILTER=0``."""
+def _preload_filter_drops_selected(terms) -> bool:
+    """Whether UR's loader, filtering adapters by the selector before ``urDeviceGetSelected``
+    applies it, would drop devices the selector keeps (unless ``UR_LOADER_PRELOAD_FILTER=0``):
+    every adapter of a backend a ``!`` term names devices of by index (oneAPI 2026.2:
+    ``!opencl:1`` and ``*:*;!opencl:1`` left no OpenCL device), and every adapter for ``!``
+    terms alone before oneAPI 2025.2 (``!opencl:gpu`` left none)."""
+    if terms and all(negative for negative, _, _ in terms) and \
+            not _release.NEGATIVE_TERMS_ALONE_SELECT:
+        return True
     return any(negative and any(device.lower() not in ("*", "cpu", "gpu", "fpga")
                                 for device in devices)
                for negative, _, devices in terms)
