@@ -40,8 +40,8 @@ CORE_SLICE = ["tests/test_generator.py", "tests/test_bindings.py", "tests/test_r
               "tests/test_memory.py", "tests/test_program_kernel.py",
               "tests/test_launch_reuse.py", "tests/test_hostile_inputs.py", "tests/test_graph.py",
               "tests/test_triton.py", "tests/test_validation_mode.py"]
-"""Bindings, devices (selectors too), memory, programs and kernels (hostile arguments too), graphs, Triton,
-and validation mode (whose layers differ by release)."""
+"""Bindings, devices (selectors too), memory, programs and kernels (hostile arguments too),
+graphs, Triton, and validation mode (whose layers differ by release)."""
 NUMPY_1 = {"2025.0.4": "numpy==1.26.4"}
 """Releases whose environment has numpy 1.x before ur_cffi comes (as environments of their
 time may; ur_cffi asks for numpy>=1.26), installed with the README's ``"numpy<2"`` added to
