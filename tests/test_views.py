@@ -550,6 +550,25 @@ def test_an_empty_or_single_last_axis_changes_item_size_as_numpy_does(q):
         ur_cffi.asarray(bytes_, queue=q)[:, ::2].view(np.int16)
 
 
+@pytest.mark.parametrize("name, value", [
+    ("shape", (4, 3)), ("dtype", np.dtype(np.float64)), ("size", 6), ("nbytes", 8),
+    ("kind", "host"), ("queue", None), ("strides", (12, 4))])
+def test_what_the_layout_rests_on_cannot_be_assigned(q, rng, name, value):
+    # numpy re-lays an array on `a.shape = ...`; an assignment here changed that attribute
+    # alone: reads past the end, and a fill wrote past the allocation (a crash).
+    data = rng.standard_normal((3, 4)).astype(np.float32)
+    array = ur_cffi.asarray(data, queue=q)
+    view = array[1:]
+    with pytest.raises(AttributeError, match=rf"USMArray.{name} is read-only|has no setter"):
+        setattr(array, name, value)
+    with pytest.raises(AttributeError):
+        setattr(view, name, value)
+    assert (array.shape, array.strides, array.size, array.nbytes) == ((3, 4), (16, 4), 12, 48)
+    assert array.kind == "device" and array.queue is q and array.dtype == np.float32
+    array[...] = 7.0
+    np.testing.assert_array_equal(view.to_numpy(), np.full((2, 4), 7.0, np.float32))
+
+
 def test_shape_and_stride_accessors(q):
     array = ur_cffi.empty((3, 4, 5), np.float64, queue=q)
     assert (array.ndim, array.size, array.numel(), array.itemsize, array.element_size(),

@@ -566,7 +566,7 @@ def _own_view(source: USMArray, shape, strides, data: int, queue, copy) -> USMAr
     """``from_dlpack`` of ur_cffi memory of the queue's context: a view of ``source`` (closed
     with it) on ``queue``, or its copy."""
     result = source._view(shape, strides, data - source.data_ptr())
-    result.queue = queue  # (of the same context: copies go there, as from_pointer's)
+    result._queue = queue  # (of the same context: copies go there, as from_pointer's)
     source._used_on(queue)  # its work there orders the memory's reuse (record_queue)
     return result.copy(queue=queue) if copy else result
 

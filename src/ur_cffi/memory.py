@@ -10,6 +10,7 @@ fit raises instead of writing past an allocation.
 from __future__ import annotations
 
 import math
+import operator
 import threading
 
 import numpy as np
@@ -380,7 +381,7 @@ def _relaid(fresh: USMArray, shape, strides=None) -> USMArray:
     new memory then goes with its ``close()`` (a view of it would close alone, the memory
     staying allocated)."""
     shape = tuple(shape)
-    fresh.shape = shape
+    fresh._shape = shape
     fresh._strides = tuple(strides) if strides is not None else \
         _strided.contiguous_strides(shape, fresh.itemsize)
     return fresh
@@ -396,6 +397,15 @@ def _is_shape(given) -> bool:
 def _root(array) -> USMArray:
     """The array that owns ``array``'s memory (``array`` itself unless it is a view)."""
     return array if array._base is None else array._base
+
+
+def _read_only(name: str, what: str) -> property:
+    """A USMArray attribute that views and copies rely on, which assignment would change alone
+    (``a.shape = ...`` would leave its strides and size those of the old shape)."""
+    def refuse(array, value):
+        raise AttributeError(f"USMArray.{name} is read-only: {what}")
+    return property(operator.attrgetter("_" + name), refuse, doc=what[0].upper() + what[1:]
+                    + ".")
 
 
 def _pointer(address: int):
@@ -414,8 +424,8 @@ class USMArray(_handle.Resource):
     ``InvalidUsmSizeError`` when UR cannot allocate.
     """
 
-    __slots__ = ("queue", "shape", "dtype", "kind", "size", "nbytes", "_address", "_strides",
-                 "_base", "_exports", "_shown")
+    __slots__ = ("_queue", "_shape", "_dtype", "_kind", "_size", "_nbytes", "_address",
+                 "_strides", "_base", "_exports", "_shown")
     _release_function = "urUSMFree"
 
     def __init__(self, queue: Queue, shape, dtype=np.float32, kind: str = "device"):
@@ -426,17 +436,17 @@ class USMArray(_handle.Resource):
         if queue._handle is None or queue.context._handle is None:
             queue.handle, queue.context.handle  # noqa: B018 - raise ClosedError (cached
             # memory would otherwise hand out memory of a closed context)
-        self.queue, self.kind = queue, kind
+        self._queue, self._kind = queue, kind
         if type(shape) is int and 0 <= shape <= _INTP_MAX:
             shape, size = (shape,), shape
         else:
             shape = _shape(shape)
             size = math.prod(shape)
-        self.shape, self.size = shape, size
-        self.dtype = dtype = _dtype(dtype)
+        self._shape, self._size = shape, size
+        self._dtype = dtype = _dtype(dtype)
         if dtype.hasobject:
             _no_objects(dtype, "USMArray")
-        self.nbytes = nbytes = size * dtype.itemsize
+        self._nbytes = nbytes = size * dtype.itemsize
         if nbytes > SIZE_MAX:
             raise ValueError(f"shape {shape} of {dtype} is {nbytes} bytes, more than size_t "
                              f"holds ({SIZE_MAX})")
@@ -470,9 +480,9 @@ class USMArray(_handle.Resource):
         """An array over memory it does not allocate (``ur_cffi.interop``): ``owner`` is kept
         alive as long as the array or a view of it, and nothing is freed."""
         array = object.__new__(cls)
-        array.queue, array.kind, array.shape, array.dtype = queue, kind, shape, dtype
-        array.size = math.prod(shape)
-        array.nbytes = array.size * dtype.itemsize
+        array._queue, array._kind, array._shape, array._dtype = queue, kind, shape, dtype
+        array._size = math.prod(shape)
+        array._nbytes = array._size * dtype.itemsize
         array._strides = strides if strides is not None else \
             _strided.contiguous_strides(shape, dtype.itemsize)
         array._base, array._exports, array._address = None, None, address
@@ -485,17 +495,25 @@ class USMArray(_handle.Resource):
         if self._handle is None or (self._base is not None and self._base._handle is None):
             self.handle  # noqa: B018 - raises ClosedError
         view = object.__new__(USMArray)
-        view.queue, view.kind = self.queue, self.kind
-        view.dtype = dtype = self.dtype if dtype is None else dtype
-        view.shape, view._strides = tuple(shape), tuple(strides)
-        view.size = math.prod(view.shape)
-        view.nbytes = view.size * dtype.itemsize
+        view._queue, view._kind = self._queue, self._kind
+        view._dtype = dtype = self._dtype if dtype is None else dtype
+        view._shape, view._strides = tuple(shape), tuple(strides)
+        view._size = math.prod(view._shape)
+        view._nbytes = view._size * dtype.itemsize
         view._address = self._address + offset
         view._base = self._base if self._base is not None else self
         view._handle = True  # a view owns no handle: it is open until it or its base closes
         return view
 
     # -- what the array is -----------------------------------------------------------------
+
+    queue = _read_only("queue", "the queue its copies go on (copies take another of its "
+                       "context as queue=)")
+    shape = _read_only("shape", "its extents (reshape() gives a view of another shape)")
+    dtype = _read_only("dtype", "its element type (view(dtype) reinterprets its bytes)")
+    kind = _read_only("kind", "its USM kind: 'device', 'host' or 'shared'")
+    size = _read_only("size", "its number of elements")
+    nbytes = _read_only("nbytes", "the bytes its elements take")
 
     @property
     def context(self):

@@ -320,7 +320,7 @@ class Launcher:
         for word, position, name, element in self.pointers:
             arg = args[position]
             if type(arg) is USMArray and arg._handle is not None and \
-                    arg.queue.context is context and _elements.get(arg.dtype) == element and \
+                    arg._queue.context is context and _elements.get(arg._dtype) == element and \
                     (arg._base is None or arg._base._handle is not None):  # data_ptr(), inlined
                 addresses.append((word, arg._address))
             else:
