@@ -1212,6 +1212,27 @@ def test_a_data_ptr_that_returns_no_integer_is_named(tq, address):
         scale[(1,)](_Address(address), y, 2.0, 100, BLOCK=128)
 
 
+@pytest.mark.parametrize("address, message", [
+    (0, "returned 0, a null pointer, for memory that does not say it is empty"),
+    (-1, "returned -1, which is no address"), (1 << 64, f"returned {1 << 64}, which is no")])
+def test_a_data_ptr_that_is_null_or_no_address_is_refused(tq, address, message):
+    # A null data_ptr() of memory with elements passed unchecked: the kernel's loads through
+    # it crashed the process (the CPU runtime's SIGSEGV).
+    y = poisoned(100, tq)
+    with pytest.raises(ValueError, match=rf"argument 'x_ptr' of kernel 'scale': data_ptr\(\) "
+                                         rf"{re.escape(message)}"):
+        scale[(1,)](_Address(address), y, 2.0, 100, BLOCK=128)
+    compiled = scale[(1,)](ur_cffi.zeros(100, np.float32, queue=tq), y, 2.0, 100, BLOCK=128)
+    with pytest.raises(ValueError, match=re.escape(message)):  # the compiled kernel by hand
+        compiled[(1, 1, 1)](_Address(address), y, 2.0, 100, 128)
+    tq.finish()
+    empty = _Address(0)
+    empty.size = 0  # an empty tensor's data_ptr() is 0: a null pointer that nothing reads
+    scale[(1,)](empty, y, 2.0, 0, BLOCK=128)
+    tq.finish()
+    assert np.array_equal(y.to_numpy(), np.zeros(100, np.float32))
+
+
 def test_register_and_spill_counts_read_as_numbers_in_either_shape_ur_answers(tq, rng):
     # UR_KERNEL_INFO_SPILL_MEM_SIZE is a uint32_t[] of one count per device (the Level Zero
     # adapter answers it so; int() of that list raised in every load_binary); the OpenCL and

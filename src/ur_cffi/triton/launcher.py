@@ -435,7 +435,7 @@ class Launcher:
             if dtype is not None and element_type(dtype) not in (element, None):
                 raise TypeError(f"{where}: the kernel was compiled for *{element} but the "
                                 f"argument holds {dtype}")
-            address = _checked_address(where, data_ptr())
+            address = _checked_address(where, data_ptr(), arg)
         else:
             address = arg
         if address and not is_usm(queue.context, address):
@@ -642,7 +642,7 @@ def _explain_host_arrays(function, args, kwargs) -> None:
             continue
         if hasattr(value, "data_ptr") and not isinstance(value, USMArray):
             _checked_address(f"argument {name!r} of kernel {function.__name__!r}",
-                             value.data_ptr())  # Triton's specialization takes it % 16
+                             value.data_ptr(), value)  # Triton's specialization: it % 16
         if hasattr(value, "dtype") and not hasattr(value, "data_ptr"):
             raise TypeError(
                 f"kernel {function.__name__!r}: argument {name!r} is a "
@@ -658,12 +658,30 @@ def _explain_host_arrays(function, args, kwargs) -> None:
                 "object with data_ptr() and dtype), Python int/float/bool or None") from None
 
 
-def _checked_address(where: str, address) -> int:
-    """What an argument's ``data_ptr()`` returned, as an int; ``TypeError`` if no integer."""
+def _checked_address(where: str, address, arg) -> int:
+    """What ``arg.data_ptr()`` returned, as an int; ``TypeError`` if no integer, ``ValueError``
+    if no address, or null for memory that has elements (a kernel would read through it)."""
     if isinstance(address, (bool, np.bool_)) or not isinstance(address, (int, np.integer)):
         raise TypeError(f"{where}: data_ptr() returned {type(address).__name__} {address!r}; "
                         "it must return the integer address of the memory")
-    return int(address)
+    address = int(address)
+    if not 0 <= address <= _ADDRESS_MAX:
+        raise ValueError(f"{where}: data_ptr() returned {address}, which is no address")
+    if not address and not _has_no_elements(arg):
+        raise ValueError(f"{where}: data_ptr() returned 0, a null pointer, for memory that "
+                         "does not say it is empty (numel() or size 0); pass None where the "
+                         "kernel takes a null pointer")
+    return address
+
+
+_ADDRESS_MAX = (1 << 64) - 1
+
+
+def _has_no_elements(arg) -> bool:
+    """Whether ``arg`` says it holds no elements (an empty tensor's ``data_ptr()`` is 0)."""
+    numel = getattr(arg, "numel", None)
+    count = numel() if callable(numel) else getattr(arg, "size", None)
+    return isinstance(count, (int, np.integer)) and not isinstance(count, bool) and count == 0
 
 
 _POINTER_ERRORS = ("Unsupported ptr type", "Pointer argument of")
