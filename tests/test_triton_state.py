@@ -200,6 +200,30 @@ def test_sequential_using_blocks_without_activate(context, device, rng, inactive
             np.testing.assert_allclose(y.to_numpy(), expected, rtol=1e-6)
 
 
+def test_a_compiled_kernel_kept_from_an_ended_session_says_so(context, device, rng, inactive):
+    # Launched by hand in a later block, it said "has no queue: call activate()", even after
+    # activate() had been called.
+    with ur_cffi.Queue(context, device) as queue:
+        x, y, a, n, expected = random_scale_case(rng, queue)
+        with ur_triton.using(queue):
+            compiled = scale[(triton.cdiv(n, 256),)](x, y, a, n, BLOCK=256)
+            compiled[(triton.cdiv(n, 256), 1, 1)](x, y, a, n, 256)  # by hand, in its session
+        np.testing.assert_allclose(y.to_numpy(), expected, rtol=1e-6)
+        ended = "loaded while an earlier ur_cffi.triton session was active"
+        with ur_triton.using(queue):
+            with pytest.raises(RuntimeError, match=ended):
+                compiled[(triton.cdiv(n, 256), 1, 1)](x, y, a, n, 256)
+        ur_triton.activate(queue)
+        try:
+            with pytest.raises(RuntimeError, match=ended):
+                compiled[(triton.cdiv(n, 256), 1, 1)](x, y, a, n, 256)
+            y.fill(np.nan)
+            scale[(triton.cdiv(n, 256),)](x, y, a, n, BLOCK=256)  # loaded for this session
+        finally:
+            ur_triton.deactivate()
+        np.testing.assert_allclose(y.to_numpy(), expected, rtol=1e-6)
+
+
 def test_deactivate_inside_using_waits_for_the_block(context, device, rng, inactive):
     """deactivate() while a using() block is open ends activate()'s queue at once and
     ur_cffi.triton when the block ends."""

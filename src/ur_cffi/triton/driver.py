@@ -264,6 +264,7 @@ class URDriver(DriverBase):
         self._contexts = weakref.WeakSet()
         self._functions = weakref.WeakSet()
         self._forget_lock = threading.Lock()
+        self._closed = False
 
     # --- where launches go -------------------------------------------------------------
 
@@ -291,6 +292,11 @@ class URDriver(DriverBase):
         if stack:
             return stack[-1]
         if self._default is None:
+            if self._closed:  # a CompiledKernel kept from then, launched by hand
+                raise RuntimeError(
+                    "this compiled kernel was loaded while an earlier ur_cffi.triton session "
+                    "was active (ended by deactivate() or its last using() block): launch it "
+                    "through kernel[grid], which loads it for the current one")
             raise RuntimeError("ur_cffi.triton has no queue: call ur_cffi.triton.activate()")
         return self._default
 
@@ -496,6 +502,7 @@ class URDriver(DriverBase):
         with self.launch_lock:
             self._last_event = self._latest_queue = None
             self._latest.close()
+            self._closed = True
         self.clear_default_queue()
         with self._forget_lock:
             self._forget(set(self._contexts))
