@@ -1233,6 +1233,20 @@ def test_a_data_ptr_that_is_null_or_no_address_is_refused(tq, address, message):
     assert np.array_equal(y.to_numpy(), np.zeros(100, np.float32))
 
 
+def test_a_queue_of_a_subclass_of_queue_takes_launches(tq, context, device, rng):
+    # using() took it, then every launch refused it: "the stream must be a ur_cffi Queue".
+    class LoggingQueue(ur_cffi.Queue):
+        __slots__ = ()
+
+    n = int(rng.integers(100, 2000))
+    host = random32(rng, n)
+    with LoggingQueue(context, device) as queue:
+        x, y = ur_cffi.asarray(host, queue=queue), poisoned(n, queue)
+        with ur_triton.using(queue):
+            scale[(triton.cdiv(n, 256),)](x, y, 2.0, n, BLOCK=256)
+        np.testing.assert_allclose(y.to_numpy(), 2.0 * host.astype(np.float64), rtol=1e-6)
+
+
 def test_register_and_spill_counts_read_as_numbers_in_either_shape_ur_answers(tq, rng):
     # UR_KERNEL_INFO_SPILL_MEM_SIZE is a uint32_t[] of one count per device (the Level Zero
     # adapter answers it so; int() of that list raised in every load_binary); the OpenCL and

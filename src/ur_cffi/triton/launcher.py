@@ -196,7 +196,7 @@ class Launcher:
         if len(args) != self.arg_count:
             raise TypeError(f"kernel {self.name!r} takes {self.arg_count} arguments "
                             f"(constexprs included), {len(args)} given")
-        if type(stream) is not Queue:
+        if type(stream) is not Queue and not isinstance(stream, Queue):
             raise TypeError(f"kernel {self.name!r}: the stream must be a ur_cffi Queue, not "
                             f"{type(stream).__name__}")
         context = stream.context
