@@ -153,14 +153,19 @@ def test_fill_values_that_fit_are_stored_as_numpy_stores_them(queue):
         # a long double's padding is whatever was there)
 
 
-@pytest.mark.parametrize("dtype", [str, bytes, "S0", "U0", "V0"])
+@pytest.mark.parametrize("dtype", [str, bytes, "S0", "U0", "V0", np.dtype(str),
+                                   np.dtype("S0"), np.dtype("V0")])
 def test_a_dtype_of_no_bytes_is_refused(queue, dtype):
     """numpy's unsized ``str`` and ``bytes``: an array of them was made of 0 bytes, and a fill
-    of ``"ab"`` wrote 8 bytes per element past it."""
+    of ``"ab"`` wrote 8 bytes per element past it (as a numpy dtype, after one of its class
+    with a size had been read, it still passed)."""
+    ur_cffi.empty(2, np.dtype("U4"), queue=queue)  # its class read, sized
     with pytest.raises(TypeError, match="of 0 bytes: it holds nothing; give its size"):
         ur_cffi.empty(200, dtype, queue=queue)
     with pytest.raises(TypeError, match="of 0 bytes"):
         ur_cffi.full(3, "ab", dtype, queue=queue)
+    with pytest.raises(TypeError, match="of 0 bytes"):
+        ur_cffi.zeros(4, np.uint8, queue=queue).view(dtype)
 
 
 def test_ones_takes_no_dtype_none_and_huge_empty_shapes_are_refused(queue):

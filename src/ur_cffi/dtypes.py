@@ -54,8 +54,8 @@ def dtype(value) -> np.dtype:
     if value is None:  # numpy would read it as float64
         raise TypeError("dtype None: name the element type")
     if isinstance(value, np.dtype):
-        if value.kind == "V":  # records and subarrays: checked every time
-            return _not_subarray(value, value)
+        if value.kind in "SUV":  # strings, records, subarrays: sized, checked every time
+            return _sized(value, _not_subarray(value, value))
         if len(_DTYPE_CLASSES) < 256:
             _DTYPE_CLASSES.add(type(value))
         return value
@@ -67,11 +67,16 @@ def dtype(value) -> np.dtype:
         except (TypeError, ValueError) as error:
             raise TypeError(f"dtype {value!r} is not a numpy dtype ({error})") from None
         _not_subarray(value, read)
+    _sized(value, read)
+    if (isinstance(value, str) or isinstance(value, type)) and len(_READ) < 256:
+        _READ[value] = read
+    return read
+
+
+def _sized(value, read: np.dtype) -> np.dtype:
     if read.itemsize == 0:  # numpy's unsized str and bytes (``str``, ``"S"``), ``"V0"``
         raise TypeError(f"dtype {value!r} is {read}, of 0 bytes: it holds nothing; give its "
                         f"size (such as {read.kind}8)")
-    if (isinstance(value, str) or isinstance(value, type)) and len(_READ) < 256:
-        _READ[value] = read
     return read
 
 
