@@ -847,6 +847,17 @@ def test_pytorchs_in_place_names(q, rng, kind):
     assert array.zero_() is array and not array.to_numpy().any()
 
 
+@pytest.mark.parametrize("dtype, value", [("U2", "ab"), ("S2", b"cd")])
+def test_zero_of_a_strided_view_of_strings_zeroes_its_bytes(q, dtype, value):
+    # It filled with 0, which a str array reads as the text "0".
+    array = ur_cffi.full((3, 4), value, dtype, queue=q)
+    array[:, ::2].zero_()
+    array.T[1].zero_()
+    expected = np.full((3, 4), value, dtype)
+    expected[:, ::2] = expected[:, 1] = np.zeros((), dtype)
+    assert np.array_equal(array.to_numpy(), expected) and len(array.to_numpy()[0, 0]) == 0
+
+
 def test_axes_of_a_0d_array_and_empty_views_as_numpy_has_them(q):
     """0-d arrays have no axis -1 (permute(-1) was taken, stride(-1) and swapaxes(-1, -1) raised
     a bare IndexError); an empty array takes view(dtype) as numpy's does."""

@@ -815,7 +815,7 @@ class USMArray(_handle.Resource):
             if self.is_contiguous():
                 self.reshape(-1).view(np.uint8).fill(0, queue=queue)
             else:
-                self.fill(0, queue=queue)
+                self.fill(np.zeros((), self.dtype), queue=queue)  # every byte 0: "" for str
         return self
 
     def clone(self) -> USMArray:
