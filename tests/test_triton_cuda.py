@@ -160,6 +160,21 @@ def test_scratch_memory_per_queue(queue, context, device):
         assert held is not None
 
 
+def test_the_nvidia_backends_own_arch_passes_where_triton_parses_it_again(driver):
+    # Triton's JITFunction.run parses the launch options, then its compile() parses the parsed
+    # ones, arch='sm90' included: refusing every arch failed every kernel[grid] on the H100.
+    from triton.compiler.compiler import make_backend
+
+    nvidia = make_backend(cuda.gpu_target(None, 90))
+    parsed = nvidia.parse_options({"num_warps": 8})
+    again = nvidia.parse_options(parsed.__dict__)
+    assert (again.arch, again.num_warps) == ("sm90", 8)
+    with pytest.raises(TypeError, match="compile option arch='sm80': ur_cffi.triton compiles"):
+        nvidia.parse_options({**parsed.__dict__, "arch": "sm80"})
+    with pytest.raises(TypeError, match="compile option arch=90: ur_cffi.triton compiles"):
+        nvidia.parse_options({"arch": 90})
+
+
 def test_compile_refuses_options_and_targets_triton_would_drop_or_misread(driver, device):
     # Triton's parse_options drops what it does not know: num_warp=8 compiled 4 warps.
     with pytest.raises(TypeError, match="unknown compile option.* num_warp for Triton's cuda"):

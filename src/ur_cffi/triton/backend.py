@@ -17,6 +17,8 @@ raises ``NotImplementedError`` naming it.
 
 from __future__ import annotations
 
+import os
+
 from triton.runtime.errors import OutOfResources
 
 from .. import signatures
@@ -102,7 +104,7 @@ def check_options(target, options: dict) -> None:
 
     from triton.compiler.compiler import make_backend
 
-    refuse_target_option(options)
+    refuse_target_option(options, target)
     known = {field.name for field in fields(make_backend(target).parse_options({}))}
     unknown = sorted(set(options) - known)
     if unknown:
@@ -110,10 +112,13 @@ def check_options(target, options: dict) -> None:
                         f"{target.backend} backend; it takes {', '.join(sorted(known))}")
 
 
-def refuse_target_option(options: dict) -> None:
-    """Raise ``TypeError`` for an ``arch`` option: Triton's NVIDIA backend would take it for
-    its target (``arch=90`` failed in its parser, ``arch="sm80"`` compiled for another GPU)."""
-    if "arch" in options:
+def refuse_target_option(options: dict, target) -> None:
+    """Raise ``TypeError`` for an ``arch`` option other than ``target``'s own: Triton's NVIDIA
+    backend would take it for its target (``arch=90`` failed in its parser, ``arch="sm80"``
+    compiled for another GPU).  Its own (``sm90``, or ``TRITON_OVERRIDE_ARCH``) is in the
+    options it parsed, which Triton's ``compile`` parses again."""
+    if "arch" in options and not (target.backend == "cuda" and options["arch"] in (
+            f"sm{target.arch}", os.environ.get("TRITON_OVERRIDE_ARCH"))):
         raise TypeError(f"compile option arch={options['arch']!r}: ur_cffi.triton compiles "
                         "for the device's own target; ur_cffi.triton.cuda.compile(arch=...) "
                         "compiles for another compute capability")
@@ -149,7 +154,7 @@ def _checked(parse_options):
         # Before Triton's own: for GPUs older than sm_90 it refuses num_ctas > 1 with a plain
         # ValueError, which would end an autotune instead of skipping the config.
         check_num_ctas(options.get("num_ctas", 1))
-        refuse_target_option(options)
+        refuse_target_option(options, self.target)
         parsed = parse_options(self, options)
         arch = self.target.arch
         if isinstance(arch, dict):  # Intel: the device's properties (target.py)
