@@ -464,6 +464,27 @@ def test_arange_names_a_zero_step(queue, step):
         ur_cffi.arange(0, 5, step, queue=queue)
 
 
+@pytest.mark.parametrize("value", ["false", None, 0, np.float64(1.0)])
+def test_copies_and_fills_take_blocking_as_a_bool_only(queue, value):
+    # Its truth value was used: blocking=None returned before the host array was written.
+    array = ur_cffi.asarray(np.arange(4.0), queue=queue)
+    buffer = ur_cffi.Buffer(queue.context, 32)
+    host = np.zeros(4)
+    calls = {"copy_from": lambda: array.copy_from(host, blocking=value),
+             "copy_to": lambda: array.copy_to(host, blocking=value),
+             "fill": lambda: array.fill(1.0, blocking=value),
+             "Buffer.write": lambda: buffer.write(queue, host, blocking=value),
+             "Buffer.read": lambda: buffer.read(queue, host, blocking=value)}
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=rf"{re.escape(name)}: blocking must be True or "
+                                            rf"False, not {type(value).__name__}"):
+            call()
+    queue.finish()
+    assert np.array_equal(array.to_numpy(), np.arange(4.0)) and not host.any()
+    array.copy_to(host, blocking=np.True_)
+    assert np.array_equal(host, np.arange(4.0))
+
+
 @pytest.mark.parametrize("value", ["false", "0", [0], 1])
 def test_init_takes_validation_as_a_bool_only(value):
     # "false" turned UR's validation layers on, and validation_enabled() returned it.

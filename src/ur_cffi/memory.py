@@ -951,6 +951,8 @@ class USMArray(_handle.Resource):
         call waits for it even with ``blocking=False``.  A copy between USM views that goes
         through the host (``_staged_on_host``) is done in the call."""
         queue = self._queue_for(queue)
+        if blocking is not True and blocking is not False:
+            blocking = _checks.flag("copy_from: blocking", blocking)
         if isinstance(source, USMArray):
             if source.context is not self.context:
                 raise ValueError("copy_from: the source array belongs to another context")
@@ -1040,6 +1042,8 @@ class USMArray(_handle.Resource):
         everything submitted to the queue before it (a barrier), so it never reads data that a
         kernel submitted earlier has yet to write; so do every copy and fill there."""
         queue = self._queue_for(queue)
+        if blocking is not True and blocking is not False:
+            blocking = _checks.flag("copy_to: blocking", blocking)
         if isinstance(destination, USMArray):
             if destination.context is not self.context:
                 raise ValueError("copy_to: the destination array belongs to another context")
@@ -1146,6 +1150,8 @@ class USMArray(_handle.Resource):
         """Set ``count`` elements (default: all from ``offset``) to ``value``; a
         non-contiguous view is filled whole (no ``offset``/``count``)."""
         queue = self._queue_for(queue)
+        if blocking is not True and blocking is not False:
+            blocking = _checks.flag("fill: blocking", blocking)
         if not self.is_contiguous():
             if offset or count is not None:
                 raise ValueError("fill: offset and count need a contiguous array; index the "
@@ -1350,6 +1356,8 @@ class Buffer(_handle.Resource):
     def write(self, queue: Queue, source: np.ndarray, *, offset: int = 0, blocking: bool = True,
               wait_for=()) -> Event:
         """Copy a numpy array into the buffer at byte ``offset``."""
+        if blocking is not True and blocking is not False:
+            blocking = _checks.flag("Buffer.write: blocking", blocking)
         source = np.asarray(source)
         offset = self._check("write", queue, offset, source)
         if not source.flags.c_contiguous:
@@ -1363,6 +1371,8 @@ class Buffer(_handle.Resource):
     def read(self, queue: Queue, destination: np.ndarray, *, offset: int = 0,
              blocking: bool = True, wait_for=()) -> Event:
         """Copy from byte ``offset`` of the buffer into a writeable C-contiguous numpy array."""
+        if blocking is not True and blocking is not False:
+            blocking = _checks.flag("Buffer.read: blocking", blocking)
         if not isinstance(destination, np.ndarray):
             raise TypeError(f"read needs a numpy array, not {type(destination).__name__}")
         if not destination.flags.c_contiguous or not destination.flags.writeable:
