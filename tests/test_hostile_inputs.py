@@ -167,6 +167,12 @@ def test_a_declared_width_the_kernel_does_not_take_is_named_at_the_launch(queue,
                        match=r"pass numpy scalars of the parameter types \(np.float32\(x\)\) "
                              "or declare a signature"):
         undeclared.launch(queue, LOCAL, LOCAL, x, x, x, np.float32(1.0), np.int64(BLOCK))
+    # Memory for a value, an address for a pointer: refused by UR naming only the kernel.
+    for args in ((x, x, x, np.float32(1.0), x), (x, x, np.uint64(x.data_ptr()),
+                                                  np.float32(1.0), np.int32(BLOCK))):
+        with pytest.raises(ValueError, match=r"an argument is of another kind than its "
+                                             r"parameter .* declare one \(Program.kernel"):
+            undeclared.launch(queue, LOCAL, LOCAL, *args)
 
 
 def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):

@@ -780,6 +780,11 @@ def _refused(kernel: Kernel, result: int, call_args: tuple) -> None:
     elif result == _ARGUMENT_SIZE_MISMATCH:
         detail += (": an argument's size differs from its parameter's; pass numpy scalars of "
                    "the parameter types (np.float32(x)) or declare a signature")
+    elif result in _ARGUMENT_REFUSED and kernel.signature is None:
+        detail += (": an argument is of another kind than its parameter (memory for a value, "
+                   "a value or Local for a pointer...); without a signature ur_cffi cannot "
+                   "tell which: declare one (Program.kernel(name, signature=[...])) to have "
+                   "each argument checked by name")
     if kernel.work_group_memory:
         detail += (f" (with work_group_memory={kernel.work_group_memory} bytes, which some "
                    "adapters refuse, as the OpenCL one does: a Local argument works everywhere)")
@@ -797,6 +802,8 @@ _new_event = object.__new__
 _event_out = ffi.new("ur_event_handle_t *")  # every launch's, under the enqueue lock
 _NO_EVENTS = ()  # every launch's default wait_for
 _ARGUMENT_SIZE_MISMATCH = int(ur_result_t.UR_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE)
+_ARGUMENT_REFUSED = {int(ur_result_t.UR_RESULT_ERROR_INVALID_ARGUMENT),
+                     int(ur_result_t.UR_RESULT_ERROR_INVALID_MEM_OBJECT)}
 _SHAPE_REFUSED = {int(ur_result_t.UR_RESULT_ERROR_INVALID_VALUE),
                   int(ur_result_t.UR_RESULT_ERROR_INVALID_WORK_GROUP_SIZE),
                   int(ur_result_t.UR_RESULT_ERROR_INVALID_WORK_ITEM_SIZE)}
