@@ -564,6 +564,28 @@ def test_triton_updates_keep_only_what_triton_compiled_in(updatable, tq, rng):
     graph.close()
 
 
+def test_a_triton_tuple_argument_updates_by_its_items(updatable, tq, rng):
+    # update(pointers=...) said the kernel had no such argument, "constexprs ... are compiled in".
+    n = 2 * BLOCK
+    x, y, other = (ur_cffi.asarray(random32(rng, n), queue=tq) for _ in range(3))
+    out = ur_cffi.empty(n, np.float32, queue=tq)
+    graph = ur_cffi.Graph(tq.context, native=updatable)
+    with graph.recording(tq):
+        kernels.tuple_add[(triton.cdiv(n, BLOCK),)]((x, y, out), n, BLOCK=BLOCK)
+    graph.finalize()
+    launch = graph.commands[0]
+    with pytest.raises(TypeError, match=r"argument 'pointers' of kernel 'tuple_add' is a tuple: "
+                                        r"update its items by their names, e.g\. "
+                                        r"update\(\*\*\{'pointers\[0\]': \.\.\.\}\)"):
+        launch.update(pointers=(other, y, out))
+    launch.update(**{"pointers[0]": other})
+    out.fill(np.nan)
+    graph.replay(tq).wait()
+    assert np.array_equal(out.to_numpy(), f32(other.to_numpy().astype(np.float64)
+                                              + y.to_numpy()))
+    graph.close()
+
+
 # --- recording errors -----------------------------------------------------------------------
 
 def test_recording_errors_raise_at_record_time(native, add, queue, context, device, rng,
@@ -612,6 +634,14 @@ def test_recording_errors_raise_at_record_time(native, add, queue, context, devi
                 with ur_cffi.Graph(context, native=native).recording(queue):
                     pass
         assert [command.kind for command in graph.commands] == ["fill", "launch"]
+        waits = re.escape("wait_for (after= of Graph's methods)")
+        for after, error, message in ((3, TypeError, " takes GraphCommands while recording, "
+                                                     "not int"),
+                                      ([real], TypeError, ": an Event cannot be waited for"),
+                                      (replayed.commands, ValueError,
+                                       ": a command of another graph")):
+            with pytest.raises(error, match=waits + message):
+                graph.fill(out, 1.0, after=after)  # (the error named wait_for alone)
         replayed.close()
         foreign_launch = foreign_kernel.prepare(other_queue, local, local, foreign, foreign,
                                                 foreign, np.int32(n))

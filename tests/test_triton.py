@@ -469,7 +469,8 @@ def test_a_grid_of_anything_but_integers_or_too_large_is_refused(tq, rng):
     for grid in ((None,), (0.0,), ("",), (2, None), lambda meta: (None,)):
         with pytest.raises(TypeError, match=r"grid .* must be an integer"):
             add[grid](x, x, y, n, BLOCK=128)  # (falsy: it used to launch nothing, silently)
-    for grid in (b"\x02", bytearray(b"\x02"), "2"):  # bytes were a grid of their byte values
+    for grid in (b"\x02", bytearray(b"\x02"), "2", {2}, {0: 2}):  # bytes: a grid of their
+        # byte values; a dict, of its values by key
         with pytest.raises(TypeError, match="a grid is a tuple of 1 to 3 sizes"):
             add[grid](x, x, y, n, BLOCK=128)
         with pytest.raises(TypeError, match="a grid is a tuple of 1 to 3 sizes"):
@@ -502,6 +503,8 @@ def test_threads_per_warp_and_num_warps(tq, rng):
         np.testing.assert_allclose(out.to_numpy(), xh.astype(np.float64) + yh, rtol=1e-6)
     with pytest.raises(ValueError, match="sub-group size"):
         ur_triton.active_driver().check_work_group(4, 3)
+    with pytest.raises(ValueError, match="threads_per_warp='16' is not a sub-group size"):
+        ur_triton.active_driver().check_work_group(4, "16")  # (a str read as the int 16)
     with pytest.raises(ValueError, match="threads_per_warp=3 is not a sub-group size"):
         ur_triton.compile(add, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
                                 "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 128},

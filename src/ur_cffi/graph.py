@@ -154,6 +154,10 @@ class GraphCommand:
         return f"<GraphCommand {what} of {self.graph!r}>"
 
 
+_WAITS = "wait_for (after= of Graph's methods)"
+"""What a recorded command's dependencies are given as, named in their errors."""
+
+
 class Graph(_handle.Resource):
     """Kernel launches, USM copies and fills of one context and device, recorded once
     (:meth:`recording`) and replayed with one enqueue each time (:meth:`replay`).
@@ -508,20 +512,20 @@ class Graph(_handle.Resource):
         elif wait_for is None:
             wait_for = ()
         elif not isinstance(wait_for, (list, tuple)):
-            raise TypeError(f"wait_for takes GraphCommands while recording, not "
+            raise TypeError(f"{_WAITS} takes GraphCommands while recording, not "
                             f"{type(wait_for).__name__}")
         points = set(self._floor)
         for item in wait_for:
             if isinstance(item, GraphCommand):
                 if item.graph is not self:
-                    raise ValueError("wait_for: a command of another graph")
+                    raise ValueError(f"{_WAITS}: a command of another graph")
                 points |= item._points
             elif isinstance(item, Event):
-                raise TypeError("wait_for: an Event cannot be waited for inside a graph (a graph "
-                                "runs at every replay, an Event once): pass it to "
+                raise TypeError(f"{_WAITS}: an Event cannot be waited for inside a graph (a "
+                                "graph runs at every replay, an Event once): pass it to "
                                 "graph.replay(queue, wait_for=[...])")
             else:
-                raise TypeError(f"wait_for takes GraphCommands while recording, not "
+                raise TypeError(f"{_WAITS} takes GraphCommands while recording, not "
                                 f"{type(item).__name__}")
         return frozenset(points)
 
@@ -936,6 +940,10 @@ class _Launch:
                    for index, (kind, position, name, ty) in enumerate(launcher.entries)
                    if kind in ("pointer", "value")}
         for name, value in by_name.items():
+            if name not in entries and any(item.startswith(f"{name}[") for item in entries):
+                raise TypeError(f"argument {name!r} of kernel {launcher.name!r} is a tuple: "
+                                f"update its items by their names, e.g. "
+                                f"update(**{{'{name}[0]': ...}})")
             if name not in entries:
                 raise TypeError(f"kernel {launcher.name!r} has no argument {name!r} to update "
                                 "(constexprs, and integers Triton specialized as 1, are "

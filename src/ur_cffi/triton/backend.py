@@ -129,7 +129,7 @@ def check_work_group(device_name, sub_group_sizes, largest: int, num_warps: int,
     """Raise :class:`UnlaunchableConfig` unless a device of ``sub_group_sizes`` and work-groups
     of at most ``largest`` runs ``num_warps`` warps of ``threads_per_warp``."""
     if sub_group_sizes and threads_per_warp not in sub_group_sizes:
-        raise UnlaunchableConfig(f"threads_per_warp={threads_per_warp} is not a sub-group size "
+        raise UnlaunchableConfig(f"threads_per_warp={threads_per_warp!r} is not a sub-group size "
                                  f"of {device_name!r} (it has {sorted(sub_group_sizes)})")
     if largest and num_warps * threads_per_warp > largest:
         raise UnlaunchableConfig(f"num_warps={num_warps} x threads_per_warp={threads_per_warp} "

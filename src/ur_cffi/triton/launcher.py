@@ -27,6 +27,7 @@ an integer parameter (the original demo's raw addresses, which the kernel casts 
 
 from __future__ import annotations
 
+import collections.abc as abc
 import struct
 import weakref
 from operator import itemgetter
@@ -580,9 +581,10 @@ def _checked_grid(grid):
 
 def _grid_cells(cells, what: str) -> None:
     """Raise unless ``cells`` is a sequence (a tuple, a list, a numpy array: what Triton
-    takes) of 1 to 3 grid sizes (not bytes, whose items Triton would take as sizes)."""
+    takes) of 1 to 3 grid sizes (not bytes, whose items Triton would take as sizes, nor a set
+    or a dict, which Triton would index by size or key)."""
     try:
-        if isinstance(cells, (str, bytes, bytearray)):
+        if isinstance(cells, (str, bytes, bytearray, abc.Set, abc.Mapping)):
             raise TypeError
         dimensions = len(cells)
     except TypeError:
