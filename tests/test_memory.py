@@ -335,8 +335,12 @@ def test_types_are_checked_before_ur_is_called(queue, context, device):
 
 def test_python_objects_are_refused(queue, context):
     """Their bytes are PyObject pointers without references: read back, they crash Python."""
-    with pytest.raises(TypeError, match="holds Python objects"):
+    with pytest.raises(TypeError, match="asarray: a numpy array of dtype object holds Python "
+                                        "objects"):  # (it named USMArray, not asarray)
         ur_cffi.asarray(np.array([[1, 2], None], dtype=object), queue=queue)
+    with pytest.raises(TypeError, match=r"arange\(18446744073709551616, 18446744073709551619, "
+                                        r"1\): numpy makes Python objects"):
+        ur_cffi.arange(2**64, 2**64 + 3, queue=queue)
     with pytest.raises(TypeError, match="holds Python objects"):
         ur_cffi.empty(3, np.dtype([("x", np.float32), ("o", object)]), queue=queue)
     buffer = ur_cffi.Buffer(context, 64)

@@ -847,6 +847,29 @@ def test_pytorchs_in_place_names(q, rng, kind):
     assert array.zero_() is array and not array.to_numpy().any()
 
 
+def test_numpys_other_spellings_of_axes_values_and_its_dimension_bound(q, rng):
+    # A 0-d array as an axis failed with "iteration over a 0-d array"; an np.matrix value with
+    # numpy's internal error; 65 and more dimensions were made, and failed in to_numpy().
+    host = rng.standard_normal((1, 6))
+    array = ur_cffi.asarray(host, queue=q)
+    assert np.array_equal(array.flip(np.array(1)).to_numpy(), np.flip(host, np.array(1)))
+    assert array.squeeze(np.array(0)).shape == (6,)
+    with pytest.raises(TypeError, match="flip: axis must be an integer, not float64"):
+        array.flip(np.array(0.5))
+    row = ur_cffi.zeros(4, np.float32, queue=q)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)  # np.matrix's own
+        row[:] = np.matrix([[1, 2, 3, 4]])
+    assert np.array_equal(row.to_numpy(), np.arange(1, 5, dtype=np.float32))
+    limit = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32
+    for make in (lambda: array.reshape((1,) * limit + (6,)),
+                 lambda: array[(None,) * (limit - 1)],
+                 lambda: ur_cffi.empty((1,) * (limit + 1), queue=q)):
+        with pytest.raises(ValueError, match=f"dimensions: numpy's arrays have at most {limit}"):
+            make()
+    assert array[(None,) * (limit - 2)].to_numpy().shape == (1,) * (limit - 1) + (6,)
+
+
 @pytest.mark.parametrize("dtype, value", [("U2", "ab"), ("S2", b"cd")])
 def test_zero_of_a_strided_view_of_strings_zeroes_its_bytes(q, dtype, value):
     # It filled with 0, which a str array reads as the text "0".

@@ -190,7 +190,9 @@ def axes(ndim: int, given, what: str) -> tuple[int, ...]:
 
 def axis_set(ndim: int, given, what: str) -> set[int]:
     """The axes ``given`` names (an int or a sequence of them, negative allowed), each once."""
-    listed = [given] if isinstance(given, (int, np.integer)) else list(given)
+    if isinstance(given, np.ndarray) and given.ndim == 0:
+        given = given[()]  # one axis, as numpy reads it
+    listed = [given] if isinstance(given, (int, np.generic)) else list(given)
     axes = [axis_index(ndim, a, what) for a in listed]
     if len(set(axes)) != len(axes):
         raise ValueError(f"{what}: axis {tuple(listed)} repeats an axis")

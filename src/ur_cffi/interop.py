@@ -284,9 +284,12 @@ def _dl_dtype(dtype: np.dtype) -> _DLDataType:
     elif dtype.byteorder == ">":
         raise BufferError(f"DLPack has no type for {dtype}: its numbers are in native byte "
                           "order (astype the array first)")
-    else:
+    elif dtype.kind in "fc":
         raise BufferError(f"DLPack has no type for {dtype} (its floats are IEEE formats "
                           "without padding: not longdouble)")
+    else:
+        raise BufferError(f"DLPack has no type for {dtype}: it holds numbers and booleans "
+                          "(not strings, records, dates or times)")
     return _DLDataType(code, dtype.itemsize * 8, 1)
 
 

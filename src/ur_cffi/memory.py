@@ -37,12 +37,20 @@ def _shape(shape) -> tuple[int, ...]:
         shape = tuple(shape)
     except TypeError:
         raise TypeError(f"shape {shape!r} must be an integer or a sequence of integers") from None
+    _check_dimensions(shape)
     # numpy's bound (an index-sized integer), even where another extent is 0
     return tuple(_checks.integer(f"shape {shape} extent", extent, maximum=_INTP_MAX)
                  for extent in shape)
 
 
+def _check_dimensions(shape: tuple) -> None:
+    if len(shape) > _MAX_DIMENSIONS:  # (to_numpy() would fail, inside numpy)
+        raise ValueError(f"shape of {len(shape)} dimensions: numpy's arrays have at most "
+                         f"{_MAX_DIMENSIONS}")
+
+
 _INTP_MAX = _strided.INTP_MAX
+_MAX_DIMENSIONS = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32
 
 
 def _span(what: str, offset, count, size: int) -> tuple[int, int]:
@@ -494,6 +502,8 @@ class USMArray(_handle.Resource):
         """A view of this array's memory at byte ``offset`` from its first element."""
         if self._handle is None or (self._base is not None and self._base._handle is None):
             self.handle  # noqa: B018 - raises ClosedError
+        if len(shape) > _MAX_DIMENSIONS:
+            _check_dimensions(shape)
         view = object.__new__(USMArray)
         view._queue, view._kind = self._queue, self._kind
         view._dtype = dtype = self._dtype if dtype is None else dtype
@@ -654,6 +664,8 @@ class USMArray(_handle.Resource):
             _not_recorded(on, "a[key] = value", "of the target's shape and dtype")
             value = value.to_numpy(queue=on)  # broadcast and cast on the host
         if isinstance(value, np.ndarray):
+            if type(value) is not np.ndarray:  # a subclass: np.matrix stays 2-d when reshaped
+                value = value.view(np.ndarray)
             if value.dtype != self.dtype or value.shape != self.shape or \
                     not value.flags.c_contiguous:
                 _host_reads_now(on, (), "a[key] = value",
@@ -1292,7 +1304,10 @@ def asarray(array, dtype=None, *, queue: Queue, kind: str = "device",
     elif not (recording and queue in recording):  # a sequence or buffer of host memory
         _after_earlier_work(queue, ())
     host = np.asarray(array, dtype=dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
-    if host.dtype.hasobject and not (isinstance(array, np.ndarray) and array.dtype.hasobject):
+    if host.dtype.hasobject and isinstance(array, np.ndarray) and array.dtype.hasobject:
+        raise TypeError(f"asarray: a numpy array of dtype {array.dtype} holds Python objects; "
+                        "device memory holds numbers")
+    if host.dtype.hasobject:
         raise TypeError(f"asarray: {type(array).__name__} {array!r:.60} makes numpy objects "
                         "(a number beyond 64 bits, or mixed types); device memory holds numbers")
     result = USMArray(queue, host.shape, host.dtype, kind)
