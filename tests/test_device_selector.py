@@ -74,7 +74,7 @@ def test_no_selector_and_an_empty_one_select_every_device(unselected):
 FILTER_ON = "selects nothing with '!' terms alone while UR_LOADER_PRELOAD_FILTER='1' keeps " \
     "its filter on: unset it, or put '*:*;' in front"
 UNNAMED = "no device of a backend that no term names"
-REFUSED = "refuses '!' terms of a backend other than the platform's (opencl): leave out " \
+REFUSED = "refuse '!' terms of a backend other than the platform's (opencl): leave out " \
     "those of '!level_zero'"
 CAPITALS = "matches device types in lower case"
 """What default_device()'s error says where such selectors selected nothing."""

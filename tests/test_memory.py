@@ -341,6 +341,9 @@ def test_python_objects_are_refused(queue, context):
     with pytest.raises(TypeError, match=r"arange\(18446744073709551616, 18446744073709551619, "
                                         r"1\): numpy makes Python objects"):
         ur_cffi.arange(2**64, 2**64 + 3, queue=queue)
+    with pytest.raises(TypeError, match=r"arange\(0, 3, 1\): numpy makes Python objects of "
+                                        "dtype object"):
+        ur_cffi.arange(0, 3, dtype=object, queue=queue)
     with pytest.raises(TypeError, match="holds Python objects"):
         ur_cffi.empty(3, np.dtype([("x", np.float32), ("o", object)]), queue=queue)
     buffer = ur_cffi.Buffer(context, 64)

@@ -160,10 +160,12 @@ def test_scratch_memory_per_queue(queue, context, device):
         assert held is not None
 
 
-def test_the_nvidia_backends_own_arch_passes_where_triton_parses_it_again(driver):
+def test_the_nvidia_backends_own_arch_passes_where_triton_parses_it_again(driver, monkeypatch):
     # Triton's JITFunction.run parses the launch options, then its compile() parses the parsed
     # ones, arch='sm90' included: refusing every arch failed every kernel[grid] on the H100.
     from triton.compiler.compiler import make_backend
+
+    monkeypatch.delenv("TRITON_OVERRIDE_ARCH", raising=False)
 
     nvidia = make_backend(cuda.gpu_target(None, 90))
     parsed = nvidia.parse_options({"num_warps": 8})

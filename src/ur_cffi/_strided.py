@@ -190,9 +190,9 @@ def axes(ndim: int, given, what: str) -> tuple[int, ...]:
 
 def axis_set(ndim: int, given, what: str) -> set[int]:
     """The axes ``given`` names (an int or a sequence of them, negative allowed), each once."""
-    if isinstance(given, np.ndarray) and given.ndim == 0:
-        given = given[()]  # one axis, as numpy reads it
-    listed = [given] if isinstance(given, (int, np.generic)) else list(given)
+    single = isinstance(given, (int, np.generic)) or (isinstance(given, np.ndarray)
+                                                      and given.ndim == 0)
+    listed = [given] if single else list(given)
     axes = [axis_index(ndim, a, what) for a in listed]
     if len(set(axes)) != len(axes):
         raise ValueError(f"{what}: axis {tuple(listed)} repeats an axis")
@@ -201,6 +201,8 @@ def axis_set(ndim: int, given, what: str) -> set[int]:
 
 def axis_index(ndim: int, axis, what: str) -> int:
     """``axis`` as an index in ``range(ndim)``; raises naming ``what``."""
+    if isinstance(axis, np.ndarray) and axis.ndim == 0:
+        axis = axis[()]  # one axis, as numpy reads it
     number = _checks.integer(f"{what}: axis", axis, minimum=-(2**63))
     if not -ndim <= number < ndim:
         raise ValueError(f"{what}: axis {axis} is out of range for {ndim} dimensions")

@@ -49,7 +49,8 @@ def arange(start, stop=None, step=1, dtype=None, *, queue, kind: str = "device")
     host = np.arange(start, stop, step, dtype=None if dtype is None else _dtype(dtype))
     if host.dtype.hasobject:
         raise TypeError(f"arange({start!r}, {stop!r}, {step!r}): numpy makes Python objects of "
-                        "these (numbers beyond 64 bits); device memory holds numbers")
+                        f"{'these (numbers beyond 64 bits)' if dtype is None else 'dtype object'}"
+                        "; device memory holds numbers")
     return asarray(host, queue=queue, kind=kind)
 
 

@@ -281,7 +281,7 @@ def _dl_dtype(dtype: np.dtype) -> _DLDataType:
     elif dtype.type.__module__ == "ml_dtypes":  # float4_e2m1fn, float6_*, int4...
         raise BufferError(f"DLPack has no type for {dtype} as ml_dtypes stores it (a byte per "
                           "element; DLPack's float4/float6 codes count 4 or 6 bits)")
-    elif dtype.byteorder == ">":
+    elif dtype.byteorder == ">" and dtype.kind in _CODES:
         raise BufferError(f"DLPack has no type for {dtype}: its numbers are in native byte "
                           "order (astype the array first)")
     elif dtype.kind in "fc":

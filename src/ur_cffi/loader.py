@@ -202,7 +202,8 @@ def selector_hint(backends: frozenset = frozenset()) -> str:
     terms = device_selector(selector_text() or "") or ()
     hints = []
     if terms and all(negative for negative, _, _ in terms):
-        if not _release.NEGATIVE_TERMS_ALONE_SELECT and PRELOAD_FILTER_ENV in os.environ:
+        if not _release.NEGATIVE_TERMS_ALONE_SELECT and \
+                os.environ.get(PRELOAD_FILTER_ENV, "").lower() in ("1", "true", "yes"):
             hints.append(f"this loader (before oneAPI 2025.2) selects nothing with '!' terms "
                          f"alone while {PRELOAD_FILTER_ENV}={os.environ[PRELOAD_FILTER_ENV]!r} "
                          "keeps its filter on: unset it, or put '*:*;' in front")
@@ -226,8 +227,8 @@ def refused_selector_hint(backend: str) -> str:
               if negative and name not in ("*", backend)]
     if not others:
         return ""
-    return (f"this loader (before oneAPI 2025.3) refuses '!' terms of a backend other than "
-            f"the platform's ({backend}): leave out those of "
+    return (f"the loaders of oneAPI 2025.0 to 2025.2 refuse '!' terms of a backend other "
+            f"than the platform's ({backend}): leave out those of "
             f"{', '.join(repr('!' + name) for name in others)}")
 
 

@@ -528,12 +528,12 @@ class USMArray(_handle.Resource):
     @property
     def context(self):
         """The context the memory belongs to."""
-        return self.queue.context
+        return self._queue.context
 
     @property
     def device(self):
         """The device the memory belongs to (the array API's ``device``)."""
-        return self.queue.device
+        return self._queue.device
 
     @property
     def base(self) -> USMArray | None:
@@ -552,30 +552,30 @@ class USMArray(_handle.Resource):
 
     def stride(self, dim: int | None = None):
         """Elements to step in dimension ``dim``, or a tuple for all (PyTorch's ``stride``)."""
-        itemsize = self.dtype.itemsize
+        itemsize = self._dtype.itemsize
         if dim is None:
             return tuple(_element_stride(s, itemsize, "stride", n)
-                         for s, n in zip(self._strides, self.shape))
+                         for s, n in zip(self._strides, self._shape))
         axis = _strided.axis_index(self.ndim, dim, "stride")
-        return _element_stride(self._strides[axis], itemsize, "stride", self.shape[axis])
+        return _element_stride(self._strides[axis], itemsize, "stride", self._shape[axis])
 
     @property
     def ndim(self) -> int:
         """The number of dimensions."""
-        return len(self.shape)
+        return len(self._shape)
 
     @property
     def itemsize(self) -> int:
         """Bytes per element."""
-        return self.dtype.itemsize
+        return self._dtype.itemsize
 
     def numel(self) -> int:
         """The number of elements (PyTorch's name for ``size``)."""
-        return self.size
+        return self._size
 
     def element_size(self) -> int:
         """Bytes per element (PyTorch's name for ``itemsize``)."""
-        return self.dtype.itemsize
+        return self._dtype.itemsize
 
     @property
     def grad(self) -> None:
@@ -591,7 +591,7 @@ class USMArray(_handle.Resource):
 
     def is_contiguous(self) -> bool:
         """Whether the elements lie in C order without gaps (PyTorch's ``is_contiguous``)."""
-        return _strided.is_contiguous(self.shape, self._strides, self.dtype.itemsize)
+        return _strided.is_contiguous(self._shape, self._strides, self._dtype.itemsize)
 
     @property
     def handle(self):
@@ -640,7 +640,7 @@ class USMArray(_handle.Resource):
     def __getitem__(self, key) -> USMArray:
         """A view (basic indexing: integers, slices with any step, None, ...); an integer for
         every axis gives a 0-d view (CuPy's choice), read it with :meth:`item`."""
-        shape, strides, offset = _strided.index(self.shape, self._strides, key)
+        shape, strides, offset = _strided.index(self._shape, self._strides, key)
         return self._view(shape, strides, offset)
 
     def __setitem__(self, key, value) -> None:
@@ -650,11 +650,11 @@ class USMArray(_handle.Resource):
 
     def _assign(self, value, queue: Queue | None) -> None:
         """``self[...] = value`` on ``queue`` (None: the array's own)."""
-        on = self.queue if queue is None else queue
+        on = self._queue if queue is None else queue
         if isinstance(value, USMArray):
             if value.context is not self.context:
                 raise ValueError("a[key] = value: the value array belongs to another context")
-            if value.shape == self.shape and value.dtype == self.dtype:
+            if value.shape == self._shape and value.dtype == self._dtype:
                 read = ()
                 if self._overlaps(value):  # numpy reads the whole value before writing
                     value, copied = value._in_shape(value.shape, on, ())
@@ -666,17 +666,17 @@ class USMArray(_handle.Resource):
         if isinstance(value, np.ndarray):
             if type(value) is not np.ndarray:  # a subclass: np.matrix stays 2-d when reshaped
                 value = value.view(np.ndarray)
-            if value.dtype != self.dtype or value.shape != self.shape or \
+            if value.dtype != self._dtype or value.shape != self._shape or \
                     not value.flags.c_contiguous:
                 _host_reads_now(on, (), "a[key] = value",
                                 "C-contiguous, of the target's shape and dtype")
-            host = value if value.dtype == self.dtype else value.astype(self.dtype)
+            host = value if value.dtype == self._dtype else value.astype(self._dtype)
         elif np.ndim(value) != 0:  # (its rows may be numpy arrays that earlier work writes)
             _host_reads_now(on, (), "a[key] = value",
                             "C-contiguous, of the target's shape and dtype")
-            host = np.asarray(value, dtype=self.dtype)  # numpy's checks of Python numbers
+            host = np.asarray(value, dtype=self._dtype)  # numpy's checks of Python numbers
         else:  # numpy's assignment of one value: truncated, wrapped or refused as numpy does
-            cell = np.empty((), self.dtype)
+            cell = np.empty((), self._dtype)
             cell[()] = value
             self.fill(cell, queue=queue)
             return
@@ -684,16 +684,17 @@ class USMArray(_handle.Resource):
         if leading > 0:  # numpy drops a value's leading axes of extent 1
             if any(extent != 1 for extent in host.shape[:leading]):
                 raise ValueError(f"a[key] = value: a value of shape {host.shape} does not "
-                                 f"broadcast to the target's shape {self.shape}")
+                                 f"broadcast to the target's shape {self._shape}")
             host = host.reshape(host.shape[leading:])
-        self.copy_from(np.ascontiguousarray(np.broadcast_to(host, self.shape)), queue=queue)
+        self.copy_from(np.ascontiguousarray(np.broadcast_to(host, self._shape)), queue=queue)
 
     def reshape(self, *shape) -> USMArray:
         """This array in ``shape`` (one extent may be -1): a view where strides can express it
         (numpy's rule), else a contiguous copy on the same queue."""
-        target = _strided.new_shape(shape, self.size, self.itemsize)
-        strides = _strided.reshaped_strides(self.shape, self._strides, target, self.itemsize)
+        target = _strided.new_shape(shape, self._size, self.itemsize)
+        strides = _strided.reshaped_strides(self._shape, self._strides, target, self.itemsize)
         if strides is None:
+            _check_dimensions(target)
             return _relaid(self.copy(), target)
         return self._view(target, strides)
 
@@ -703,10 +704,10 @@ class USMArray(_handle.Resource):
         that needs a copy (PyTorch's ``view``)."""
         if len(shape_or_dtype) == 1 and not _is_shape(shape_or_dtype[0]):
             return self._view_as(_dtype(shape_or_dtype[0]))
-        target = _strided.new_shape(shape_or_dtype, self.size, self.itemsize)
-        strides = _strided.reshaped_strides(self.shape, self._strides, target, self.itemsize)
+        target = _strided.new_shape(shape_or_dtype, self._size, self.itemsize)
+        strides = _strided.reshaped_strides(self._shape, self._strides, target, self.itemsize)
         if strides is None:
-            raise ValueError(f"view {target} of an array of shape {self.shape} and strides "
+            raise ValueError(f"view {target} of an array of shape {self._shape} and strides "
                              f"{self._strides} needs a copy; use reshape()")
         return self._view(target, strides)
 
@@ -716,27 +717,27 @@ class USMArray(_handle.Resource):
         if not new:
             raise ValueError(f"view as {dtype}: a dtype of 0 bytes holds no elements")
         if old == new:
-            return self._view(self.shape, self._strides, dtype=dtype)
-        if not self.shape:
-            raise ValueError(f"view as {dtype}: a 0-d array of {self.dtype} cannot change its "
+            return self._view(self._shape, self._strides, dtype=dtype)
+        if not self._shape:
+            raise ValueError(f"view as {dtype}: a 0-d array of {self._dtype} cannot change its "
                              "item size")
         # As numpy: a last axis of 0 or 1 elements is contiguous whatever its stride.
-        if self.shape[-1] > 1 and self._strides[-1] != old:
+        if self._shape[-1] > 1 and self._strides[-1] != old:
             raise ValueError(f"view as {dtype}: the last axis must be contiguous to change the "
                              f"item size from {old} to {new}")
-        last = self.shape[-1] * old
+        last = self._shape[-1] * old
         if last % new:
             raise ValueError(f"view as {dtype}: the last axis of {last} bytes is not a "
                              f"multiple of {new}")
         strides = (*self._strides[:-1], new)
         # (an axis of one element uses no stride, as numpy sees it)
-        if self.size and any(s % new for s, n in zip(strides, self.shape) if n > 1):
+        if self._size and any(s % new for s, n in zip(strides, self._shape) if n > 1):
             raise ValueError(f"view as {dtype}: strides {strides} are not multiples of its "
                              f"{new} bytes")
-        if self.size and self._address % new:
+        if self._size and self._address % new:
             raise ValueError(f"view as {dtype}: the address 0x{self._address:x} is not a "
                              f"multiple of its {new} bytes")
-        return self._view((*self.shape[:-1], last // new), strides, dtype=dtype)
+        return self._view((*self._shape[:-1], last // new), strides, dtype=dtype)
 
     def transpose(self, *axes) -> USMArray:
         """A view with the axes reversed, or ordered as ``axes`` (numpy's ``transpose``; to
@@ -744,12 +745,12 @@ class USMArray(_handle.Resource):
         reverse = not axes or (len(axes) == 1 and axes[0] is None)
         order = tuple(reversed(range(self.ndim))) if reverse else \
             _strided.axes(self.ndim, axes, "transpose")
-        return self._view([self.shape[a] for a in order], [self._strides[a] for a in order])
+        return self._view([self._shape[a] for a in order], [self._strides[a] for a in order])
 
     def permute(self, *dims) -> USMArray:
         """A view with the axes in the order ``dims`` (PyTorch's ``permute``)."""
         order = _strided.axes(self.ndim, dims, "permute")
-        return self._view([self.shape[a] for a in order], [self._strides[a] for a in order])
+        return self._view([self._shape[a] for a in order], [self._strides[a] for a in order])
 
     def swapaxes(self, axis1, axis2) -> USMArray:
         """A view with two axes exchanged (numpy's ``swapaxes``, PyTorch's ``transpose``)."""
@@ -757,7 +758,7 @@ class USMArray(_handle.Resource):
         b = _strided.axis_index(self.ndim, axis2, "swapaxes")
         order = list(range(self.ndim))
         order[a], order[b] = order[b], order[a]
-        return self._view([self.shape[i] for i in order], [self._strides[i] for i in order])
+        return self._view([self._shape[i] for i in order], [self._strides[i] for i in order])
 
     @property
     def T(self) -> USMArray:
@@ -768,15 +769,15 @@ class USMArray(_handle.Resource):
         """A view without the axes of extent 1 (or only ``axis``, an int or sequence of them,
         each of extent 1: ``ValueError`` otherwise, as numpy)."""
         if axis is None:
-            drop = {i for i, extent in enumerate(self.shape) if extent == 1}
+            drop = {i for i, extent in enumerate(self._shape) if extent == 1}
         else:
             drop = _strided.axis_set(self.ndim, axis, "squeeze")
-            wide = [i for i in sorted(drop) if self.shape[i] != 1]
+            wide = [i for i in sorted(drop) if self._shape[i] != 1]
             if wide:
-                raise ValueError(f"squeeze: axis {wide[0]} has extent {self.shape[wide[0]]}, "
+                raise ValueError(f"squeeze: axis {wide[0]} has extent {self._shape[wide[0]]}, "
                                  "not 1")
         keep = [i for i in range(self.ndim) if i not in drop]
-        return self._view([self.shape[i] for i in keep], [self._strides[i] for i in keep])
+        return self._view([self._shape[i] for i in keep], [self._strides[i] for i in keep])
 
     def unsqueeze(self, dim) -> USMArray:
         """A view with an axis of extent 1 inserted before ``dim`` (PyTorch's ``unsqueeze``,
@@ -799,7 +800,7 @@ class USMArray(_handle.Resource):
     def flatten(self) -> USMArray:
         """A new one-axis array of the elements, always a copy (numpy's ``flatten``; PyTorch's
         ``flatten`` is :meth:`ravel`)."""
-        return _relaid(self.copy(), (self.size,))
+        return _relaid(self.copy(), (self._size,))
 
     def contiguous(self) -> USMArray:
         """This array if it is C-contiguous, else a contiguous copy (PyTorch's
@@ -808,13 +809,13 @@ class USMArray(_handle.Resource):
 
     def dim(self) -> int:
         """The number of dimensions (PyTorch's name for ``ndim``)."""
-        return len(self.shape)
+        return len(self._shape)
 
     def copy(self, *, queue: Queue | None = None, kind: str | None = None) -> USMArray:
         """A new contiguous array with this array's elements (same queue and kind unless
         given), copied on the device."""
-        out = USMArray(self._queue_for(queue), self.shape, self.dtype,
-                       self.kind if kind is None else kind)
+        out = USMArray(self._queue_for(queue), self._shape, self._dtype,
+                       self._kind if kind is None else kind)
         out.copy_from(self, queue=queue)
         return out
 
@@ -822,12 +823,12 @@ class USMArray(_handle.Resource):
         """Set every element to zero, in place (PyTorch's ``zero_``; a blocking fill); returns
         this array.  ``@triton.autotune(reset_to_zero=...)`` calls it.  On the current Triton
         queue (see :data:`current_queue`)."""
-        if self.size:
+        if self._size:
             queue = _current_queue_of(self)
             if self.is_contiguous():
                 self.reshape(-1).view(np.uint8).fill(0, queue=queue)
             else:
-                self.fill(np.zeros((), self.dtype), queue=queue)  # every byte 0: "" for str
+                self.fill(np.zeros((), self._dtype), queue=queue)  # every byte 0: "" for str
         return self
 
     def clone(self) -> USMArray:
@@ -862,8 +863,8 @@ class USMArray(_handle.Resource):
 
     def item(self):
         """The only element as a Python number (a blocking read)."""
-        if self.size != 1:
-            raise ValueError(f"item() of an array of {self.size} elements")
+        if self._size != 1:
+            raise ValueError(f"item() of an array of {self._size} elements")
         return self.to_numpy().item()
 
     # -- copies ----------------------------------------------------------------------------
@@ -872,12 +873,12 @@ class USMArray(_handle.Resource):
         """The queue a command on this array goes to: ``queue``, checked, which from then on
         orders the memory's reuse too (:meth:`record_queue`), or the array's own."""
         if queue is None:
-            queue = self.queue
+            queue = self._queue
             if queue._handle is None:
                 if _handle._forked or self.closed:  # (closed too at loader.teardown())
                     (queue if _handle._forked else self).handle  # noqa: B018 - ClosedError
                 raise _handle.ClosedError(
-                    f"the queue this {self.shape} {self.dtype} array was made on is closed; "
+                    f"the queue this {self._shape} {self._dtype} array was made on is closed; "
                     "give the calls that take queue= (to_numpy, copy_from, copy_to, fill, "
                     "copy) another queue of its context: a.to_numpy(queue=q), "
                     "a.copy(queue=q) for an array that works on q")
@@ -885,7 +886,7 @@ class USMArray(_handle.Resource):
                 self._used_on(queue)
             return queue
         _check_queue(queue)
-        if queue.context is not self.queue.context:
+        if queue.context is not self._queue.context:
             raise ValueError(f"{queue!r} is not of the context this array was allocated in")
         self._used_on(queue)
         return queue
@@ -894,7 +895,7 @@ class USMArray(_handle.Resource):
                       blocking: bool, wait_for, keep_alive: tuple) -> Event:
         """Copy the elements of :attr:`shape` between two strided layouts (either side this
         array, a USMArray or host memory): UR's 2D copies where rows fit, one Event for all."""
-        plan = _strided.copy_plan(self.shape, dst_strides, src_strides, self.itemsize)
+        plan = _strided.copy_plan(self._shape, dst_strides, src_strides, self.itemsize)
         keep_alive = _held(queue, keep_alive)
         wait_for = _ordered(queue, wait_for)
         if not plan:
@@ -920,9 +921,9 @@ class USMArray(_handle.Resource):
     def _staging(self) -> tuple[np.ndarray, int]:
         """``(a numpy array laid out as this view, over a buffer of the bytes it spans, and the
         first element's offset from the lowest byte)``, for :meth:`_copy_span`."""
-        low, high = _strided.span(self.shape, self._strides, self.itemsize)
+        low, high = _strided.span(self._shape, self._strides, self.itemsize)
         buffer = np.empty(high - low, np.uint8)
-        return np.ndarray(self.shape, self.dtype, buffer=buffer, offset=-low,
+        return np.ndarray(self._shape, self._dtype, buffer=buffer, offset=-low,
                           strides=self._strides), low
 
     def _copy_span(self, queue: Queue, staging: np.ndarray, low: int, to_host: bool,
@@ -936,13 +937,13 @@ class USMArray(_handle.Resource):
                                buffer.nbytes, blocking, wait_for, (buffer, self))
 
     def _overlaps(self, other: USMArray) -> bool:
-        return _overlap(self._address, self.shape, self._strides, self.itemsize,
+        return _overlap(self._address, self._shape, self._strides, self.itemsize,
                         other._address, other.shape, other._strides, other.itemsize)
 
     def _overlaps_host(self, host: np.ndarray) -> bool:
         """Whether ``host`` (e.g. ``np.asarray`` of host USM) shares bytes with this array."""
-        return self.kind != "device" and _overlap(
-            self._address, self.shape, self._strides, self.itemsize, host.ctypes.data,
+        return self._kind != "device" and _overlap(
+            self._address, self._shape, self._strides, self.itemsize, host.ctypes.data,
             host.shape, host.strides, host.itemsize)
 
     def _check_overlap(self, other: USMArray, what: str) -> None:
@@ -968,18 +969,18 @@ class USMArray(_handle.Resource):
         if isinstance(source, USMArray):
             if source.context is not self.context:
                 raise ValueError("copy_from: the source array belongs to another context")
-            if source.dtype != self.dtype:
-                raise TypeError(f"copy_from: dtype {source.dtype} does not match {self.dtype}")
+            if source.dtype != self._dtype:
+                raise TypeError(f"copy_from: dtype {source.dtype} does not match {self._dtype}")
             source.data_ptr()  # noqa: B018 - raises ClosedError
             if offset is None:
                 whole = _as_whole(self, "copy_from", source)
                 if whole is None:
-                    whole, copied = source._in_shape(self.shape, queue, wait_for)
+                    whole, copied = source._in_shape(self._shape, queue, wait_for)
                     wait_for = (copied,)
                 source, offset = whole, 0
             source._used_on(queue)
             if self.is_contiguous() and source.is_contiguous():
-                offset, _ = _span("copy_from", offset, source.size, self.size)
+                offset, _ = _span("copy_from", offset, source.size, self._size)
                 if _same_size_overlap(self._address + offset * self.itemsize, source._address,
                                       source.nbytes):
                     raise ValueError(f"copy_from: the source at offset {offset} overlaps "
@@ -999,13 +1000,13 @@ class USMArray(_handle.Resource):
                                        blocking=True, wait_for=())
             return self._strided_copy(queue, self.data_ptr(), self._strides, source.data_ptr(),
                                       source._strides, blocking, wait_for, (source, self))
-        host = _host_view(source, self.dtype, "copy_from")
+        host = _host_view(source, self._dtype, "copy_from")
         if offset is None:
             whole = _as_whole(self, "copy_from", host)
             if whole is None:
                 wait_for = _host_reads_now(queue, wait_for, "copy_from",
                                            "a view in the destination's shape")
-                whole = np.reshape(host, self.shape)
+                whole = np.reshape(host, self._shape)
             host, offset = whole, 0
         if self._overlaps_host(host):  # np.asarray of this host USM: read it first (numpy)
             wait_for = _host_reads_now(queue, wait_for, "copy_from",
@@ -1015,7 +1016,7 @@ class USMArray(_handle.Resource):
             if not host.flags.c_contiguous:
                 wait_for = _host_reads_now(queue, wait_for, "copy_from", "C-contiguous")
                 host = np.ascontiguousarray(host)
-            offset, _ = _span("copy_from", offset, host.size, self.size)
+            offset, _ = _span("copy_from", offset, host.size, self._size)
             _wait_before_pageable_copy(queue, host, wait_for)
             return _enqueue_memcpy(queue, self.data_ptr() + offset * self.itemsize,
                                    host.ctypes.data, host.nbytes, blocking, wait_for,
@@ -1039,8 +1040,8 @@ class USMArray(_handle.Resource):
         if _checks.integer(f"{what}: offset", offset):
             raise ValueError(f"{what}: an offset needs contiguous arrays; index the view "
                              "instead (a[5:].copy_from(...))")
-        if tuple(shape) != self.shape:
-            raise ValueError(f"{what}: shape {tuple(shape)} does not match {self.shape} (a "
+        if tuple(shape) != self._shape:
+            raise ValueError(f"{what}: shape {tuple(shape)} does not match {self._shape} (a "
                              "non-contiguous view copies element by element)")
 
     def copy_to(self, destination, *, offset: int | None = None, queue: Queue | None = None,
@@ -1059,12 +1060,12 @@ class USMArray(_handle.Resource):
         if isinstance(destination, USMArray):
             if destination.context is not self.context:
                 raise ValueError("copy_to: the destination array belongs to another context")
-            if destination.dtype != self.dtype:
-                raise TypeError(f"copy_to: dtype {self.dtype} does not match the "
+            if destination.dtype != self._dtype:
+                raise TypeError(f"copy_to: dtype {self._dtype} does not match the "
                                 f"destination's {destination.dtype}")
             destination.data_ptr()  # noqa: B018 - raises ClosedError
         else:
-            destination = _host_view(destination, self.dtype, "copy_to")
+            destination = _host_view(destination, self._dtype, "copy_to")
             if not destination.flags.writeable:
                 raise ValueError("copy_to needs a writeable C-contiguous (or strided) numpy "
                                  "array; this one is read-only")
@@ -1081,7 +1082,7 @@ class USMArray(_handle.Resource):
                                       wait_for=(copied,))
             destination, offset = whole, 0
         if isinstance(destination, USMArray):
-            if offset == 0 and destination.shape == self.shape:
+            if offset == 0 and destination.shape == self._shape:
                 self._check_overlap(destination, "copy_to")
                 return destination.copy_from(self, queue=queue, blocking=blocking,
                                              wait_for=wait_for)
@@ -1093,14 +1094,14 @@ class USMArray(_handle.Resource):
             _not_recorded(queue, "copy_to", "apart from this array's memory")
             whole = self.to_numpy(queue=queue, wait_for=wait_for)
             if self.is_contiguous() and host.flags.c_contiguous:
-                offset, _ = _span("copy_to", offset, host.size, self.size)
+                offset, _ = _span("copy_to", offset, host.size, self._size)
                 host.reshape(-1)[:] = whole.reshape(-1)[offset:offset + host.size]
             else:
                 self._same_shape("copy_to", host.shape, offset)
                 host[...] = whole
             return _enqueue_nothing(queue, blocking, ())
         if self.is_contiguous() and host.flags.c_contiguous:
-            offset, _ = _span("copy_to", offset, host.size, self.size)
+            offset, _ = _span("copy_to", offset, host.size, self._size)
             _wait_before_pageable_copy(queue, host, wait_for)
             return _enqueue_memcpy(queue, host.ctypes.data, self.data_ptr() + offset *
                                    self.itemsize, host.nbytes, blocking, wait_for,
@@ -1123,18 +1124,18 @@ class USMArray(_handle.Resource):
         recorded command) of their copy)``, copied on ``queue`` after ``wait_for``; what
         reads the new array waits for that copy (an out-of-order queue or recording orders
         nothing else)."""
-        out = USMArray(queue, self.shape, self.dtype, self.kind)
+        out = USMArray(queue, self._shape, self._dtype, self._kind)
         copied = out.copy_from(self, queue=queue, blocking=False, wait_for=wait_for)
         return _relaid(out, shape), copied
 
     def _copy_part_to(self, destination: USMArray, offset, queue, blocking, wait_for) -> Event:
         if destination.context is not self.context:
             raise ValueError("copy_to: the destination array belongs to another context")
-        if destination.dtype != self.dtype:
-            raise TypeError(f"copy_to: dtype {destination.dtype} does not match {self.dtype}")
-        offset, _ = _span("copy_to", offset, destination.size, self.size)
+        if destination.dtype != self._dtype:
+            raise TypeError(f"copy_to: dtype {destination.dtype} does not match {self._dtype}")
+        offset, _ = _span("copy_to", offset, destination.size, self._size)
         if not destination.is_contiguous():
-            raise ValueError(f"copy_to: shape {destination.shape} does not match {self.shape}; "
+            raise ValueError(f"copy_to: shape {destination.shape} does not match {self._shape}; "
                              "a part of this array (offset=) goes into a contiguous array only")
         if _same_size_overlap(self._address + offset * self.itemsize, destination._address,
                               destination.nbytes):
@@ -1153,7 +1154,7 @@ class USMArray(_handle.Resource):
     def to_numpy(self, *, queue: Queue | None = None, wait_for=()) -> np.ndarray:
         """A new numpy array holding this array's (or view's) elements, and reading only
         them: a blocking copy, ordered as :meth:`copy_to` orders it."""
-        out = np.empty(self.shape, self.dtype)
+        out = np.empty(self._shape, self._dtype)
         self.copy_to(out, queue=queue, wait_for=wait_for)
         return out
 
@@ -1168,16 +1169,16 @@ class USMArray(_handle.Resource):
             if offset or count is not None:
                 raise ValueError("fill: offset and count need a contiguous array; index the "
                                  "view instead")
-            pattern = _checks.scalar("fill: value", value, self.dtype)
-            return self.copy_from(np.full(self.shape, pattern), queue=queue,
+            pattern = _checks.scalar("fill: value", value, self._dtype)
+            return self.copy_from(np.full(self._shape, pattern), queue=queue,
                                   blocking=blocking, wait_for=wait_for)
         offset = _checks.integer("fill: offset", offset)
         if count is None:
-            if offset > self.size:
-                raise ValueError(f"fill: offset {offset} is past the end of {self.size} elements")
-            count = self.size - offset
-        offset, count = _span("fill", offset, count, self.size)
-        pattern = _checks.scalar("fill: value", value, self.dtype)
+            if offset > self._size:
+                raise ValueError(f"fill: offset {offset} is past the end of {self._size} elements")
+            count = self._size - offset
+        offset, count = _span("fill", offset, count, self._size)
+        pattern = _checks.scalar("fill: value", value, self._dtype)
         if count == 0:
             return _enqueue_nothing(queue, blocking, wait_for)
         if pattern.nbytes & (pattern.nbytes - 1):  # UR wants a power-of-two pattern size
@@ -1218,37 +1219,37 @@ class USMArray(_handle.Resource):
         return sycl_usm_array_interface(self)
 
     def __len__(self) -> int:
-        if not self.shape:
+        if not self._shape:
             raise TypeError("len() of a 0-d USMArray")
-        return self.shape[0]
+        return self._shape[0]
 
     def __iter__(self):
         """Its views along the first axis, as numpy's rows (no read of device memory).  (A 0-d
         array raises ``TypeError``, as numpy's; it was an empty sequence.)"""
-        if not self.shape:
+        if not self._shape:
             raise TypeError("iteration over a 0-d USMArray")
-        return (self[i] for i in range(self.shape[0]))
+        return (self[i] for i in range(self._shape[0]))
 
     def __bool__(self) -> bool:
         """Raises ``ValueError``: an array's truth would be a read of device memory, which a
         conversion must not do behind a caller's back (an argument packed under a launch's
         lock would wait for that lock); ``bool(a.item())`` reads it.  (An array was always
         true, whatever it held.)"""
-        raise ValueError(f"the truth value of a USMArray ({self.size} elements) is a read of "
+        raise ValueError(f"the truth value of a USMArray ({self._size} elements) is a read of "
                          "device memory: use bool(a.item()), or any()/all() of a.to_numpy()")
 
     def __contains__(self, value) -> bool:
         """Raises ``TypeError``, as :meth:`__bool__` does: ``x in a`` compares elements, a read
         of device memory.  (Python's fallback compared ``x`` with each row's object: ``0.0 in
         zeros(3)`` was False.)"""
-        raise TypeError(f"'in' compares the elements of a USMArray ({self.size} elements), a "
+        raise TypeError(f"'in' compares the elements of a USMArray ({self._size} elements), a "
                         "read of device memory: use x in a.to_numpy()")
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else hex(self._address)
         view = "" if self._base is None else " view"
         strides = "" if self.is_contiguous() else f" strides {self._strides}"
-        return f"<USMArray {self.kind}{view} {self.shape}{strides} {self.dtype} at {state}>"
+        return f"<USMArray {self._kind}{view} {self._shape}{strides} {self._dtype} at {state}>"
 
 
 def empty(shape, dtype=np.float32, *, queue: Queue, kind: str = "device") -> USMArray:

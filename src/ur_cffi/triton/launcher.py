@@ -542,7 +542,8 @@ def _explain_bad_arguments(patches, kernel_interface) -> None:
                 if _interrupts.resend is not None:  # Ctrl-C in the launcher: raised here (a
                     _interrupts.deliver_held()  # loop would take each re-send in a launch)
                 return launched
-            except (AttributeError, TypeError):  # 3.3: no data_ptr(); 3.4+: failed to specialize
+            except (AttributeError, TypeError, OverflowError):  # 3.3: no data_ptr(); 3.4+:
+                # failed to specialize (an address past 64 bits: OverflowError)
                 function = _jit_function(self)
                 if function is not None:
                     _explain_host_arrays(function, args, kwargs)
@@ -680,10 +681,14 @@ _ADDRESS_MAX = (1 << 64) - 1
 
 
 def _has_no_elements(arg) -> bool:
-    """Whether ``arg`` says it holds no elements (an empty tensor's ``data_ptr()`` is 0)."""
+    """Whether ``arg`` says it holds no elements (an empty tensor's ``data_ptr()`` is 0): by
+    ``numel()``, ``size`` or a ``shape`` with an extent of 0 (``triton.reinterpret``'s)."""
     numel = getattr(arg, "numel", None)
     count = numel() if callable(numel) else getattr(arg, "size", None)
-    return isinstance(count, (int, np.integer)) and not isinstance(count, bool) and count == 0
+    if isinstance(count, (int, np.integer)) and not isinstance(count, bool):
+        return count == 0
+    shape = getattr(arg, "shape", None)
+    return isinstance(shape, (tuple, list)) and 0 in shape
 
 
 _POINTER_ERRORS = ("Unsupported ptr type", "Pointer argument of")
