@@ -141,6 +141,30 @@ def test_dlpack_of_device_usm_follows_the_oneapi_convention(queue, rng, kind):
     gc.collect()
 
 
+def test_a_usmarray_owner_of_a_wrap_keeps_its_memory_past_its_close(queue, context, rng):
+    # Its close gave the memory back to the cache while the wrap lived: the next allocation
+    # got it, and the wrap read and wrote the new array's data.
+    host = rng.standard_normal(64).astype(np.float32)
+    other = ur_cffi.Queue(context)
+    owner = ur_cffi.asarray(host, queue=queue)
+    address = owner.data_ptr()
+    wrap = ur_cffi.from_pointer(address, (8, 8), np.float32, queue=other, owner=owner)
+    owner.close()
+    fresh = [ur_cffi.full(64, 5.0, np.float32, queue=queue) for _ in range(4)]
+    assert all(array.data_ptr() != address for array in fresh)
+    np.testing.assert_array_equal(wrap.to_numpy(), host.reshape(8, 8))
+    wrap[...] = -1.0
+    assert all(np.all(array.to_numpy() == 5.0) for array in fresh)
+    wrap.close()
+    del wrap, fresh
+    gc.collect()
+    again = [ur_cffi.empty(64, np.float32, queue=queue) for _ in range(8)]
+    assert any(array.data_ptr() == address for array in again)  # given back with the wrap
+    with pytest.raises(ur_cffi.ClosedError):
+        ur_cffi.from_pointer(address, 8, np.float32, queue=queue, owner=owner)
+    other.close()
+
+
 def test_from_pointer_wraps_usm_without_owning_it(queue, context, device):
     out = ffi.new("void **")
     assert lib.urUSMSharedAlloc(context.handle, device.handle, ffi.NULL, ffi.NULL, 4096,

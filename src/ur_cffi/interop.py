@@ -67,7 +67,8 @@ _SIZE = int(ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_SIZE)
 def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> USMArray:
     """A USMArray over USM memory at ``address`` (an int) that something else allocated:
     ``shape`` and ``dtype``, ``strides`` in bytes (default C-contiguous).  ``owner`` is kept
-    alive as long as the array or a view of it; nothing is freed.  Raises ``ValueError`` if
+    alive as long as the array or a view of it; nothing is freed (a USMArray ``owner``'s
+    ``close()`` leaves its memory in place until then).  Raises ``ValueError`` if
     the address is not aligned to the dtype, UR does not know it as USM of ``queue``'s
     context, or the elements reach outside the allocation that holds it (either end, negative
     strides included)."""
@@ -107,8 +108,11 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
                 f"from_pointer: shape {shape} with strides {strides} reaches bytes {low} to "
                 f"{high} from 0x{address:x}, which run past the USM allocation" + (
                     f" (0x{base:x}, {size} bytes)" if bounds is not None else ""))
-    if isinstance(owner, USMArray) and owner.context is queue.context:  # its memory, used
-        owner._used_on(queue)  # on queue: ordered as record_queue does
+    if isinstance(owner, USMArray):
+        owner.data_ptr()  # noqa: B018 - raises ClosedError
+        if owner.context is queue.context:  # its memory, used on queue: ordered as
+            owner._used_on(queue)  # record_queue does
+        owner = (owner, ExportPin(owner))  # its close leaves the memory to this array
     return USMArray._over(queue, address, shape, dtype, kind, strides, owner)
 
 
