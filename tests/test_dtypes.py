@@ -75,6 +75,18 @@ def test_like_constructors_lay_out_as_numpy_does(queue, rng, kind):
                                                                             order="C").strides
 
 
+def test_like_constructors_of_overlapping_elements_are_c_contiguous(queue, rng):
+    # A broadcast's like (strides (0, 4)) was column-major, numpy's order="K": a kernel that
+    # took its rows to be contiguous, as the input's are and PyTorch's preserve_format makes
+    # them, wrote each row over the others (examples/tutorial_softmax_strided.py, silently).
+    row = ur_cffi.asarray(rng.standard_normal(8).astype(np.float32), queue=queue)
+    rows = ur_cffi.from_pointer(row.data_ptr(), (4, 8), np.float32, queue=queue,
+                                strides=(0, 4), owner=row)
+    for made in (ur_cffi.empty_like(rows), ur_cffi.zeros_like(rows),
+                 ur_cffi.full_like(rows, 1.5), ur_cffi.empty_like(rows.T)):
+        assert made.is_contiguous() and made.shape in ((4, 8), (8, 4))
+
+
 def test_constructor_defaults_and_checks(queue):
     assert ur_cffi.full(3, 7, queue=queue).dtype == np.int64  # numpy.full's inference
     assert ur_cffi.full(3, 0.5, queue=queue).dtype == np.float64

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks
+from . import _checks, _strided
 from .memory import USMArray, _dtype, _relaid, asarray, empty, zeros
 
 __all__ = ["ones", "full", "arange", "empty_like", "zeros_like", "ones_like", "full_like"]
@@ -58,7 +58,8 @@ def _like(array, dtype, queue, kind, order, make) -> USMArray:
     """``make(shape, dtype, queue, kind)`` for ``array``'s shape, laid out as ``order`` says:
     ``"K"`` (numpy's default, PyTorch's ``preserve_format``) as ``array`` is, its axes in the
     order of their strides' sizes (a transposed view's like is transposed too, with positive
-    strides); ``"C"`` contiguous."""
+    strides), but C-contiguous where its elements overlap (a broadcast's stride of 0), as
+    PyTorch's (numpy's would put that axis innermost); ``"C"`` contiguous."""
     if not isinstance(array, USMArray):
         raise TypeError(f"a *_like constructor takes a USMArray, not {type(array).__name__}")
     if order not in ("K", "C"):
@@ -67,7 +68,9 @@ def _like(array, dtype, queue, kind, order, make) -> USMArray:
     queue = array.queue if queue is None else queue
     kind = array.kind if kind is None else kind
     axes = sorted(range(array.ndim), key=lambda axis: -abs(array.strides[axis]))  # stable
-    if order == "C" or array.is_contiguous() or axes == list(range(array.ndim)):
+    low, high = _strided.span(array.shape, array.strides, array.itemsize)
+    if order == "C" or array.is_contiguous() or axes == list(range(array.ndim)) or \
+            high - low < array.nbytes:  # overlapping elements
         return make(array.shape, dtype, queue, kind)
     laid = make(tuple(array.shape[axis] for axis in axes), dtype, queue, kind)
     return _relaid(laid, array.shape, [laid.strides[axes.index(axis)]
