@@ -344,6 +344,28 @@ def test_a_dpctl_queue_outlives_the_ur_cffi_queue_it_was_made_over(device, shim_
     assert np.array_equal(memory.copy_to_host().view(np.float64), values)
 
 
+def test_a_to_dpctl_that_fails_leaves_no_reference_behind(queue, tmp_path, monkeypatch):
+    # The references for SYCL were taken before the shim was built: each failed call kept one
+    # more on the native queue and context.  A wrong argument to the from_dpctl functions
+    # raised an AttributeError naming neither.
+    pytest.importorskip("dpctl", reason=NO_DPCTL)
+    from ur_cffi import _sycl_shim
+
+    monkeypatch.setattr(_sycl_shim, "_library", None)  # built anew, by a compiler that fails
+    monkeypatch.setenv("UR_CFFI_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CXX", "false")
+    before = opencl_reference_counts(queue)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="compiling the SYCL shim failed"):
+            interop.to_dpctl(queue)
+    assert opencl_reference_counts(queue) == before
+    for function in (interop.context_from_dpctl, interop.queue_from_dpctl):
+        for wrong in (None, queue, queue.context):
+            with pytest.raises(TypeError, match=f"{function.__name__}: sycl_queue must be a "
+                                                f"dpctl SyclQueue, not {type(wrong).__name__}"):
+                function(wrong)
+
+
 def test_to_dpctl_on_a_context_made_from_dpctl_keeps_its_queue(dpctl_queue, shim_cache):
     queue = interop.queue_from_dpctl(dpctl_queue)
     made = interop.to_dpctl(queue)

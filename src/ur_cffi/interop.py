@@ -606,6 +606,7 @@ def context_from_dpctl(sycl_queue):
     from .context import Context
     from .device import devices
 
+    _check_sycl_queue("context_from_dpctl", sycl_queue)
     if sycl_queue.sycl_device.backend.name != "opencl":
         raise NotImplementedError(f"context_from_dpctl: {sycl_queue.sycl_device} is not an "
                                   "OpenCL device (only OpenCL's native context is reachable)")
@@ -641,12 +642,21 @@ def _structure(name: str):
     return getattr(ur_structure_type_t, name)
 
 
+def _check_sycl_queue(what: str, sycl_queue) -> None:
+    import dpctl
+
+    if not isinstance(sycl_queue, dpctl.SyclQueue):
+        raise TypeError(f"{what}: sycl_queue must be a dpctl SyclQueue, not "
+                        f"{type(sycl_queue).__name__} {sycl_queue!r:.60}")
+
+
 def queue_from_dpctl(sycl_queue):
     """A ur_cffi Queue in :func:`context_from_dpctl`'s context on the same device (a UR queue
     of its own: order it against the SYCL queue by waiting, e.g. ``sycl_queue.wait()``),
     out of order unless ``sycl_queue`` is in order (dpctl's default queue is not)."""
     from .queue import Queue
 
+    _check_sycl_queue("queue_from_dpctl", sycl_queue)
     context = context_from_dpctl(sycl_queue)
     return Queue(context, context.devices[0],
                  out_of_order=not sycl_queue.is_in_order)
@@ -685,8 +695,12 @@ def to_dpctl(queue):
     with _to_dpctl_lock:
         sycl_queue = _to_dpctl.get(cl_queue)
         if sycl_queue is None:
-            _opencl_retain(cl_queue, cl_context)
-            pointer = _sycl_shim.sycl_queue_from_opencl(cl_queue, cl_context)
+            _opencl_references(cl_queue, cl_context, "Retain")  # the SYCL queue's own
+            try:
+                pointer = _sycl_shim.sycl_queue_from_opencl(cl_queue, cl_context)
+            except BaseException:  # (the shim did not build, or SYCL refused the handles)
+                _opencl_references(cl_queue, cl_context, "Release")
+                raise
             try:
                 sycl_queue = dpctl.SyclQueue(_capsule_new(pointer, b"SyclQueueRef", None))
             finally:  # dpctl made its own copy
@@ -704,10 +718,11 @@ _to_dpctl: dict = {}  # native OpenCL queue -> the dpctl SyclQueue made over it
 _to_dpctl_lock = threading.Lock()
 
 
-def _opencl_retain(cl_queue: int, cl_context: int) -> None:
-    """One reference more on a native OpenCL queue and context (never released)."""
+def _opencl_references(cl_queue: int, cl_context: int, verb: str) -> None:
+    """One reference more (``verb`` "Retain") or less ("Release") on a native OpenCL queue and
+    context."""
     opencl = ctypes.CDLL("libOpenCL.so.1")  # the ICD loader the OpenCL adapter has loaded
-    for name, handle in (("clRetainCommandQueue", cl_queue), ("clRetainContext", cl_context)):
+    for name, handle in ((f"cl{verb}CommandQueue", cl_queue), (f"cl{verb}Context", cl_context)):
         result = getattr(opencl, name)(ctypes.c_void_p(handle))
         if result:
             raise RuntimeError(f"{name} returned {result}")
