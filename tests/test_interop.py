@@ -391,6 +391,17 @@ def test_to_dpctl_refuses_what_it_cannot_make(queue, shim_cache, monkeypatch, tm
         interop.to_dpctl(queue)
 
 
+def test_usm_queries_refuse_what_is_no_address(queue):
+    # They cast any number to void *: 2**64 more, or a float, read as the allocation's.
+    address = ur_cffi.zeros(4, np.float32, queue=queue).data_ptr()
+    for query in (interop.usm_kind, interop.allocation_bounds):
+        for wrong, error in ((address + 2**64, ValueError), (address - 2**64, ValueError),
+                             (float(address), TypeError)):
+            with pytest.raises(error, match=f"{query.__name__}: address"):
+                query(queue.context, wrong)
+    assert interop.usm_kind(queue.context, address) == "device"
+
+
 @pytest.mark.parametrize("strides", [(-4,), (-(1 << 40),), (4,)])
 def test_from_pointer_refuses_elements_outside_the_allocation(queue, strides):
     array = ur_cffi.zeros(4, np.float32, queue=queue)

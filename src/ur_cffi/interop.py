@@ -44,12 +44,14 @@ _KINDS = {int(ur_usm_type_t.UR_USM_TYPE_DEVICE): "device",
 def usm_kind(context, address: int) -> str | None:
     """``"device"``, ``"host"`` or ``"shared"`` for a USM address of ``context``; None for
     memory UR does not know as USM of that context."""
+    address = _checks.integer("usm_kind: address", address)
     return _KINDS.get(int(_usm_type(context.handle, address)))
 
 
 def allocation_bounds(context, address: int) -> tuple[int, int] | None:
     """``(base address, size)`` of the USM allocation of ``context`` that holds ``address``;
     None where UR does not say (an adapter without ``UR_USM_ALLOC_INFO_BASE_PTR``/``SIZE``)."""
+    address = _checks.integer("allocation_bounds: address", address)
     base, size = ffi.new("void **"), ffi.new("size_t *")
     pointer = ffi.cast("void *", address)
     if lib.urUSMGetMemAllocInfo(context.handle, pointer, _BASE_PTR, ffi.sizeof("void *"), base,
