@@ -427,6 +427,41 @@ TEARDOWN = textwrap.dedent("""
 """)
 
 
+SHOWN_AT_TEARDOWN = textwrap.dedent("""
+    import numpy as np
+    import ur_cffi
+    import device_under_test
+
+    queue = ur_cffi.Queue(device_under_test.get().create_context())
+    array = ur_cffi.full(1 << 20, 7, np.uint8, queue=queue, kind="host")
+    view = np.asarray(array)
+    capsule_view = ur_cffi.asarray(np.arange(3.0), queue=queue, kind="host")
+    tensor = np.from_dlpack(capsule_view)
+    del array, capsule_view  # the memory stays for the numpy arrays
+    for _ in range(2):
+        try:
+            ur_cffi.loader.teardown()
+        except RuntimeError as error:
+            assert "the memory of 2 array(s) is still used outside ur_cffi" in str(error), error
+        else:
+            raise AssertionError("teardown freed memory a numpy view uses")
+        assert int(view[-1]) == 7 and tensor.tolist() == [0.0, 1.0, 2.0] and not queue.closed
+    del view, tensor
+    ur_cffi.loader.teardown()
+    assert queue.closed
+    kept = np.asarray(ur_cffi.full(8, 1.0, queue=ur_cffi.Queue(
+        device_under_test.get().create_context()), kind="host"))
+    print("ok")  # (the exit's teardown frees under `kept`: the process ends)
+""")
+
+
+def test_teardown_refuses_to_free_memory_numpy_still_uses():
+    # It freed it: a numpy view of 64 MiB of host USM read freed memory (SIGSEGV).
+    done = crash_probe.run_child(code=SHOWN_AT_TEARDOWN, check=False, timeout=50)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"
+
+
 def test_objects_are_closed_after_loader_teardown():
     done = crash_probe.run_child(code=TEARDOWN, check=False, timeout=50)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -573,9 +573,37 @@ def validation_enabled() -> bool:
 def teardown() -> None:
     """Release every object ur_cffi still owns (newest first) and call ``urLoaderTearDown``.
 
-    In validation mode, raises :class:`ValidationError` if UR reported any leak or validation
-    error (known spurious messages aside).
+    Raises ``RuntimeError``, releasing nothing, while memory of an array is still used outside
+    ur_cffi (a numpy view from ``np.asarray``, a DLPack tensor, a consumer of
+    ``__sycl_usm_array_interface__``): the teardown would free it under them.  In validation
+    mode, raises :class:`ValidationError` if UR reported any leak or validation error (known
+    spurious messages aside).
     """
+    with _lock:
+        if _state["adapters"] is None or _state["forked"] or _handle._forked:
+            return
+        shown = _arrays_shown()
+        if shown:
+            raise RuntimeError(
+                f"loader.teardown(): the memory of {shown} array(s) is still used outside "
+                "ur_cffi (numpy views from np.asarray, DLPack tensors, consumers of "
+                "__sycl_usm_array_interface__), which the teardown would free under them: "
+                "drop those first")
+        _teardown()
+
+
+def _arrays_shown() -> int:
+    """How many arrays' memory an :class:`~ur_cffi.memory.ExportPin` (or a SYCL consumer)
+    keeps past their close: what a teardown must not free."""
+    memory = sys.modules.get(f"{__package__}.memory")
+    if memory is None:
+        return 0
+    memory.allocator.forget_unused_exports()  # (capsules nobody took hold nothing)
+    return sum(1 for array in _handle.live_owners(memory.USMArray) if array._exports)
+
+
+def _teardown() -> None:
+    """:func:`teardown`, whatever still uses the memory (at exit: the process ends)."""
     with _lock:
         if _state["adapters"] is None or _state["forked"] or _handle._forked:
             return
@@ -613,7 +641,7 @@ def _teardown_at_exit() -> None:
     functions registered before ur_cffi's first use do not run then)."""
     try:
         with section:  # a Ctrl-C (or one re-sent) now comes after the teardown, not inside it
-            teardown()
+            _teardown()
     except ValidationError as error:
         # An exception in an atexit function does not change the exit status: force it.
         for stream in (sys.stdout, sys.stderr):
