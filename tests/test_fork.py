@@ -75,6 +75,8 @@ AFTER_INIT = REAP + textwrap.dedent("""
             "default_device()": lambda: ur_cffi.default_device(),
             "init()": lambda: ur_cffi.init(),
             "empty": lambda: ur_cffi.empty(3, queue=queue),
+            "memory_stats()": lambda: ur_cffi.memory_stats(),
+            "empty_cache()": lambda: ur_cffi.empty_cache(),
         }
         seen = {}
         for name, use in uses.items():
@@ -121,6 +123,59 @@ def test_a_child_forked_after_init_gets_closed_errors_and_the_parent_carries_on(
     for use in ("devices()", "default_device()", "init()"):
         assert "spawn" in report["seen"][use][1]
     assert report["parent_exact"] and report["parent_copy"]
+
+
+ALLOCATOR_HELD = REAP + textwrap.dedent("""
+    import json, os, sys, threading
+    import ur_cffi
+    from ur_cffi import allocator
+    import device_under_test
+
+    queue = ur_cffi.Queue(device_under_test.get().create_context())
+    kept = ur_cffi.empty(100, queue=queue)
+    held, let_go = threading.Event(), threading.Event()
+
+    def hold():  # another thread inside the allocator at the fork
+        with allocator._lock:
+            held.set()
+            let_go.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        seen = {}
+        for name, use in {"memory_stats()": ur_cffi.memory_stats,
+                          "empty_cache()": ur_cffi.empty_cache,
+                          "empty": lambda: ur_cffi.empty(3, queue=queue),
+                          "set_memory_limit": lambda: ur_cffi.set_memory_limit(None)}.items():
+            try:
+                use()
+                seen[name] = "no error"
+            except Exception as error:
+                seen[name] = type(error).__name__
+        os.write(write, json.dumps(seen).encode())
+        os._exit(0)
+    os.close(write)
+    let_go.set()
+    holder.join()
+    report, status = reap(pid, time.monotonic() + float(sys.argv[1]), read)
+    print(json.dumps({"status": status, "seen": json.loads(report) if report else {}}))
+""")
+
+
+def test_a_child_forked_while_another_thread_is_in_the_allocator_does_not_hang():
+    # The allocator's lock, held by the other thread at the fork, was never let go in the
+    # child: memory_stats() hung there (5 children of 20 in a loop).
+    done = crash_probe.run_child(["10"], code=ALLOCATOR_HELD, timeout=50)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["status"] == 0, report
+    assert report["seen"]["memory_stats()"] == "ClosedError", report
+    assert report["seen"]["empty_cache()"] == "ClosedError", report
+    assert report["seen"]["empty"] == "ClosedError", report
 
 
 FORK_BEFORE_USE = REAP + textwrap.dedent("""

@@ -30,6 +30,7 @@ the tests has none, and allocates with ``urUSM*Alloc`` directly.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import weakref
@@ -53,6 +54,14 @@ _OUT_OF_ORDER = int(ur_queue_flag_t.UR_QUEUE_FLAG_OUT_OF_ORDER_EXEC_MODE_ENABLE)
 _int_and = int.__and__  # on an IntFlag without enum's Python-level operator
 
 _lock = threading.RLock()  # every pool's lists and the counters below
+
+
+def _after_fork_in_child() -> None:
+    global _lock  # (another thread may have held it at the fork: it would never be let go)
+    _lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 _pools: dict = {}  # (id(context), id(device) or 0, kind) -> _Pool
 _totals = {"reserved": 0, "limit": None}
 _returned: list = []  # (pool, block, queue) given back, (pool, None, None) released, later
@@ -639,6 +648,9 @@ def memory_stats(context=None) -> dict:
     if context is not None and not isinstance(context, Context):
         raise TypeError(f"memory_stats takes a ur_cffi Context or None, not "
                         f"{type(context).__name__} {context!r}")
+    if _handle._forked:
+        raise _handle.ClosedError("the allocator's memory belongs to the parent process "
+                                  "(forked)")
     forget_unused_exports()
     with _interrupts.section, _lock:
         _give_back_returned(blocking=True)
