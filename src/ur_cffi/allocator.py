@@ -679,7 +679,7 @@ def memory_stats(context=None) -> dict:
 def set_memory_limit(nbytes: int | None) -> None:
     """Cap the USM memory the allocator holds (in use and cached, every pool) at ``nbytes``;
     None removes the cap.  An allocation past it empties the cache, then raises
-    ``OutOfDeviceMemoryError`` (a ``MemoryError``)."""
+    ``OutOfDeviceMemoryError`` (a ``MemoryError``, as UR's ``OutOfHostMemoryError`` is too)."""
     if nbytes is not None:
         nbytes = _checks.integer("memory limit", nbytes)
     _totals["limit"] = nbytes

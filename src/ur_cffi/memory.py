@@ -428,7 +428,8 @@ class USMArray(_handle.Resource):
     collected.  Indexing, ``reshape``, ``view``, ``transpose``/``permute``/``T`` give views
     that share the memory and keep it alive; ``strides`` are in bytes (numpy), ``stride(dim)``
     in elements (PyTorch).  Copies go on the array's queue unless another queue of the same
-    context is given.  Raises ``OutOfDeviceMemoryError`` (a ``MemoryError``) or
+    context is given.  Raises UR's out-of-memory error, a ``MemoryError``
+    (``OutOfDeviceMemoryError``, or ``OutOfHostMemoryError`` as the CPU device answers), or
     ``InvalidUsmSizeError`` when UR cannot allocate.
     """
 
