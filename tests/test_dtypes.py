@@ -85,6 +85,15 @@ def test_like_constructors_of_overlapping_elements_are_c_contiguous(queue, rng):
     for made in (ur_cffi.empty_like(rows), ur_cffi.zeros_like(rows),
                  ur_cffi.full_like(rows, 1.5), ur_cffi.empty_like(rows.T)):
         assert made.is_contiguous() and made.shape in ((4, 8), (8, 4))
+    matrix = ur_cffi.zeros((8, 8), np.float32, queue=queue)
+    for shape, strides in (((2, 4), (0, 16)), ((2, 4), (0, -16)), ((2, 2, 4), (0, 64, 4)),
+                           ((2, 2, 2), (4, 4, 100)), ((3, 2), (4, 8))):  # (with gaps too)
+        over = ur_cffi.from_pointer(matrix.data_ptr() + (48 if strides[1] < 0 else 0), shape,
+                                    np.float32, queue=queue, strides=strides, owner=matrix)
+        assert ur_cffi.empty_like(over).is_contiguous(), strides
+    host = np.zeros((8, 8), np.float32)
+    for pick in (lambda a: a[:, ::2], lambda a: a[::2].T, lambda a: a[::-1, 1::3]):
+        assert ur_cffi.empty_like(pick(matrix)).strides == np.empty_like(pick(host)).strides
 
 
 def test_constructor_defaults_and_checks(queue):

@@ -447,8 +447,11 @@ SHOWN_AT_TEARDOWN = textwrap.dedent("""
             raise AssertionError("teardown freed memory a numpy view uses")
         assert int(view[-1]) == 7 and tensor.tolist() == [0.0, 1.0, 2.0] and not queue.closed
     del view, tensor
+    owner = ur_cffi.zeros(64, np.float32, queue=queue)
+    wrap = ur_cffi.from_pointer(owner.data_ptr(), (8, 8), np.float32, queue=queue, owner=owner)
+    owner.close()  # its memory stays for the wrap, which ur_cffi releases first
     ur_cffi.loader.teardown()
-    assert queue.closed
+    assert queue.closed and wrap.closed
     kept = np.asarray(ur_cffi.full(8, 1.0, queue=ur_cffi.Queue(
         device_under_test.get().create_context()), kind="host"))
     print("ok")  # (the exit's teardown frees under `kept`: the process ends)

@@ -212,6 +212,18 @@ def axis_index(ndim: int, axis, what: str) -> int:
 # --------------------------------------------------------------------------------------------
 # Copies
 
+def may_overlap(shape, strides, itemsize: int) -> bool:
+    """Whether two elements may share bytes: unless each axis (of more than one element), by
+    the size of its stride, steps past all the elements of the axes of smaller strides."""
+    reach = 0  # the last byte offset those axes reach, less an element
+    for extent, stride in sorted(((e, abs(s)) for e, s in zip(shape, strides) if e > 1),
+                                 key=lambda dim: dim[1]):
+        if stride < reach + itemsize:
+            return True
+        reach += stride * (extent - 1)
+    return False
+
+
 def is_dense(shape, strides, itemsize: int) -> bool:
     """Whether the elements tile the bytes of their :func:`span` exactly, each once (a
     contiguous array with its axes permuted or reversed, as ``a.T`` or ``a[::-1]``)."""

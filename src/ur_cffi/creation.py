@@ -68,9 +68,8 @@ def _like(array, dtype, queue, kind, order, make) -> USMArray:
     queue = array.queue if queue is None else queue
     kind = array.kind if kind is None else kind
     axes = sorted(range(array.ndim), key=lambda axis: -abs(array.strides[axis]))  # stable
-    low, high = _strided.span(array.shape, array.strides, array.itemsize)
     if order == "C" or array.is_contiguous() or axes == list(range(array.ndim)) or \
-            high - low < array.nbytes:  # overlapping elements
+            _strided.may_overlap(array.shape, array.strides, array.itemsize):
         return make(array.shape, dtype, queue, kind)
     laid = make(tuple(array.shape[axis] for axis in axes), dtype, queue, kind)
     return _relaid(laid, array.shape, [laid.strides[axes.index(axis)]

@@ -111,10 +111,11 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
                 f"{high} from 0x{address:x}, which run past the USM allocation" + (
                     f" (0x{base:x}, {size} bytes)" if bounds is not None else ""))
     if isinstance(owner, USMArray):
+        pin = ExportPin(owner, inside=True)  # from now on its close leaves the memory here
         owner.data_ptr()  # noqa: B018 - raises ClosedError
         if owner.context is queue.context:  # its memory, used on queue: ordered as
             owner._used_on(queue)  # record_queue does
-        owner = (owner, ExportPin(owner))  # its close leaves the memory to this array
+        owner = (owner, pin)
     return USMArray._over(queue, address, shape, dtype, kind, strides, owner)
 
 

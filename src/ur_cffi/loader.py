@@ -586,9 +586,9 @@ def teardown() -> None:
         if shown:
             raise RuntimeError(
                 f"loader.teardown(): the memory of {shown} array(s) is still used outside "
-                "ur_cffi (numpy views from np.asarray, DLPack tensors, consumers of "
-                "__sycl_usm_array_interface__), which the teardown would free under them: "
-                "drop those first")
+                "ur_cffi (numpy views from np.asarray, DLPack tensors; an array once shown "
+                "through __sycl_usm_array_interface__, until the array object goes), which "
+                "the teardown would free under them: drop those first")
         _teardown()
 
 
@@ -599,7 +599,8 @@ def _arrays_shown() -> int:
     if memory is None:
         return 0
     memory.allocator.forget_unused_exports()  # (capsules nobody took hold nothing)
-    return sum(1 for array in _handle.live_owners(memory.USMArray) if array._exports)
+    return sum(1 for array in _handle.live_owners(memory.USMArray)
+               if memory.shown_outside(array))
 
 
 def _teardown() -> None:

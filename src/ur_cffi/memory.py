@@ -169,9 +169,11 @@ class ExportPin:
     __slots__ = ("array", "_root")
 
     @hold_back_in  # Ctrl-C comes after the pin is counted
-    def __init__(self, array: USMArray, hold: bool = True):
+    def __init__(self, array: USMArray, hold: bool = True, inside: bool = False):
         self.array = array if hold else None  # (not: a view that holds its own pin)
         self._root = root = array if array._base is None else array._base
+        if inside:  # held by a ur_cffi array (from_pointer's owner): no teardown waits for it
+            _pins_inside.add(id(self))
         _exports_of(root).add(id(self))
 
     @hold_back_in  # a finalizer, as the registry's own callback is (_handle._collected)
@@ -179,6 +181,7 @@ class ExportPin:
         root = getattr(self, "_root", None)
         if root is None:  # __init__ did not get as far
             return
+        _pins_inside.discard(id(self))
         exports = root._exports
         exports.discard(id(self))
         if not exports and root._handle is None:  # closed meanwhile: its release waits here
@@ -186,6 +189,13 @@ class ExportPin:
 
 
 _exports_lock = threading.Lock()  # never taken by a finalizer
+_pins_inside: set = set()  # ids of the ExportPins that ur_cffi's own arrays hold
+
+
+def shown_outside(array: USMArray) -> bool:
+    """Whether memory of root ``array`` is used outside ur_cffi (an :class:`ExportPin` that no
+    ur_cffi array holds, or a SYCL consumer): what a teardown must not free."""
+    return any(pin not in _pins_inside for pin in array._exports or ())
 
 current_queue = None
 """Set by ``ur_cffi.triton`` while it is active: a function giving this thread's Triton queue
