@@ -435,6 +435,10 @@ def test_recording_takes_only_its_queue(native, add, context, device, rng):
 
 # --- Triton ---------------------------------------------------------------------------------
 
+@pytest.mark.skipif(_release.API_VERSION < (0, 11), reason=(
+    "oneAPI 2025.0's CPU runtime crashed (SIGSEGV in urProgramBuild, building the autotuner's "
+    "second config while it benchmarks) in 2 of 5 fresh-environment runs of the release "
+    "matrix, 2026-12-06; not seen on later releases, nor reproduced alone"))
 def test_triton_launches_are_recorded_with_autotune_settled(updatable, tq, rng):
     n = 1000
     tuned = triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2),
