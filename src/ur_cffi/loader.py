@@ -579,17 +579,7 @@ def teardown() -> None:
     mode, raises :class:`ValidationError` if UR reported any leak or validation error (known
     spurious messages aside).
     """
-    with _lock:
-        if _state["adapters"] is None or _state["forked"] or _handle._forked:
-            return
-        shown = _arrays_shown()
-        if shown:
-            raise RuntimeError(
-                f"loader.teardown(): the memory of {shown} array(s) is still used outside "
-                "ur_cffi (numpy views from np.asarray, DLPack tensors; an array once shown "
-                "through __sycl_usm_array_interface__, until the array object goes), which "
-                "the teardown would free under them: drop those first")
-        _teardown()
+    _teardown(refuse_shown=True)
 
 
 def _arrays_shown() -> int:
@@ -603,11 +593,18 @@ def _arrays_shown() -> int:
                if memory.shown_outside(array))
 
 
-def _teardown() -> None:
-    """:func:`teardown`, whatever still uses the memory (at exit: the process ends)."""
+def _teardown(refuse_shown: bool = False) -> None:
+    """:func:`teardown`; without ``refuse_shown``, whatever still uses the memory (at exit:
+    the process ends)."""
     with _lock:
         if _state["adapters"] is None or _state["forked"] or _handle._forked:
             return
+        if refuse_shown and (shown := _arrays_shown()):
+            raise RuntimeError(
+                f"loader.teardown(): the memory of {shown} array(s) is still used outside "
+                "ur_cffi (numpy views from np.asarray, DLPack tensors; an array once shown "
+                "through __sycl_usm_array_interface__, until the array object goes), which "
+                "the teardown would free under them: drop those first")
         _waiting.drain()  # waits a Ctrl-C left running hold references of their own
         allocator = sys.modules.get(f"{__package__}.allocator")
         if allocator is not None:

@@ -668,16 +668,13 @@ def _checked_address(where: str, address, arg) -> int:
         raise TypeError(f"{where}: data_ptr() returned {type(address).__name__} {address!r}; "
                         "it must return the integer address of the memory")
     address = int(address)
-    if not 0 <= address <= _ADDRESS_MAX:
+    if not 0 <= address <= _checks.SIZE_MAX:
         raise ValueError(f"{where}: data_ptr() returned {address}, which is no address")
     if not address and not _has_no_elements(arg):
         raise ValueError(f"{where}: data_ptr() returned 0, a null pointer, for memory that "
                          "does not say it is empty (numel() or size 0); pass None where the "
                          "kernel takes a null pointer")
     return address
-
-
-_ADDRESS_MAX = (1 << 64) - 1
 
 
 def _has_no_elements(arg) -> bool:
