@@ -406,11 +406,12 @@ def test_usm_queries_refuse_what_is_no_address(queue):
 def test_from_pointer_refuses_elements_outside_the_allocation(queue, strides):
     array = ur_cffi.zeros(4, np.float32, queue=queue)
     base, size = interop.allocation_bounds(queue.context, array.data_ptr())
-    # before the start, or one element past the end of what UR calls the allocation (the
+    # one element before the start, or one past the end, of what UR calls the allocation (the
     # allocator's block here; a UR pool's chunk, holding other arrays too, on the CUDA adapter)
-    shape = (4,) if strides[0] < 0 else ((base + size - array.data_ptr()) // 4 + 1,)
+    start, shape = (base, (2,)) if strides[0] < 0 else (array.data_ptr(), (
+        (base + size - array.data_ptr()) // 4 + 1,))
     with pytest.raises(ValueError, match="run past the USM allocation"):
-        ur_cffi.from_pointer(array.data_ptr(), shape, np.float32, queue=queue, strides=strides)
+        ur_cffi.from_pointer(start, shape, np.float32, queue=queue, strides=strides)
     backwards = ur_cffi.from_pointer(array[3:].data_ptr(), (4,), np.float32, queue=queue,
                                      strides=(-4,))
     backwards.copy_from(np.arange(4, dtype=np.float32))

@@ -8,6 +8,7 @@ import pytest
 
 import ur_cffi
 from ur_cffi import errors, info
+from ur_cffi._release import BACKEND_PREFIX
 from ur_cffi.enums import (
     ur_event_status_t,
     ur_profiling_info_t,
@@ -134,7 +135,12 @@ def test_profiling_timestamps_increase(context, device, build_triton, rng):
             ur_profiling_info_t.UR_PROFILING_INFO_COMMAND_START,
             ur_profiling_info_t.UR_PROFILING_INFO_COMMAND_END)]
         assert all(type(s) is int for s in stamps)
-        assert stamps == sorted(stamps)
+        if device.backend.name == BACKEND_PREFIX + "CUDA":
+            # UR's CUDA adapter reports one stamp for both, recorded on CUDA's default stream
+            # rather than the queue's: it can come after the queue's START
+            assert stamps[0] == stamps[1] and stamps[2] <= stamps[3]
+        else:
+            assert stamps == sorted(stamps)
         assert first.start_ns < first.end_ns  # the kernel does real work
         assert first.elapsed_ns == first.end_ns - first.start_ns > 0
         assert copy.end_ns <= first.start_ns  # ordered by the wait lists
