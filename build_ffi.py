@@ -413,9 +413,33 @@ def generate_from_header(header: Path) -> Bindings:
 # --------------------------------------------------------------------------------------------
 # The cffi builder
 
-# The one symbol in ``lib`` that is not UR's: facts the generator read from the header that
-# the compiled module cannot recover by itself (which header, its version, info value types).
+# The symbols in ``lib`` that are not UR's.  Facts the generator read from the header that
+# the compiled module cannot recover by itself (which header, its version, info value types):
 FACTS_SYMBOL = "ur_cffi_header_facts"
+
+# DLPack's deleter of the tensors ur_cffi exports (``ur_cffi.interop``), written by hand: a
+# consumer may call it with an exception pending (numpy frees a temporary array while the
+# exception of its expression propagates), and Python code run then turns that exception into
+# a SystemError.  The C function sets the pending exception aside around the Python one,
+# ``_ur_cffi_dlpack_deleted``, which ``ur_cffi.interop`` defines with ``ffi.def_extern``.
+DLPACK_DELETER_SYMBOL = "ur_cffi_dlpack_deleter"
+DLPACK_DELETER_CDEF = f"""
+extern "Python" void _ur_cffi_dlpack_deleted(void *);
+static void (*const {DLPACK_DELETER_SYMBOL})(void *);
+"""
+DLPACK_DELETER_C = f"""
+static void _ur_cffi_dlpack_deleted(void *);
+static void _ur_cffi_dlpack_deleter(void *managed)
+{{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    _ur_cffi_dlpack_deleted(managed);
+    PyErr_Restore(type, value, traceback);
+    PyGILState_Release(gil);
+}}
+static void (*const {DLPACK_DELETER_SYMBOL})(void *) = _ur_cffi_dlpack_deleter;
+"""
 
 
 def _libraries_module():
@@ -453,11 +477,13 @@ def make_ffibuilder(header: Path | None = None, bindings: Bindings | None = None
     ffibuilder = cffi.FFI()
     ffibuilder.cdef(bindings.cdef)
     ffibuilder.cdef(f"static const char *const {FACTS_SYMBOL};")
+    ffibuilder.cdef(DLPACK_DELETER_CDEF)
     ffibuilder.set_source(
         MODULE_NAME,
         # ur_api.h uses bool without <stdbool.h>: C23 and C++ have it built in.
         f'#include <stdbool.h>\n#include "{HEADER_NAME}"\n'
-        f"static const char *const {FACTS_SYMBOL} = {json.dumps(facts)};\n",
+        f"static const char *const {FACTS_SYMBOL} = {json.dumps(facts)};\n"
+        + DLPACK_DELETER_C,
         include_dirs=[str(header.parent)],
         **_link_options(loader_dir),
         runtime_library_dirs=[_runtime_dir(loader_dir)],

@@ -486,6 +486,18 @@ def test_numpy_refusing_device_memory_keeps_its_error_and_leaks_nothing(queue):
     assert alive() is None and len(interop._exported) <= before + 1  # (the new capsule's)
 
 
+def test_a_numpy_import_freed_while_its_expression_fails_keeps_the_error(queue):
+    # numpy calls the deleter with the IndexError or TypeError pending: it used to be lost
+    # (SystemError) where Python code ran in the deleter
+    array = ur_cffi.zeros(16, np.float32, queue=queue, kind="host")
+    with pytest.raises(IndexError, match="out of bounds"):
+        np.from_dlpack(array)[100]
+    with pytest.raises(TypeError):
+        np.from_dlpack(array) + "x"
+    assert not array._exports  # each deleter call released its export
+    array.close()
+
+
 @pytest.mark.parametrize("kind", ["host", "shared"])
 def test_every_extension_dtype_is_a_numpy_view(queue, rng, kind):
     for dtype in (ml_dtypes.bfloat16, ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn):

@@ -226,9 +226,13 @@ _FLOAT8 = {"float8_e3m4": 7, "float8_e4m3": 8, "float8_e4m3b11fnuz": 9, "float8_
            "float8_e8m0fnu": 14}  # DLPack 1.1's kDLFloat8_*, as ml_dtypes names them
 
 
-@_DELETER
-def _delete(address):
-    _exported.pop(address, None)
+@ffi.def_extern()
+def _ur_cffi_dlpack_deleted(managed) -> None:
+    _exported.pop(int(ffi.cast("uintptr_t", managed)), None)
+
+
+# C, around the function above: consumers call it with an exception pending (build_ffi.py).
+_delete = _DELETER(int(ffi.cast("uintptr_t", lib.ur_cffi_dlpack_deleter)))
 
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
