@@ -917,3 +917,41 @@ def test_importing_a_ur_cffi_array_refuses_what_dlpack_cannot_describe(queue):
     for dtype in (np.longdouble, np.dtype([("a", np.int32), ("b", np.float32)])):
         with pytest.raises(BufferError, match="DLPack has no type for"):
             ur_cffi.from_dlpack(ur_cffi.zeros(4, dtype, queue=queue), queue=queue)
+
+
+def _two_sub_devices(device):
+    """Two sub-devices of ``device`` (a partition into equal parts), or a skip where the
+    device cannot be partitioned (the CUDA adapter's GPUs)."""
+    from ur_cffi.device import Device
+    from ur_cffi.enums import ur_device_partition_t, ur_structure_type_t
+
+    part = ffi.new("ur_device_partition_property_t[1]")
+    part[0].type = ur_device_partition_t.UR_DEVICE_PARTITION_EQUALLY
+    part[0].value.equally = 1
+    properties = ffi.new("ur_device_partition_properties_t *", {
+        "stype": ur_structure_type_t.UR_STRUCTURE_TYPE_DEVICE_PARTITION_PROPERTIES,
+        "pProperties": part, "PropCount": 1})
+    handles = ffi.new("ur_device_handle_t[2]")
+    if lib.urDevicePartition(device.handle, properties, 2, handles, ffi.NULL) or \
+            handles[1] == ffi.NULL:
+        pytest.skip(f"{device!r} is not partitioned into two equal sub-devices here")
+    return [Device(handle, device.platform) for handle in handles]
+
+
+def test_wrapping_device_usm_of_another_device_of_the_context_is_refused(device, rng):
+    # A context of several devices (SYCL's default context of the GPUs): device USM of one
+    # is not memory kernels of the other read.  Two sub-devices of the CPU stand for them.
+    first, second = _two_sub_devices(device)
+    host = rng.standard_normal(16).astype(np.float32)
+    with ur_cffi.Context([first, second]) as context, ur_cffi.Queue(context, first) as mine, \
+            ur_cffi.Queue(context, second) as other:
+        array = ur_cffi.asarray(host, queue=mine)
+        with pytest.raises(ValueError, match=r"another device of the context .*devices\[0\]"):
+            ur_cffi.from_pointer(array.data_ptr(), (16,), np.float32, queue=other)
+        with pytest.raises(ValueError, match="another device of the context"):
+            ur_cffi.from_dlpack(array, queue=other)
+        shared = ur_cffi.asarray(host, queue=mine, kind="shared")  # any device's to read
+        wrapped = ur_cffi.from_pointer(shared.data_ptr(), (16,), np.float32, queue=other)
+        assert np.array_equal(wrapped.to_numpy(), host)
+        same = ur_cffi.from_pointer(array.data_ptr(), (16,), np.float32, queue=mine)
+        assert np.array_equal(same.to_numpy(), host)

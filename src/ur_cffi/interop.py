@@ -62,7 +62,24 @@ def allocation_bounds(context, address: int) -> tuple[int, int] | None:
     return int(ffi.cast("uintptr_t", base[0])), size[0]
 
 
+def _check_device_of(queue, address: int, where: str) -> None:
+    """Raise where the device USM at ``address`` is another device's of the queue's context
+    (a context of several GPUs, as SYCL's default one): kernels of the queue's device cannot
+    read it."""
+    device = ffi.new("ur_device_handle_t *")
+    if lib.urUSMGetMemAllocInfo(queue.context.handle, ffi.cast("void *", address), _DEVICE,
+                                ffi.sizeof(device[0]), device, _NULL) or \
+            device[0] in (_NULL, queue.device.handle):
+        return  # (an adapter that does not say)
+    index = next((n for n, other in enumerate(queue.context.devices)
+                  if other.handle == device[0]), None)
+    raise ValueError(f"{where}: the device USM at 0x{address:x} belongs to another device of "
+                     f"the context than the queue's ({queue.device!r}): its devices[{index}]; "
+                     f"a queue of that device reads it")
+
+
 _BASE_PTR = int(ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_BASE_PTR)
+_DEVICE = int(ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_DEVICE)
 _SIZE = int(ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_SIZE)
 
 
@@ -72,8 +89,8 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
     alive as long as the array or a view of it; nothing is freed (a USMArray ``owner``'s
     ``close()`` leaves its memory in place until then).  Raises ``ValueError`` if
     the address is not aligned to the dtype, UR does not know it as USM of ``queue``'s
-    context, or the elements reach outside the allocation that holds it (either end, negative
-    strides included)."""
+    context, it is device USM of another device of that context, or the elements reach
+    outside the allocation that holds it (either end, negative strides included)."""
     _check_queue(queue)
     queue.handle  # noqa: B018 - raises ClosedError
     address = _checks.integer("from_pointer: address", address, minimum=1)
@@ -94,6 +111,8 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
     if kind is None:
         raise ValueError(f"from_pointer: address 0x{address:x} is not USM memory of "
                          f"{queue.context!r}")
+    if kind == "device":
+        _check_device_of(queue, address, "from_pointer")
     strides = strides or _strided.contiguous_strides(shape, dtype.itemsize)
     low, high = _strided.span(shape, strides, dtype.itemsize)
     if high > low:
@@ -454,7 +473,7 @@ class _Consumed:
 
 def from_dlpack(x, *, queue, copy=None) -> USMArray:
     """A USMArray from any object with ``__dlpack__`` (or a DLPack capsule).  USM of
-    ``queue``'s context is wrapped without a copy (the producer's memory stays alive with the
+    ``queue``'s context (device USM: of its device) is wrapped without a copy (the producer's memory stays alive with the
     array; a ur_cffi array comes back as a view of it, closed with it); CPU memory that is not
     USM is copied into device USM on ``queue``, unless ``copy=False`` (``BufferError``).
     ``copy=True`` always copies, and so does ``copy=None`` for memory its producer marks
@@ -579,6 +598,8 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
 def _own_view(source: USMArray, shape, strides, data: int, queue, copy) -> USMArray:
     """``from_dlpack`` of ur_cffi memory of the queue's context: a view of ``source`` (closed
     with it) on ``queue``, or its copy."""
+    if source._kind == "device" and source._queue.device is not queue.device:
+        _check_device_of(queue, data, "from_dlpack")
     result = source._view(shape, strides, data - source.data_ptr())
     result._queue = queue  # (of the same context: copies go there, as from_pointer's)
     source._used_on(queue)  # its work there orders the memory's reuse (record_queue)
