@@ -427,6 +427,27 @@ TEARDOWN = textwrap.dedent("""
 """)
 
 
+STATS_ACROSS_TEARDOWN = textwrap.dedent("""
+    import gc
+    import numpy as np
+    import ur_cffi
+    import device_under_test
+
+    queue = ur_cffi.Queue(device_under_test.get().create_context())
+    ur_cffi.zeros(100, np.float32, queue=queue).close()
+    kept = ur_cffi.zeros(100, np.float32, queue=queue)
+    before = ur_cffi.memory_stats()
+    ur_cffi.loader.teardown()
+    del queue, kept
+    gc.collect()  # the torn-down context goes, and its pools with it
+    queue = ur_cffi.Queue(device_under_test.get().create_context())
+    ur_cffi.zeros(100, np.float32, queue=queue)
+    after = ur_cffi.memory_stats()
+    counted = ("allocations", "cache_hits", "ur_allocations", "frees", "ur_frees")
+    print([after[name] - before[name] for name in counted])
+""")
+
+
 SHOWN_AT_TEARDOWN = textwrap.dedent("""
     import numpy as np
     import ur_cffi
@@ -469,3 +490,12 @@ def test_objects_are_closed_after_loader_teardown():
     done = crash_probe.run_child(code=TEARDOWN, check=False, timeout=50)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "[0.0, 1.0, 2.0, 3.0]"
+
+
+def test_memory_stats_keep_counting_across_a_teardown():
+    # The counters of the pools a teardown released were lost once their context went.
+    done = crash_probe.run_child(code=STATS_ACROSS_TEARDOWN, check=False, timeout=50)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # one allocation more (from UR: a new context), freed into the cache, and the teardown's
+    # free of the kept one (through UR)
+    assert done.stdout.strip() == "[1, 0, 1, 2, 1]"

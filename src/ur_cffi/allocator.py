@@ -563,6 +563,9 @@ def pool_for(queue, kind: str) -> _Pool:
         with _lock:
             pool = _pools.get(key)  # again: another thread's first allocation made it
             if pool is None or pool.context_ref() is not context or pool._handle is None:
+                if pool is not None and pool._handle is None:  # released by a teardown
+                    _take_out(pool)
+                    _free_done(pool)
                 usage = _per_context.get(context)
                 if usage is None:
                     usage = _per_context[context] = [0, 0, dict.fromkeys(_COUNTERS, 0)]
@@ -606,10 +609,7 @@ def _release_pools(pools) -> None:
     the first failure is raised)."""
     with _lock:
         for pool in pools:
-            if _pools.get(pool.key) is pool:  # (a pool of a collected context's id may
-                del _pools[pool.key]  # have taken its place already)
-            if pool._handle is not None:
-                _released[id(pool)] = pool  # counted until its memory comes back
+            _take_out(pool)
     failure = None
     for pool in pools:
         try:
@@ -621,6 +621,16 @@ def _release_pools(pools) -> None:
                 _free_done(pool)
     if failure is not None:
         raise failure
+
+
+def _take_out(pool: _Pool) -> None:
+    """Take ``pool`` out of the allocator (``_lock`` held); its counters stay in the
+    statistics: in ``_released`` until its memory comes back (:func:`_retire`)."""
+    registered = _pools.get(pool.key) is pool  # (a pool of a collected context's id may
+    if registered:  # have taken its place already)
+        del _pools[pool.key]
+    if pool._handle is not None or registered:  # (registered, no handle: a teardown's)
+        _released[id(pool)] = pool
 
 
 def _retire(pool: _Pool) -> None:
