@@ -16,6 +16,8 @@ OP_EXECUTION_MODE = 16
 OP_CAPABILITY = 17
 OP_EXTENSION = 10
 OP_EXECUTION_MODE_ID = 331
+OP_TYPE_VOID, OP_TYPE_FUNCTION, OP_FUNCTION, OP_LABEL, OP_RETURN, OP_FUNCTION_END = \
+    19, 33, 54, 248, 253, 56
 CAP_ADDRESSES, CAP_KERNEL, CAP_INT64 = 4, 6, 11
 MODE_CONTRACTION_OFF, MODE_SUBGROUP_SIZE = 31, 35
 EXEC_MODEL_KERNEL = 6
@@ -52,6 +54,9 @@ MODE_CONTRACTION = inst(OP_EXECUTION_MODE, 7, MODE_CONTRACTION_OFF)
 MODE_SUBGROUP = inst(OP_EXECUTION_MODE, 7, MODE_SUBGROUP_SIZE, 32)
 MODE_MAX_WG = inst(OP_EXECUTION_MODE, 7, spirv.EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL, 128, 1, 1)
 NAME = inst(OP_NAME, 7, *string_words("add_kernel"))
+# The entry point's function (id 7): void(), an empty body.
+FUNCTION = [inst(OP_TYPE_VOID, 2), inst(OP_TYPE_FUNCTION, 3, 2), inst(OP_FUNCTION, 2, 7, 0, 3),
+            inst(OP_LABEL, 8), inst(OP_RETURN), inst(OP_FUNCTION_END)]
 
 
 def kernel_module(with_kernel_attributes=True):
@@ -62,7 +67,7 @@ def kernel_module(with_kernel_attributes=True):
     parts += [EXT_VC, IMPORT, MEMORY_MODEL, ENTRY, MODE_CONTRACTION, MODE_SUBGROUP]
     if with_kernel_attributes:
         parts.append(MODE_MAX_WG)
-    parts.append(NAME)
+    parts += [NAME, *FUNCTION]
     return header() + [w for part in parts for w in part]
 
 
@@ -90,9 +95,11 @@ def test_drop_returns_same_object_when_nothing_matches():
 
 
 def test_drop_execution_mode_id():
+    body = [w for part in FUNCTION for w in part]
     words = header() + CAPS[1] + CAP_KA + MEMORY_MODEL + ENTRY + inst(
-        OP_EXECUTION_MODE_ID, 7, spirv.EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL, 3, 4, 5)
-    assert spirv.drop_capabilities(to_bytes(words)) == to_bytes(header() + CAPS[1] + MEMORY_MODEL + ENTRY)
+        OP_EXECUTION_MODE_ID, 7, spirv.EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL, 3, 4, 5) + body
+    assert spirv.drop_capabilities(to_bytes(words)) == to_bytes(
+        header() + CAPS[1] + MEMORY_MODEL + ENTRY + body)
 
 
 def test_drop_with_custom_sets():
@@ -177,8 +184,27 @@ def test_validate_rejects_truncated_module():
         spirv.validate(to_bytes(words[:cut]))
 
 
+def test_validate_rejects_a_module_cut_between_instructions():
+    # The CPU runtime's compiler crashed on these (SIGSEGV), which word counts do not catch.
+    words = kernel_module()
+    body_start = len(words) - sum(map(len, FUNCTION))
+    function = body_start + len(FUNCTION[0]) + len(FUNCTION[1])
+    with pytest.raises(ValueError, match=f"ends inside the function of word {function} "
+                       r"\(no OpFunctionEnd\)"):
+        spirv.validate(to_bytes(words[:-1]))
+    with pytest.raises(ValueError, match="OpEntryPoint at word .* names a function the module "
+                       "does not define"):
+        spirv.validate(to_bytes(words[:body_start]))
+    inside = words[:-1] + FUNCTION[2] + FUNCTION[-1]
+    with pytest.raises(ValueError, match=f"OpFunction at word {len(words) - 1} inside the "
+                       f"function of word {function}"):
+        spirv.validate(to_bytes(inside))
+    with pytest.raises(ValueError, match="OpFunctionEnd at word .* outside a function"):
+        spirv.validate(to_bytes(words + FUNCTION[-1]))
+
+
 def test_readers_and_drop_raise_on_malformed_module():
-    bad = to_bytes(kernel_module()[:-1])
+    bad = to_bytes(kernel_module()[:-len(FUNCTION[-1] + FUNCTION[-2] + FUNCTION[-3]) - 1])
     for call in (spirv.capabilities, spirv.extensions, spirv.entry_points, spirv.drop_capabilities):
         with pytest.raises(ValueError, match="runs past the end"):
             call(bad)
@@ -204,8 +230,16 @@ def test_every_truncation_either_validates_or_raises_value_error(cut, byteorder)
         offset += words[offset] >> 16
         boundaries.add(offset)
     module = to_bytes(words[:cut], byteorder)
-    if cut in boundaries:
+    ends = len(words) - len(FUNCTION[-1])  # (the instruction before the function's end)
+    entry = len(header() + CAPS[0] + CAPS[1] + CAPS[2] + CAP_KA + EXT_KA + EXT_VC + IMPORT
+                + MEMORY_MODEL)
+    if cut in boundaries and (cut <= entry or cut == len(words)):  # a whole module
         spirv.validate(module)
+    elif cut in boundaries:  # an entry point without its function, or a function cut short
+        with pytest.raises(ValueError, match="OpEntryPoint at word .* names a function the module "
+                           "does not define|ends inside the function of word .*: truncated"):
+            spirv.validate(module)
+        assert cut < ends + 1
     else:
         with pytest.raises(ValueError):
             spirv.validate(module)

@@ -23,6 +23,8 @@ OP_ENTRY_POINT = 15
 OP_EXECUTION_MODE = 16
 OP_CAPABILITY = 17
 OP_EXECUTION_MODE_ID = 331
+OP_FUNCTION = 54
+OP_FUNCTION_END = 56
 
 # Enumerants from SPV_INTEL_kernel_attributes. Triton's SPIR-V declares the capability for
 # its MaxWorkgroupSizeINTEL execution mode; runtimes without the extension reject it.
@@ -62,15 +64,36 @@ def _words(module):
         raise ValueError(f"SPIR-V reserved schema word is 0x{words[4]:08x} at word 4 (must be 0)")
     count = len(words)
     offset = HEADER_WORDS
+    function = None  # the offset of the OpFunction whose OpFunctionEnd is still to come
+    functions, entry_points = set(), {}  # result ids; function id -> OpEntryPoint's offset
     while offset < count:
-        length = words[offset] >> 16
+        length, opcode = words[offset] >> 16, words[offset] & 0xFFFF
         if length == 0:
-            raise ValueError(f"SPIR-V instruction at word {offset} (opcode {words[offset] & 0xFFFF}) "
+            raise ValueError(f"SPIR-V instruction at word {offset} (opcode {opcode}) "
                              "has word count 0")
         if offset + length > count:
-            raise ValueError(f"SPIR-V instruction at word {offset} (opcode {words[offset] & 0xFFFF}, "
+            raise ValueError(f"SPIR-V instruction at word {offset} (opcode {opcode}, "
                              f"{length} words) runs past the end of the module ({count} words)")
+        if opcode == OP_FUNCTION or opcode == OP_FUNCTION_END:
+            if (function is None) != (opcode == OP_FUNCTION) or length < (5 if function is None else 1):
+                raise ValueError(f"SPIR-V {'OpFunction' if opcode == OP_FUNCTION else 'OpFunctionEnd'} "
+                                 f"at word {offset} " + ("inside the function of word "
+                                 f"{function}" if function is not None else "outside a function"))
+            if opcode == OP_FUNCTION:
+                functions.add(words[offset + 2])
+            function = offset if opcode == OP_FUNCTION else None
+        elif opcode == OP_ENTRY_POINT and length >= 3:
+            entry_points.setdefault(words[offset + 2], offset)
         offset += length
+    # A module cut between two instructions passes the checks above: the CPU runtime's
+    # compiler crashes on it (a function without its end, an entry point with no function).
+    if function is not None:
+        raise ValueError(f"SPIR-V module ends inside the function of word {function} (no "
+                         "OpFunctionEnd): truncated?")
+    missing = [offset for function_id, offset in entry_points.items() if function_id not in functions]
+    if missing:
+        raise ValueError(f"SPIR-V OpEntryPoint at word {missing[0]} names a function the module "
+                         "does not define: truncated?")
     return words, swapped
 
 
@@ -100,8 +123,9 @@ def _string(words, start, end, offset):
 def validate(module):
     """Check the structure of a SPIR-V module (bytes-like) before it is handed to UR.
 
-    Checks length, magic number (either byte order), version, header, id bound and that every
-    instruction has a non-zero word count and ends inside the module; does not check
+    Checks length, magic number (either byte order), version, header, id bound, that every
+    instruction has a non-zero word count and ends inside the module, that every function
+    ends (OpFunctionEnd) and that every entry point's function is defined; does not check
     semantics. Raises ValueError naming the problem and its word offset.
     """
     _words(module)
