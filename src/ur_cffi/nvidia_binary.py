@@ -104,10 +104,12 @@ def cubin_entries(binary: bytes) -> dict[str, tuple[int, ...]]:
     try:
         sections = _sections(binary)
         names = {name: (offset, size) for name, _, offset, size, _ in sections}
-        kernels = _entry_symbols(binary, sections)
-        found = {}
-        for kernel in kernels:
+        found, read = {}, 0
+        for kernel in dict.fromkeys(_entry_symbols(binary, sections)):
             info = names.get(f".nv.info.{kernel}")
+            read += info[1] if info else 0
+            if read > len(binary):  # each kernel's own bytes: a crafted file's sections
+                raise ValueError("its .nv.info sections overlap")  # share them, quadratically
             found[kernel] = _parameter_sizes(binary, *info) if info else ()
         return found
     except (struct.error, IndexError, OverflowError, UnicodeDecodeError) as error:
