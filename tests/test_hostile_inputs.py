@@ -254,6 +254,11 @@ def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
         program.kernel(kernel.name + "\0junk")
     with pytest.raises(ValueError, match="options .* contains a NUL character"):
         program.build("-g\0junk")
+    # a lone surrogate (os.fsdecode's of undecodable bytes) raised a bare UnicodeEncodeError
+    with pytest.raises(ValueError, match=r"kernel name '.*\\udc80' is not valid Unicode text"):
+        program.kernel(kernel.name + "\udc80")
+    with pytest.raises(ValueError, match=r"options '-O\\udcff' is not valid Unicode text"):
+        program.build("-O\udcff")
     with pytest.raises(TypeError, match="kernel name must be a str, not NoneType"):
         program.kernel(None)
     with pytest.raises(TypeError, match="options must be a str, not NoneType"):

@@ -36,7 +36,11 @@ def no_nul(name: str, text) -> bytes:
         raise TypeError(f"{name} must be a str, not {type(text).__name__} {text!r}")
     if "\0" in text:
         raise ValueError(f"{name} {text!r} contains a NUL character")
-    return text.encode()
+    try:
+        return text.encode()
+    except UnicodeEncodeError as error:  # a lone surrogate ("\udc80", from surrogateescape)
+        raise ValueError(f"{name} {text!r} is not valid Unicode text: {error.reason} at "
+                         f"position {error.start}") from None
 
 
 _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
