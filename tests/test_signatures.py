@@ -110,6 +110,10 @@ def test_ptx_forms_beyond_the_usual():
                                   ".entry k(.param .u32 a)\n{ ret; }\n").encode()) == {"k": (4,)}
     assert nvidia_binary.ptx_entries(head + ".entry v(.param .v2 .f32 a, .param .v4 .u16 b)"
                                      "\n{ ret; }") == {"v": (8, 8)}
+    # PTX 8.3's .b128, and the opaque handles PTX allows a kernel (64-bit, unified mode)
+    assert nvidia_binary.ptx_entries(head + ".entry o(.param .b128 a, .param .texref t, .param "
+                                     ".samplerref s, .param .surfref u)\n{ ret; }") == \
+        {"o": (16, 8, 8, 8)}
     for length in ("9" * 19, "9" * 5000):
         with pytest.raises(ValueError, match=f"'v': the array length of .* is too large"):
             nvidia_binary.ptx_entries(head + f".entry v(.param .b8 a[{length}])\n{{ ret; }}")

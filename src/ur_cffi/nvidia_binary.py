@@ -29,15 +29,17 @@ STT_FUNC = 2
 _EIFMT_SVAL = 0x04  # a 16-bit size, then that many bytes; every other format is 4 bytes in all
 _EIATTR_KPARAM_INFO = 0x17
 
-# PTX scalar types by the width they declare.
-_PTX_WIDTHS = {"8": 1, "16": 2, "32": 4, "64": 8}
+# PTX parameter types by the width they declare (.b128: PTX 8.3), and the opaque handles a
+# kernel may take (64-bit in the unified texture mode, the only one sm_30 and later have).
+_PTX_WIDTHS = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16,
+               "texref": 8, "samplerref": 8, "surfref": 8}
 
 # Strings (``.file`` names), then comments, an unclosed one running to the end: each match
 # ends where the next search starts, so stripping them takes one pass over the text.
 _STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$%]*)\s*(\(([^()]*)\))?")
 _PARAM = re.compile(r"\.param\b([^,]*)")
-_TYPE = re.compile(r"\.[bsuf](8|16|32|64)\b")
+_TYPE = re.compile(r"\.(?:[bsuf](8|16|32|64)|b(128)|(texref|samplerref|surfref))\b")
 _VECTOR = re.compile(r"\.v(2|4)\b")
 _ARRAY = re.compile(r"\[\s*(\d+)\s*\]")
 _LEADING_COMMENTS = re.compile(rb"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
@@ -87,7 +89,7 @@ def _ptx_param_size(declaration: str, kernel: str) -> int:
     if ty is None:
         raise ValueError(f"PTX entry {kernel!r}: cannot read the parameter type of "
                          f"'.param{declaration}'")
-    size = _PTX_WIDTHS[ty.group(1)]
+    size = _PTX_WIDTHS[ty.group(ty.lastindex)]
     vector = _VECTOR.search(declaration)
     if vector is not None:  # .v2 .f32: 8 bytes
         size *= int(vector.group(1))
