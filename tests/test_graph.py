@@ -1191,3 +1191,127 @@ def test_replay_checks_its_flags_and_update_names_a_closed_kernel(context, devic
     with pytest.raises(ClosedError, match="update of the launch of .*its Kernel was closed"):
         command.update(x, x, out, np.int32(n))
     graph.close()
+
+
+def test_a_strided_copy_recorded_while_another_thread_finalizes_is_recorded_whole(
+        context, device, native, rng):
+    """graph.copy of a strided view (several UR copies) and a finalize in another thread: the
+    finalize came between two rows, the graph kept the first ones and every replay ran half
+    the copy."""
+    import sys
+
+    source = rng.standard_normal((3, 4)).astype(np.float32)
+    with ur_cffi.Queue(context, device) as queue:
+        destination = ur_cffi.full((3, 16), np.nan, np.float32, queue=queue)
+        view = destination[:, 0:8:2]  # three rows of 2-D copies
+        graph = ur_cffi.Graph(context, native=native)
+        paused, go, outcome = threading.Event(), threading.Event(), {}
+        rows = []
+
+        def tracer(frame, event, arg):
+            if event == "call" and frame.f_code.co_name == "record_command":
+                rows.append(None)
+                if len(rows) == 2:  # the first row is in the graph
+                    paused.set()
+                    go.wait(30)
+
+        def copy():
+            sys.settrace(tracer)
+            try:
+                outcome["copy"] = graph.copy(view, source)
+            except BaseException as error:  # noqa: BLE001 - the test reports it
+                outcome["copy"] = error
+            finally:
+                sys.settrace(None)
+
+        def finalize():
+            try:
+                outcome["finalize"] = graph.finalize()
+            except BaseException as error:  # noqa: BLE001
+                outcome["finalize"] = error
+
+        copying = threading.Thread(target=copy)
+        copying.start()
+        assert paused.wait(30)
+        finalizing = threading.Thread(target=finalize)
+        finalizing.start()
+        finalizing.join(0.5)  # it waits for the copy's operation (or, before, cut it)
+        go.set()
+        copying.join(30)
+        finalizing.join(30)
+        assert isinstance(outcome["copy"], ur_cffi.GraphCommand), outcome
+        assert outcome["finalize"] is None and graph.finalized, outcome
+        graph.replay(queue).wait()
+        assert np.array_equal(view.to_numpy(), source)
+        graph.close()
+
+
+def test_graph_methods_and_replay_name_what_they_were_given(context, device, add, native):
+    kernel, local = add
+    with ur_cffi.Queue(context, device) as queue, \
+            ur_cffi.Graph(context, native=native) as graph, \
+            ur_cffi.Graph(context, native=native) as other:
+        for wrong in (None, np.zeros(4, np.float32), [1, 2]):
+            with pytest.raises(TypeError, match="fill takes a USMArray, not "):
+                graph.fill(wrong, 1.0)
+        for wrong in (None, "add"):
+            with pytest.raises(TypeError, match="launch takes a ur_cffi Kernel, not "):
+                graph.launch(wrong, local, local)
+        with other.recording(queue):  # (a recording anywhere made it "unhashable type")
+            with pytest.raises(TypeError, match="replay needs a ur_cffi Queue, not list"):
+                graph.replay([queue])
+
+
+def test_a_recording_on_a_queue_closed_in_the_block_raises_for_every_command(
+        context, device, native):
+    # Kernel.launch raised ClosedError; the others were recorded
+    with ur_cffi.Graph(context, native=native) as graph:
+        queue = ur_cffi.Queue(context, device)
+        x = ur_cffi.zeros(BLOCK, np.float32, queue=queue)
+        with ur_triton.using(queue):
+            kernels.add[(1,)](x, x, x, BLOCK, BLOCK=BLOCK)  # compiled before the close
+        with ur_triton.using(queue), graph.recording(queue):
+            queue.close()
+            for record in (lambda: x.fill(1.0, blocking=False),
+                           lambda: x.copy_from(np.ones(BLOCK, np.float32), blocking=False),
+                           lambda: queue.barrier(),
+                           lambda: kernels.add[(1,)](x, x, x, BLOCK, BLOCK=BLOCK)):
+                with pytest.raises(ClosedError, match="is closed"):
+                    record()
+        assert not graph.commands
+
+
+def test_a_blocking_copy_into_host_or_shared_usm_raises_while_recording(context, device, native,
+                                                                          rng):
+    with ur_cffi.Queue(context, device) as queue, \
+            ur_cffi.Graph(context, native=native) as graph:
+        x = ur_cffi.asarray(rng.standard_normal(8).astype(np.float32), queue=queue)
+        for kind in ("host", "shared"):
+            target = ur_cffi.full(8, np.nan, np.float32, queue=queue, kind=kind)
+            with graph.recording(queue):
+                with pytest.raises(RuntimeError, match="blocking copy into host memory"):
+                    x.copy_to(target)  # its data would be there only after a replay
+                with pytest.raises(RuntimeError, match="blocking copy into host memory"):
+                    target[::2].copy_from(x[:4])
+                x.copy_to(target, blocking=False)
+            assert np.isnan(np.asarray(target)).all()
+        device_usm = ur_cffi.empty(8, np.float32, queue=queue)
+        with ur_cffi.Graph(context, native=native) as second, second.recording(queue):
+            x.copy_to(device_usm)  # nothing the host reads: recorded as blocking=False
+
+
+def test_an_exception_that_ends_a_recording_block_leaves_the_graph_unusable(context, device,
+                                                                            native):
+    with ur_cffi.Queue(context, device) as queue, \
+            ur_cffi.Graph(context, native=native) as graph:
+        x = ur_cffi.zeros(4, np.float32, queue=queue)
+        with pytest.raises(TypeError, match="value must be one number"):
+            with graph.recording(queue):
+                x.fill(1.0, blocking=False)
+                x.fill("two", blocking=False)
+                x.fill(3.0, blocking=False)  # never recorded
+        for use in (lambda: graph.replay(queue), graph.finalize,
+                    lambda: graph.fill(x, 1.0)):
+            with pytest.raises(RuntimeError, match="recording block ended with TypeError: "
+                               "fill: value must be one number"):
+                use()

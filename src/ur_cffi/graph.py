@@ -58,7 +58,7 @@ import threading
 
 import numpy as np
 
-from . import _checks, _durations, _handle, _release, _waiting
+from . import _checks, _durations, _handle, _release, _strided, _waiting
 from . import _interrupts
 from ._interrupts import hold_back_in, section
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argument
@@ -171,7 +171,7 @@ class Graph(_handle.Resource):
     """
 
     __slots__ = ("context", "device", "in_order", "native", "_auto", "_capabilities", "_why",
-                 "_state", "_commands", "_lock", "_recorders", "_blocks", "_finalized", "_floor",
+                 "_state", "_commands", "_lock", "_recorders", "_blocks", "_finalized", "_broken_by", "_floor",
                  "_memory", "_checked", "_latest_queue", "_replay_queue", "_timing")
     _release_function = "urCommandBufferReleaseExp"
 
@@ -205,6 +205,7 @@ class Graph(_handle.Resource):
         self._recorders: dict = {}  # queue -> how many uses record it into this graph now
         self._blocks = 0  # recording blocks open
         self._finalized = False
+        self._broken_by = None  # what a recording block ended with: the graph lacks the rest
         self._floor: frozenset = frozenset()  # what a recorded barrier ordered later commands after
         self._memory: list = []  # arrays and buffers the commands use
         self._checked = _handle.released
@@ -248,15 +249,24 @@ class Graph(_handle.Resource):
         """A block in which what is submitted to ``queue`` (any queue of the graph's context
         and device; None: one the graph makes) is recorded into the graph instead of run;
         yields the queue.  Raises ``RuntimeError`` once the graph is finalized or while
-        ``queue`` records into another graph."""
+        ``queue`` records into another graph.  An exception that ends the block leaves the
+        graph unusable (it would lack what the block did not record): its replay, update or
+        finalize raises ``RuntimeError`` naming it."""
         queue = self._own_queue() if queue is None else self._check_queue(queue, "recording")
         with self._registered(queue, block=True), _triton_scope(queue):
-            yield queue
+            try:
+                yield queue
+            except BaseException as error:
+                self._broken_by = self._broken_by or f"{type(error).__name__}: {error}"
+                raise
 
     def launch(self, kernel: Kernel, global_size, local_size, *args, after=(),
                global_offset=None) -> GraphCommand:
         """Record ``kernel.launch(queue, global_size, local_size, *args)`` after the commands
         ``after``; checked as the launch would be."""
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"launch takes a ur_cffi Kernel, not {type(kernel).__name__} "
+                            f"{kernel!r}")
         with self._explicit() as queue:
             return kernel.launch(queue, global_size, local_size, *args, wait_for=after,
                                  global_offset=global_offset)
@@ -277,6 +287,8 @@ class Graph(_handle.Resource):
              after=()) -> GraphCommand:
         """Record ``array.fill(value, offset=offset, count=count)`` after the commands
         ``after``."""
+        if not isinstance(array, USMArray):
+            raise TypeError(f"fill takes a USMArray, not {type(array).__name__} {array!r}")
         with self._explicit() as queue:
             return array.fill(value, offset=offset, count=count, queue=queue, blocking=False,
                               wait_for=after)
@@ -302,6 +314,9 @@ class Graph(_handle.Resource):
                 return
             if self._blocks:
                 raise RuntimeError("finalize the graph after its recording blocks")
+            if self._broken_by is not None:
+                raise RuntimeError(f"the graph's recording block ended with {self._broken_by}: "
+                                   "it lacks what the block did not record; record a new graph")
             if self.native:
                 check(lib.urCommandBufferFinalizeExp(self._state.buffer),
                       "urCommandBufferFinalizeExp")
@@ -321,6 +336,7 @@ class Graph(_handle.Resource):
     def record_triton(self, launcher, grid, queue, function, addresses, values, args, owners,
                       wait_for):
         """Record a Triton ``kernel[grid]`` launch (``ur_cffi.triton.launcher``)."""
+        queue.handle  # noqa: B018 - raises ClosedError, as the launch would
         if not all(grid):
             return None  # an empty grid runs nothing
         prepared = launcher._prepare(grid, queue, function, addresses, values, args, owners)
@@ -328,15 +344,27 @@ class Graph(_handle.Resource):
                           keep=prepared._buffers)
         return self._record(command, wait_for, False)
 
+    def record_operation(self, queue, function, args, wait_for, keep_alive, blocking,
+                         before=()):
+        """Record ``queue.enqueue_command``'s operation whole, under the graph's lock (a
+        finalize in another thread comes before or after all of it): ``before``'s commands,
+        each after ``wait_for``, then a marker after them all; or ``function`` alone."""
+        with self._lock:
+            if before:
+                wait_for = [self.record_command(queue, first, first_args, wait_for, keep_alive,
+                                                blocking) for first, first_args in before]
+                function, args = lib.urEnqueueEventsWait, ()
+            return self.record_command(queue, function, args, wait_for, keep_alive, blocking)
+
     def record_command(self, queue, function, args, wait_for, keep_alive, blocking):
         """Record ``function(queue, *args, wait list, event)`` (``queue.enqueue_command``)."""
+        queue.handle  # noqa: B018 - raises ClosedError, as the enqueue would
         name = function.__name__
         if name in ("urEnqueueEventsWait", "urEnqueueEventsWaitWithBarrier"):
             return self._record_marker(wait_for, barrier=name.endswith("Barrier"))
         if name in ("urEnqueueUSMMemcpy", "urEnqueueUSMMemcpy2D"):
             destination = int(ffi.cast("uintptr_t", args[1]))
-            if blocking and any(isinstance(held, np.ndarray) and held.ctypes.data <= destination
-                                < held.ctypes.data + held.nbytes for held in keep_alive):
+            if blocking and any(_holds_host_memory_at(held, destination) for held in keep_alive):
                 raise RuntimeError("a blocking copy into host memory while recording: its data "
                                    "would exist only after a replay. Record it with "
                                    "blocking=False and read the array after the replay")
@@ -358,6 +386,8 @@ class Graph(_handle.Resource):
         Raises ``ClosedError`` if the graph, the queue or an array a command uses is closed."""
         if event is not True and event is not False:
             event = _checks.flag("replay: event", event)
+        if not isinstance(queue, Queue):
+            self._check_queue(queue, "replay")  # raises
         if recording and queue in recording:
             which = "this graph" if recording[queue] is self else "another graph"
             raise RuntimeError(f"replay on {queue!r}, which is recording into {which}: "
@@ -502,6 +532,9 @@ class Graph(_handle.Resource):
 
     def _recordable(self) -> None:
         self.handle  # noqa: B018 - raises ClosedError
+        if self._broken_by is not None:
+            raise RuntimeError(f"the graph's recording block ended with {self._broken_by}: "
+                               "nothing more can be recorded into it; record a new graph")
         if self._finalized:
             raise RuntimeError("the graph is finalized: nothing more can be recorded into it")
 
@@ -720,6 +753,20 @@ class Graph(_handle.Resource):
         how = "a UR command buffer" if self.native else f"replayed one by one ({self._why})"
         order = "in-order" if self.in_order else "out-of-order"
         return f"<Graph {order}, {len(self._commands)} commands, {how}>"
+
+
+def _holds_host_memory_at(held, address: int) -> bool:
+    """Whether ``held`` (kept alive by a copy) is memory the host reads directly (a numpy
+    array, host or shared USM) holding ``address``."""
+    if isinstance(held, np.ndarray):
+        start, size = held.ctypes.data, held.nbytes
+    elif isinstance(held, USMArray) and held.kind != "device":
+        start, size = held.data_ptr(), held.nbytes  # (a view: the copy is rows within it)
+        low, high = _strided.span(held.shape, held.strides, held.itemsize)
+        start, size = start + low, high - low
+    else:
+        return False
+    return start <= address < start + size
 
 
 def _failed(doing: str, index: int, command) -> str:

@@ -64,11 +64,8 @@ def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: t
     a wait list waits for that list alone)."""
     graph = recording.get(queue) if recording else None  # (once: the whole operation goes
     if graph is not None:  # into this graph, even if its recording ends meanwhile; graph.py)
-        if before:  # each after wait_for, then a marker after them all (no barrier there)
-            wait_for = [graph.record_command(queue, first, first_args, wait_for, keep_alive,
-                                             blocking) for first, first_args in before]
-            function, args = lib.urEnqueueEventsWait, ()
-        return graph.record_command(queue, function, args, wait_for, keep_alive, blocking)
+        return graph.record_operation(queue, function, args, wait_for, keep_alive, blocking,
+                                      before)
     count, events = wait_list(wait_for, queue.context)
     out = ffi.new("ur_event_handle_t *")
     with section:  # Ctrl-C waits until the Event owns the command's event and memory
