@@ -11,13 +11,14 @@ import pytest
 import device_under_test
 import ur_cffi
 from lcg import LCG_A, LCG_C, lcg_reference
-from ur_cffi import Backend
+from ur_cffi import Backend, ffi
 from ur_cffi._release import BACKEND_PREFIX
 from ur_cffi.enums import (
     ur_device_info_t,
     ur_device_type_t,
     ur_device_usm_access_capability_flag_t as usm_flag,
     ur_event_status_t,
+    ur_platform_info_t,
 )
 
 def test_lcg_reference_matches_a_plain_loop():
@@ -105,6 +106,9 @@ def test_device_properties_have_their_python_types(device):
     assert max(device.max_work_item_sizes) >= device.max_work_group_size
     assert isinstance(device.sub_group_sizes, list) and device.sub_group_sizes
     assert all(type(s) is int and s > 0 for s in device.sub_group_sizes)
+    device.sub_group_sizes.clear()  # a caller's list: the cached one (Triton's target reads
+    device.max_work_item_sizes[0] = 0  # it) was handed out, and changed for every later read
+    assert device.sub_group_sizes and device.max_work_item_sizes[0] > 0
     assert isinstance(device.il_version, str) and device.il_version
     for flags in (device.usm_host_support, device.usm_device_support, device.usm_shared_support):
         assert isinstance(flags, usm_flag)
@@ -236,3 +240,20 @@ def test_struct_properties_own_their_memory():
             for _ in range(2000)]
     assert [(v.type, v.value.equally) for v in values] == [(4230, 7), (4231, 9)]
     del junk
+
+
+def test_an_adapter_made_from_a_handle_holds_a_reference_of_its_own(device):
+    # It took over the loader's: each collected wrapper released the loader's adapter, whose
+    # queries then failed and whose teardown crashed.
+    from ur_cffi import loader
+
+    handle = device.platform.info(ur_platform_info_t.UR_PLATFORM_INFO_ADAPTER)
+    for _ in range(6):
+        wrapper = loader.Adapter(handle)
+        assert wrapper.backend == device.backend
+        del wrapper
+        gc.collect()
+    assert device.platform.adapter.backend == device.backend
+    for wrong in (None, ffi.NULL, "opencl", device.handle):
+        with pytest.raises(TypeError, match="Adapter takes a non-null ur_adapter_handle_t"):
+            loader.Adapter(wrong)

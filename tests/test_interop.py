@@ -400,6 +400,11 @@ def test_usm_queries_refuse_what_is_no_address(queue):
             with pytest.raises(error, match=f"{query.__name__}: address"):
                 query(queue.context, wrong)
     assert interop.usm_kind(queue.context, address) == "device"
+    for query in (interop.usm_kind, interop.allocation_bounds):
+        for wrong in (None, queue):
+            with pytest.raises(TypeError, match=f"{query.__name__}: context must be a ur_cffi "
+                                                f"Context, not {type(wrong).__name__}"):
+                query(wrong, address)
 
 
 @pytest.mark.parametrize("strides", [(-4,), (-(1 << 40),), (4,)])

@@ -24,7 +24,7 @@ def _device_info(prop_name: str, doc: str) -> property:
         value = self._properties.get(prop_name)
         if value is None:
             value = self._properties[prop_name] = self.info(prop)
-        return value
+        return list(value) if type(value) is list else value  # (not the cached list itself)
 
     return property(read, doc=doc)
 

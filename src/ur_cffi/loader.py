@@ -311,7 +311,22 @@ class Adapter(_handle.Resource):
     _release_function = "urAdapterRelease"
 
     def __init__(self, handle):
-        self._own(handle)
+        """An Adapter over ``handle`` (a ``ur_adapter_handle_t`` of this process's loader,
+        e.g. ``UR_PLATFORM_INFO_ADAPTER``'s), with a reference of its own
+        (``urAdapterRetain``): what the loader's adapters are, :func:`adapters` gives."""
+        if not isinstance(handle, ffi.CData) or ffi.typeof(handle) is not _ADAPTER_HANDLE or \
+                handle == ffi.NULL:
+            raise TypeError(f"Adapter takes a non-null ur_adapter_handle_t, not {handle!r}")
+        with section:
+            check(lib.urAdapterRetain(handle), "urAdapterRetain")
+            self._own(handle)
+
+    @classmethod
+    def _taking(cls, handle) -> Adapter:
+        """An Adapter owning the reference ``urAdapterGet`` gave with ``handle``."""
+        adapter = object.__new__(cls)
+        adapter._own(handle)
+        return adapter
 
     @property
     def backend(self):
@@ -331,6 +346,9 @@ class Adapter(_handle.Resource):
 
     def close(self) -> None:
         """Adapters live as long as the loader; they are released at :func:`teardown`."""
+
+
+_ADAPTER_HANDLE = ffi.typeof("ur_adapter_handle_t")
 
 
 class Platform:
@@ -410,7 +428,7 @@ def init(validation: bool | None = None) -> list[Adapter]:
         handles = ffi.new("ur_adapter_handle_t[]", count[0])
         if count[0]:  # (none where ONEAPI_DEVICE_SELECTOR names only absent backends)
             check(lib.urAdapterGet(count[0], handles, ffi.NULL), "urAdapterGet")
-        _state["adapters"] = [Adapter(handles[i]) for i in range(count[0])]
+        _state["adapters"] = [Adapter._taking(handles[i]) for i in range(count[0])]
         _state["validation"] = validation
         _state["generation"] += 1
         if not _state["atexit"]:
