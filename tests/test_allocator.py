@@ -75,6 +75,31 @@ def test_freed_memory_is_reused_on_the_same_queue(queue):
     assert stats["cached_bytes"] == before["cached_bytes"]
 
 
+def test_a_large_block_serves_sizes_up_to_half_its_own(queue, rng):
+    # Each rounded size took a block of its own: sizes that vary (1 to 4 MiB here) cached one
+    # of each (64 MiB reserved for this loop, against 18 MiB now).
+    big = ur_cffi.empty(3 << 20, np.uint8, queue=queue)
+    address = big.data_ptr()
+    big.close()
+    before = ur_cffi.memory_stats()
+    half = (3 << 20) // 2  # (rounded to 128 KiB: 1.5 MiB less one step takes a block of its own)
+    for nbytes, reused in ((half, True), (5 << 19, True), (half - (1 << 17), False),
+                           (1 << 19, False)):
+        again = ur_cffi.empty(nbytes, np.uint8, queue=queue)
+        assert (again.data_ptr() == address) is reused, nbytes
+        stats = ur_cffi.memory_stats()
+        assert stats["allocated_bytes"] - before["allocated_bytes"] == \
+            (3 << 20 if reused else ur_cffi.allocator.rounded(nbytes))  # the whole block
+        values = rng.integers(0, 256, nbytes, dtype=np.uint8)
+        again.copy_from(values)
+        assert np.array_equal(again.to_numpy(), values)
+        again.close()
+        assert ur_cffi.memory_stats()["allocated_bytes"] == before["allocated_bytes"]
+    for _ in range(50):  # varying sizes settle on few blocks
+        ur_cffi.empty(int(rng.integers(1 << 20, 4 << 20)), np.uint8, queue=queue).close()
+    assert ur_cffi.memory_stats()["ur_allocations"] - before["ur_allocations"] <= 12
+
+
 def test_free_and_reuse_never_finish_the_queue(queue, spin, axpy, rng):
     """Allocate a temporary, launch on it, drop it: 50 times behind a kernel that spins until
     released.  Had any allocation or free finished the queue, the spinning kernel would have

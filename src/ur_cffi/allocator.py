@@ -179,10 +179,13 @@ class _Pool(_handle.Resource):
                 if block is not None:
                     blocks.append(block)
                 block = self._cached(queue, size)
+                if block is None and size >= _SMALL:
+                    block = self._cached_larger(queue, size)
             if block is None:
                 block = self._allocate(queue, size, array)
             else:
                 self.cache_hits += 1
+            size = block.size
             self.allocated_bytes += size
             usage = self.context_usage
             in_use = usage[0] = usage[0] + size
@@ -238,6 +241,18 @@ class _Pool(_handle.Resource):
                 _release_events(waits)
             queue._last_event = None
         return block
+
+    def _cached_larger(self, queue, size: int) -> Block | None:
+        """A cached block of more than ``size`` bytes but at most twice that, the smallest
+        first: sizes that vary (a batch's, a sequence's) then reuse what was freed instead of
+        caching a block of every size they take.  (Not split: PyTorch's and CuPy's allocators
+        split large blocks; here an array may hold up to twice its bytes.)"""
+        for larger in sorted(cached for cached, blocks in self._free.items()
+                             if size < cached <= 2 * size and blocks):
+            block = self._cached(queue, larger)
+            if block is not None:
+                return block
+        return None
 
     def _order_after_last_use(self, block: Block, queue) -> None:
         """Make commands submitted to ``queue`` from now on run after every command submitted
