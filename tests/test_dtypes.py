@@ -139,6 +139,11 @@ def test_constructor_defaults_and_checks(queue):
     (np.timedelta64(5, "s"), "bfloat16", "must be a number, not timedelta64"),
     (np.datetime64("2020-01-01T10:00"), "M8", "cannot be stored as datetime64"),
     (np.timedelta64(5, "h"), "m8", "cannot be stored as timedelta64"),
+    # ...nor one its unit does not hold: numpy truncated 1500 ms to 1 s, wrapped past its range
+    (np.datetime64(1500, "ms"), "M8[s]", "not exactly a datetime64.s.*would store .*00:00:01"),
+    (np.datetime64(-1500, "ms"), "M8[s]", "not exactly a datetime64.s."),
+    (np.timedelta64(1500, "ms"), "m8[s]", "not exactly a timedelta64.s."),
+    (np.timedelta64(10**10, "D"), "m8[ns]", "not exactly a timedelta64.ns."),
 ])
 def test_fill_values_are_refused_where_they_would_change(queue, value, dtype, error):
     """``full`` and ``fill`` store a value exactly or refuse it, naming it: a fraction is no
@@ -166,12 +171,15 @@ def test_fill_values_that_fit_are_stored_as_numpy_stores_them(queue):
                          (ml_dtypes.bfloat16(1.0), "bool"), (ml_dtypes.bfloat16(-2), "int32"),
                          (-8, ml_dtypes.int4), (10**400, np.longdouble),
                          (float("inf"), "float16"), (complex(np.inf, 1), "complex64"),
-                         (np.datetime64("2020-01-01T10:00"), "M8[m]"), ("ab", "U4")):
+                         (np.datetime64("2020-01-01T10:00"), "M8[m]"), ("ab", "U4"),
+                         (np.datetime64(2000, "ms"), "M8[s]"), (np.timedelta64(5, "us"), "m8[ns]")):
         expected = np.full(3, value, ur_cffi.dtypes.dtype(dtype))
         made = ur_cffi.full(3, value, dtype, queue=queue)
         assert made.dtype == expected.dtype
         assert np.array_equal(made.to_numpy(), expected), (value, dtype)  # (not the bytes:
         # a long double's padding is whatever was there)
+    assert np.isnat(ur_cffi.full(3, np.datetime64("NaT", "ms"), "M8[s]", queue=queue)
+                    .to_numpy()).all()
 
 
 @pytest.mark.parametrize("dtype", [str, bytes, "S0", "U0", "V0", np.dtype(str),

@@ -120,6 +120,10 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
         if converted.dtype != dtype:  # a datetime's unit into a generic datetime64
             raise TypeError(f"{name} {value!r} cannot be stored as {dtype} (numpy makes it "
                             f"{converted.dtype})")
+        if isinstance(value, (np.datetime64, np.timedelta64)) and not np.isnat(value) and \
+                converted.astype(value.dtype) != value:  # numpy truncates, or overflows
+            raise ValueError(f"{name} {value!r} is not exactly a {dtype} (a finer unit, or "
+                             f"out of its range): numpy would store {converted[()]!r}")
         return converted
     if isinstance(value, (int, np.integer)):
         finite = True
