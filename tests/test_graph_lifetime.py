@@ -128,6 +128,7 @@ def test_close_lets_go_of_the_graphs_arrays(native, queue, rng):
     """The arrays a graph's commands use are freed when the graph is closed, not when the
     Graph object is collected."""
     n = 1 << 18
+    before = ur_cffi.memory_stats(queue.context)["allocated_bytes"]
     arrays = [ur_cffi.asarray(rng.standard_normal(n).astype(np.float32), queue=queue)
               for _ in range(3)]
     graph = ur_cffi.Graph(queue.context, native=native)
@@ -137,13 +138,14 @@ def test_close_lets_go_of_the_graphs_arrays(native, queue, rng):
     graph.replay(queue).wait()
     refs = [weakref.ref(array) for array in arrays]
     in_use = ur_cffi.memory_stats(queue.context)["allocated_bytes"]
+    assert in_use >= before + 3 * 4 * n  # (a cached block of up to twice the size may serve)
     del arrays
     gc.collect()
     assert all(ref() is not None for ref in refs)  # the graph holds them
     graph.close()
     gc.collect()
     assert [ref() for ref in refs] == [None] * 3
-    assert ur_cffi.memory_stats(queue.context)["allocated_bytes"] == in_use - 3 * 4 * n
+    assert ur_cffi.memory_stats(queue.context)["allocated_bytes"] == before
     assert graph.closed
 
 
