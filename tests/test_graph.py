@@ -1281,23 +1281,30 @@ def test_a_recording_on_a_queue_closed_in_the_block_raises_for_every_command(
         assert not graph.commands
 
 
-def test_a_blocking_copy_into_host_or_shared_usm_raises_while_recording(context, device, native,
-                                                                          rng):
+def test_host_and_shared_usm_written_in_a_recording_hold_the_data_after_a_replay(
+        context, device, native, rng):
+    # Arrays like the others: a blocking copy or fill into them, and asarray of a list, are
+    # recorded (for a while the copies raised as those into numpy memory do, and so did
+    # asarray, which copies blocking, leaving the graph unusable).
+    values = rng.standard_normal(8).astype(np.float32)
     with ur_cffi.Queue(context, device) as queue, \
             ur_cffi.Graph(context, native=native) as graph:
-        x = ur_cffi.asarray(rng.standard_normal(8).astype(np.float32), queue=queue)
+        x = ur_cffi.asarray(values, queue=queue)
+        made = {}
         for kind in ("host", "shared"):
-            target = ur_cffi.full(8, np.nan, np.float32, queue=queue, kind=kind)
+            target = made[kind] = ur_cffi.full(8, np.nan, np.float32, queue=queue, kind=kind)
             with graph.recording(queue):
-                with pytest.raises(RuntimeError, match="blocking copy into host memory"):
-                    x.copy_to(target)  # its data would be there only after a replay
-                with pytest.raises(RuntimeError, match="blocking copy into host memory"):
-                    target[::2].copy_from(x[:4])
-                x.copy_to(target, blocking=False)
-            assert np.isnan(np.asarray(target)).all()
-        device_usm = ur_cffi.empty(8, np.float32, queue=queue)
-        with ur_cffi.Graph(context, native=native) as second, second.recording(queue):
-            x.copy_to(device_usm)  # nothing the host reads: recorded as blocking=False
+                x.copy_to(target)
+                target[::2] = values[:4] * 2
+                made[kind, "list"] = ur_cffi.asarray([1.0, 2.0, 3.0], np.float32, queue=queue,
+                                                     kind=kind)
+            assert np.isnan(np.asarray(target)).all()  # recorded, not run
+        graph.replay(queue).wait()
+        for kind in ("host", "shared"):
+            expected = values.copy()
+            expected[::2] = values[:4] * 2
+            assert np.array_equal(np.asarray(made[kind]), expected)
+            assert np.array_equal(np.asarray(made[kind, "list"]), [1.0, 2.0, 3.0])
 
 
 def test_an_exception_that_ends_a_recording_block_leaves_the_graph_unusable(context, device,

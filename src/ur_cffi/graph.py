@@ -58,7 +58,7 @@ import threading
 
 import numpy as np
 
-from . import _checks, _durations, _handle, _release, _strided, _waiting
+from . import _checks, _durations, _handle, _release, _waiting
 from . import _interrupts
 from ._interrupts import hold_back_in, section
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argument
@@ -364,7 +364,8 @@ class Graph(_handle.Resource):
             return self._record_marker(wait_for, barrier=name.endswith("Barrier"))
         if name in ("urEnqueueUSMMemcpy", "urEnqueueUSMMemcpy2D"):
             destination = int(ffi.cast("uintptr_t", args[1]))
-            if blocking and any(_holds_host_memory_at(held, destination) for held in keep_alive):
+            if blocking and any(isinstance(held, np.ndarray) and held.ctypes.data <= destination
+                                < held.ctypes.data + held.nbytes for held in keep_alive):
                 raise RuntimeError("a blocking copy into host memory while recording: its data "
                                    "would exist only after a replay. Record it with "
                                    "blocking=False and read the array after the replay")
@@ -753,20 +754,6 @@ class Graph(_handle.Resource):
         how = "a UR command buffer" if self.native else f"replayed one by one ({self._why})"
         order = "in-order" if self.in_order else "out-of-order"
         return f"<Graph {order}, {len(self._commands)} commands, {how}>"
-
-
-def _holds_host_memory_at(held, address: int) -> bool:
-    """Whether ``held`` (kept alive by a copy) is memory the host reads directly (a numpy
-    array, host or shared USM) holding ``address``."""
-    if isinstance(held, np.ndarray):
-        start, size = held.ctypes.data, held.nbytes
-    elif isinstance(held, USMArray) and held.kind != "device":
-        start, size = held.data_ptr(), held.nbytes  # (a view: the copy is rows within it)
-        low, high = _strided.span(held.shape, held.strides, held.itemsize)
-        start, size = start + low, high - low
-    else:
-        return False
-    return start <= address < start + size
 
 
 def _failed(doing: str, index: int, command) -> str:
