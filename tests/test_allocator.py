@@ -100,6 +100,43 @@ def test_a_large_block_serves_sizes_up_to_half_its_own(queue, rng):
     assert ur_cffi.memory_stats()["ur_allocations"] - before["ur_allocations"] <= 12
 
 
+def test_a_collection_inside_the_search_for_a_larger_block_frees_safely(queue):
+    """A collection that runs while the allocator looks through its larger cached blocks
+    (every object allocation may start one) and frees an array of a size not cached yet: the
+    allocation raised "dictionary changed size during iteration"."""
+    import sys
+
+    mib = 1 << 20
+    ur_cffi.empty(3 * mib, np.uint8, queue=queue).close()  # a cached 3 MiB block
+    held = {"array": ur_cffi.empty(7 * mib, np.uint8, queue=queue)}  # a size not cached
+
+    def in_the_search():
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_name != "_cached_larger":
+            frame = frame.f_back
+        return frame is not None
+
+    seen = []
+
+    def collecting(phase, info):
+        if phase == "start" and held.get("array") is not None and in_the_search():
+            seen.append(None)
+            if len(seen) == 3:  # (the first ones come before the walk over the cache)
+                held["array"] = None  # what a finalizer this collection runs would do
+                held["freed"] = True
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(collecting)
+    gc.collect()
+    gc.set_threshold(1)  # a collection at each allocation of an object
+    try:
+        array = ur_cffi.empty(2 * mib, np.uint8, queue=queue)  # served by the 3 MiB block
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(collecting)
+    assert held.get("freed") and array.size == 2 * mib
+
+
 def test_free_and_reuse_never_finish_the_queue(queue, spin, axpy, rng):
     """Allocate a temporary, launch on it, drop it: 50 times behind a kernel that spins until
     released.  Had any allocation or free finished the queue, the spinning kernel would have

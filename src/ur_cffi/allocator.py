@@ -247,7 +247,9 @@ class _Pool(_handle.Resource):
         first: sizes that vary (a batch's, a sequence's) then reuse what was freed instead of
         caching a block of every size they take.  (Not split: PyTorch's and CuPy's allocators
         split large blocks; here an array may hold up to twice its bytes.)"""
-        for larger in sorted(cached for cached, blocks in self._free.items()
+        free = self._free.copy()  # (a collection in this loop may give a block back to a
+        # new size; copied, not listed: a list's items can start a collection inside it)
+        for larger in sorted(cached for cached, blocks in free.items()
                              if size < cached <= 2 * size and blocks):
             block = self._cached(queue, larger)
             if block is not None:
@@ -403,7 +405,7 @@ class _Pool(_handle.Resource):
             if _returned:
                 _give_back_returned()
             blocks, kept = [], {}
-            for size, cached in self._free.items():
+            for size, cached in self._free.copy().items():  # (see _cached_larger)
                 for block in cached:  # a collected queue's still finishing: nothing to wait on
                     (kept.setdefault(size, []) if _finishing(block) else blocks).append(block)
             self._free.clear()
