@@ -144,6 +144,12 @@ def test_constructor_defaults_and_checks(queue):
     (np.datetime64(-1500, "ms"), "M8[s]", "not exactly a datetime64.s."),
     (np.timedelta64(1500, "ms"), "m8[s]", "not exactly a timedelta64.s."),
     (np.timedelta64(10**10, "D"), "m8[ns]", "not exactly a timedelta64.ns."),
+    (np.float64(2.7), "m8[s]", "not exactly a timedelta64.s..*would store .*2,'s'"),
+    (np.uint64(2**64 - 1), "m8[s]", "not exactly a timedelta64.s."),  # (it wrapped to -1 s)
+    (np.float32(3.5), "M8[D]", "not exactly a datetime64.D."),
+    # ...nor a datetime for a timedelta or the other way: numpy took the count (1500 s)
+    (np.datetime64(1500, "ms"), "m8[s]", "is a datetime64; the elements are timedelta64.s."),
+    (np.timedelta64(3, "D"), "M8[D]", "is a timedelta64; the elements are datetime64.D."),
 ])
 def test_fill_values_are_refused_where_they_would_change(queue, value, dtype, error):
     """``full`` and ``fill`` store a value exactly or refuse it, naming it: a fraction is no
@@ -152,7 +158,8 @@ def test_fill_values_are_refused_where_they_would_change(queue, value, dtype, er
     without NaN or infinity does not make another value of them (NaN became -0 in float4);
     a datetime in its unit does not go into a unit-less datetime array (its count was kept,
     its unit lost)."""
-    kind = TypeError if "number" in error or "stored as" in error else ValueError
+    kind = TypeError if "number" in error or "stored as" in error or "the elements are" in \
+        error else ValueError
     with pytest.raises(kind, match=error):
         ur_cffi.full(3, value, dtype, queue=queue)
     array = ur_cffi.zeros(3, dtype, queue=queue)

@@ -113,6 +113,10 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
             raise ValueError(f"{name} {value!r} does not fit in {dtype}")
         return np.array(number, dtype=dtype)
     if dtype.kind not in "fc" and not dtypes.is_floating(dtype):
+        if isinstance(value, (np.datetime64, np.timedelta64)) and \
+                dtype.kind != ("M" if isinstance(value, np.datetime64) else "m"):
+            raise TypeError(f"{name} {value!r} is a {type(value).__name__}; the elements "
+                            f"are {dtype}")  # (numpy casts one's count into the other)
         try:
             converted = np.array(value, dtype=dtype)
         except (TypeError, ValueError, OverflowError):
@@ -120,10 +124,13 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
         if converted.dtype != dtype:  # a datetime's unit into a generic datetime64
             raise TypeError(f"{name} {value!r} cannot be stored as {dtype} (numpy makes it "
                             f"{converted.dtype})")
-        if isinstance(value, (np.datetime64, np.timedelta64)) and not np.isnat(value) and \
-                converted.astype(value.dtype) != value:  # numpy truncates, or overflows
-            raise ValueError(f"{name} {value!r} is not exactly a {dtype} (a finer unit, or "
-                             f"out of its range): numpy would store {converted[()]!r}")
+        if dtype.kind in "mM" and not text and (
+                converted.astype(value.dtype) != value and not np.isnat(value)
+                if isinstance(value, (np.datetime64, np.timedelta64))
+                else int(converted.view(np.int64)) != value):  # numpy truncates, or wraps
+            raise ValueError(f"{name} {value!r} is not exactly a {dtype} (a finer unit, a "
+                             f"fraction, or out of its range): numpy would store "
+                             f"{converted[()]!r}")
         return converted
     if isinstance(value, (int, np.integer)):
         finite = True
