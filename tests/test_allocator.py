@@ -103,12 +103,11 @@ def test_a_large_block_serves_sizes_up_to_half_its_own(queue, rng):
 def test_a_collection_inside_the_search_for_a_larger_block_frees_safely(queue):
     """A collection that runs while the allocator looks through its larger cached blocks
     (every object allocation may start one) and frees an array of a size not cached yet: the
-    allocation raised "dictionary changed size during iteration"."""
+    allocation raised "dictionary changed size during iteration" (on the CPU device from the
+    third collection inside the search on)."""
     import sys
 
     mib = 1 << 20
-    ur_cffi.empty(3 * mib, np.uint8, queue=queue).close()  # a cached 3 MiB block
-    held = {"array": ur_cffi.empty(7 * mib, np.uint8, queue=queue)}  # a size not cached
 
     def in_the_search():
         frame = sys._getframe(2)
@@ -116,25 +115,33 @@ def test_a_collection_inside_the_search_for_a_larger_block_frees_safely(queue):
             frame = frame.f_back
         return frame is not None
 
-    seen = []
+    freed_inside = 0
+    for which in range(1, 8):  # the collection inside the search that frees the array
+        ur_cffi.empty(3 * mib, np.uint8, queue=queue).close()  # a cached 3 MiB block
+        held = {"array": ur_cffi.empty((7 + which) * mib, np.uint8, queue=queue)}  # (new)
+        seen = []
 
-    def collecting(phase, info):
-        if phase == "start" and held.get("array") is not None and in_the_search():
-            seen.append(None)
-            if len(seen) == 3:  # (the first ones come before the walk over the cache)
-                held["array"] = None  # what a finalizer this collection runs would do
-                held["freed"] = True
+        def collecting(phase, info):
+            if phase == "start" and held.get("array") is not None and in_the_search():
+                seen.append(None)
+                if len(seen) == which:
+                    held["array"] = None  # what a finalizer this collection runs would do
+                    held["freed"] = True
 
-    threshold = gc.get_threshold()
-    gc.callbacks.append(collecting)
-    gc.collect()
-    gc.set_threshold(1)  # a collection at each allocation of an object
-    try:
-        array = ur_cffi.empty(2 * mib, np.uint8, queue=queue)  # served by the 3 MiB block
-    finally:
-        gc.set_threshold(*threshold)
-        gc.callbacks.remove(collecting)
-    assert held.get("freed") and array.size == 2 * mib
+        threshold = gc.get_threshold()
+        gc.callbacks.append(collecting)
+        gc.collect()
+        gc.set_threshold(1)  # a collection at each allocation of an object
+        try:
+            array = ur_cffi.empty(2 * mib, np.uint8, queue=queue)  # the 3 MiB block serves
+        finally:
+            gc.set_threshold(*threshold)
+            gc.callbacks.remove(collecting)
+        assert array.size == 2 * mib
+        array.close()
+        freed_inside += bool(held.get("freed"))
+        held.clear()
+    assert freed_inside  # (the test reached the search)
 
 
 def test_free_and_reuse_never_finish_the_queue(queue, spin, axpy, rng):

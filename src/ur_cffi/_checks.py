@@ -119,7 +119,9 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
                             f"are {dtype}")  # (numpy casts one's count into the other)
         try:
             converted = np.array(value, dtype=dtype)
-        except (TypeError, ValueError, OverflowError):
+        except OverflowError:  # (past the unit's range, in the numpy versions that do not wrap)
+            raise ValueError(f"{name} {value!r} does not fit in {dtype}") from None
+        except (TypeError, ValueError):
             raise TypeError(f"{name} {value!r} cannot be stored as {dtype}") from None
         if converted.dtype != dtype:  # a datetime's unit into a generic datetime64
             raise TypeError(f"{name} {value!r} cannot be stored as {dtype} (numpy makes it "
