@@ -18,7 +18,6 @@ from ur_cffi.enums import (
     ur_device_type_t,
     ur_device_usm_access_capability_flag_t as usm_flag,
     ur_event_status_t,
-    ur_platform_info_t,
 )
 
 def test_lcg_reference_matches_a_plain_loop():
@@ -243,11 +242,12 @@ def test_struct_properties_own_their_memory():
 
 
 def test_an_adapter_made_from_a_handle_holds_a_reference_of_its_own(device):
-    # It took over the loader's: each collected wrapper released the loader's adapter, whose
-    # queries then failed and whose teardown crashed.
+    # It took over the loader's (as of UR_PLATFORM_INFO_ADAPTER's handle): each collected
+    # wrapper released the loader's adapter, whose queries then failed and whose teardown
+    # crashed.
     from ur_cffi import loader
 
-    handle = device.platform.info(ur_platform_info_t.UR_PLATFORM_INFO_ADAPTER)
+    handle = device.platform.adapter.handle  # (the loader's reference is the platform's)
     for _ in range(6):
         wrapper = loader.Adapter(handle)
         assert wrapper.backend == device.backend
