@@ -171,8 +171,9 @@ class Graph(_handle.Resource):
     """
 
     __slots__ = ("context", "device", "in_order", "native", "_auto", "_capabilities", "_why",
-                 "_state", "_commands", "_lock", "_recorders", "_blocks", "_finalized", "_broken_by", "_floor",
-                 "_memory", "_checked", "_latest_queue", "_replay_queue", "_timing")
+                 "_state", "_commands", "_lock", "_recorders", "_blocks", "_finalized",
+                 "_broken_by", "_floor", "_memory", "_checked", "_latest_queue", "_replay_queue",
+                 "_timing")
     _release_function = "urCommandBufferReleaseExp"
 
     def __init__(self, context, device=None, *, in_order: bool = True, native: bool | None = None):
@@ -314,9 +315,7 @@ class Graph(_handle.Resource):
                 return
             if self._blocks:
                 raise RuntimeError("finalize the graph after its recording blocks")
-            if self._broken_by is not None:
-                raise RuntimeError(f"the graph's recording block ended with {self._broken_by}: "
-                                   "it lacks what the block did not record; record a new graph")
+            self._check_unbroken()
             if self.native:
                 check(lib.urCommandBufferFinalizeExp(self._state.buffer),
                       "urCommandBufferFinalizeExp")
@@ -531,11 +530,14 @@ class Graph(_handle.Resource):
             raise ValueError(f"{what}: {queue!r} is not of the graph's context and device")
         return queue
 
-    def _recordable(self) -> None:
-        self.handle  # noqa: B018 - raises ClosedError
+    def _check_unbroken(self) -> None:
         if self._broken_by is not None:
             raise RuntimeError(f"the graph's recording block ended with {self._broken_by}: "
-                               "nothing more can be recorded into it; record a new graph")
+                               "it lacks what the block did not record; record a new graph")
+
+    def _recordable(self) -> None:
+        self.handle  # noqa: B018 - raises ClosedError
+        self._check_unbroken()
         if self._finalized:
             raise RuntimeError("the graph is finalized: nothing more can be recorded into it")
 

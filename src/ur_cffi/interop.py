@@ -30,6 +30,7 @@ from ._interrupts import hold_back_in, section
 from ._ur import ffi, lib
 from .enums import ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
+from .program import _check_context
 from .queue import recording
 from .memory import (ExportPin, USMArray, _after_earlier_work, _check_queue, _dtype,
                      _element_stride, _no_objects, _shape, _usm_type, asarray, show)
@@ -44,7 +45,7 @@ _KINDS = {int(ur_usm_type_t.UR_USM_TYPE_DEVICE): "device",
 def usm_kind(context, address: int) -> str | None:
     """``"device"``, ``"host"`` or ``"shared"`` for a USM address of ``context``; None for
     memory UR does not know as USM of that context."""
-    _check_context("usm_kind", context)
+    _check_context(context, "usm_kind: context")
     address = _checks.integer("usm_kind: address", address)
     return _KINDS.get(int(_usm_type(context.handle, address)))
 
@@ -52,7 +53,7 @@ def usm_kind(context, address: int) -> str | None:
 def allocation_bounds(context, address: int) -> tuple[int, int] | None:
     """``(base address, size)`` of the USM allocation of ``context`` that holds ``address``;
     None where UR does not say (an adapter without ``UR_USM_ALLOC_INFO_BASE_PTR``/``SIZE``)."""
-    _check_context("allocation_bounds", context)
+    _check_context(context, "allocation_bounds: context")
     address = _checks.integer("allocation_bounds: address", address)
     base, size = ffi.new("void **"), ffi.new("size_t *")
     pointer = ffi.cast("void *", address)
@@ -62,14 +63,6 @@ def allocation_bounds(context, address: int) -> tuple[int, int] | None:
                                      _NULL) or base[0] == _NULL or not size[0]:
         return None
     return int(ffi.cast("uintptr_t", base[0])), size[0]
-
-
-def _check_context(where: str, context) -> None:
-    from .context import Context
-
-    if not isinstance(context, Context):
-        raise TypeError(f"{where}: context must be a ur_cffi Context, not "
-                        f"{type(context).__name__} {context!r}")
 
 
 def _check_device_of(queue, address: int, where: str) -> None:

@@ -187,11 +187,11 @@ def _sizes(name: str, value, smallest: int = 1) -> tuple[int, ...]:
     return tuple(_checks.integer(name, s, smallest, _SIZE_MAX) for s in sizes)
 
 
-def _check_context(context) -> None:
+def _check_context(context, name: str = "context") -> None:
     from .context import Context
 
     if not isinstance(context, Context):
-        raise TypeError(f"context must be a ur_cffi Context, not {type(context).__name__} "
+        raise TypeError(f"{name} must be a ur_cffi Context, not {type(context).__name__} "
                         f"{context!r}")
 
 
