@@ -77,6 +77,8 @@ def test_device_usm_refuses_numpy_and_names_to_numpy(queue):
         np.asarray(array)
     with pytest.raises(TypeError, match=r"to_numpy\(\)"):
         np.add(array, 1)
+    with pytest.raises(TypeError, match=r"np.array\(\) take no device array.*to_numpy\(\)"):
+        np.array(array)  # (numpy 2 asks for a copy: CuPy and PyTorch refuse it too)
 
 
 def test_dlpack_round_trips_with_numpy(queue, rng):

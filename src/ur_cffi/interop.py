@@ -177,9 +177,9 @@ class _HostView:
 def to_host_view(array: USMArray, dtype=None, copy=None) -> np.ndarray:
     """``USMArray.__array__``: a numpy view of host or shared USM."""
     if array.kind == "device":
-        raise TypeError("device USM cannot be viewed from the host: np.asarray() of a device "
-                        "USMArray has nothing to point at; copy it with array.to_numpy() (or "
-                        "allocate with kind='host' or 'shared')")
+        raise TypeError("device USM cannot be read by the host: np.asarray() and np.array() "
+                        "take no device array (as with CuPy's and PyTorch's); copy it with "
+                        "array.to_numpy() (or allocate with kind='host' or 'shared')")
     if copy:
         host = array.to_numpy()
     else:
