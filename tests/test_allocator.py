@@ -144,6 +144,54 @@ def test_a_collection_inside_the_search_for_a_larger_block_frees_safely(queue):
     assert freed_inside  # (the test reached the search)
 
 
+def test_a_collection_inside_empty_cache_frees_safely(queue):
+    """A collection that runs while empty_cache() walks a pool's cache and frees an array of
+    a size not cached: the block was dropped with the cache's old lists, never freed (its
+    bytes stayed reserved and its context referenced)."""
+    import sys
+
+    def in_empty():
+        frame = sys._getframe(2)
+        while frame is not None and not (frame.f_code.co_name == "empty"
+                                         and frame.f_code.co_filename.endswith("allocator.py")):
+            frame = frame.f_back
+        return frame is not None
+
+    ur_cffi.empty_cache()
+    before = ur_cffi.memory_stats()
+    freed_inside = 0
+    for which in range(1, 9):  # the collection inside empty() that frees the array
+        for _ in range(3):
+            ur_cffi.empty(1000, np.uint8, queue=queue).close()  # cached blocks to walk over
+        held = {"array": ur_cffi.empty(70_000 + 512 * which, np.uint8, queue=queue)}
+        seen = []
+
+        def collecting(phase, info):
+            if phase == "start" and held.get("array") is not None and in_empty():
+                seen.append(None)
+                if len(seen) == which:
+                    held["array"] = None  # what a finalizer this collection runs would do
+                    held["freed"] = True
+
+        threshold = gc.get_threshold()
+        gc.callbacks.append(collecting)
+        gc.collect()
+        gc.set_threshold(1)  # a collection at each allocation of an object
+        try:
+            ur_cffi.empty_cache()
+        finally:
+            gc.set_threshold(*threshold)
+            gc.callbacks.remove(collecting)
+        freed_inside += bool(held.get("freed"))
+        held.clear()
+        ur_cffi.empty_cache()  # nothing in use: every block goes
+        stats = ur_cffi.memory_stats()
+        assert stats["reserved_bytes"] == before["reserved_bytes"], which
+        assert stats["ur_allocations"] - before["ur_allocations"] == \
+            stats["ur_frees"] - before["ur_frees"], which
+    assert freed_inside  # (the test reached the walk)
+
+
 def test_free_and_reuse_never_finish_the_queue(queue, spin, axpy, rng):
     """Allocate a temporary, launch on it, drop it: 50 times behind a kernel that spins until
     released.  Had any allocation or free finished the queue, the spinning kernel would have

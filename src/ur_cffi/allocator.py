@@ -248,7 +248,7 @@ class _Pool(_handle.Resource):
         caching a block of every size they take.  (Not split: PyTorch's and CuPy's allocators
         split large blocks; here an array may hold up to twice its bytes.)"""
         free = self._free.copy()  # (a collection in this loop may give a block back to a
-        # new size; copied, not listed: a list's items can start a collection inside it)
+        # new size; copied at once: building a list of its items can start a collection)
         for larger in sorted(cached for cached, blocks in free.items()
                              if size < cached <= 2 * size and blocks):
             block = self._cached(queue, larger)
@@ -404,12 +404,14 @@ class _Pool(_handle.Resource):
         with _lock:
             if _returned:
                 _give_back_returned()
-            blocks, kept = [], {}
-            for size, cached in self._free.copy().items():  # (see _cached_larger)
-                for block in cached:  # a collected queue's still finishing: nothing to wait on
-                    (kept.setdefault(size, []) if _finishing(block) else blocks).append(block)
-            self._free.clear()
-            self._free.update(kept)
+            blocks = []
+            cached, self._free = self._free, {}  # taken out at once: a collection in the loop
+            for size, sized in cached.items():  # may give a block back (to the new dict)
+                for block in sized:  # a collected queue's still finishing: nothing to wait on
+                    if _finishing(block):
+                        self._free.setdefault(size, []).append(block)
+                    else:
+                        blocks.append(block)
             return _free_blocks(self, blocks)
 
     def _release_all(self) -> int:
@@ -515,10 +517,10 @@ def _free_done(pool: _Pool, waiting: bool = False) -> int:
     """Free the blocks of released ``pool`` whose work has completed (``waiting``: all but
     those of a queue another thread is closing, after their work), and retire it once it holds
     none and has no memory in use (``_lock`` held); returns the first failing result or 0."""
-    cached = list(pool._free.items())  # taken out first: a collection in this loop may
-    pool._free.clear()  # give a block back to this pool, and free what it finds (nested)
+    cached, pool._free = pool._free, {}  # taken out at once: a collection in this loop may
+    # give a block back to this pool, and free what it finds (nested)
     done = []
-    for size, blocks in cached:
+    for size, blocks in cached.items():
         for block in blocks:
             events = ([block.event] if block.event is not None else []) + (block.waits or [])
             if not _finishing(block) and (waiting or all(map(_complete, events))):
