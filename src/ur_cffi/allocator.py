@@ -421,7 +421,7 @@ class _Pool(_handle.Resource):
     def renew_ur_pool(self) -> int:
         """Release the UR pool for a new one if none of its memory is in use (``_lock``
         held); returns the first failing result or 0."""
-        if self._ur_pool is None or self._handle is None or self.allocated_bytes:
+        if self._ur_pool is None or self._handle is None or self._holds_ur_memory():
             return 0
         fresh = _release.usm_pool(self.context_handle, self.device.handle)
         if fresh is None:
@@ -439,10 +439,16 @@ class _Pool(_handle.Resource):
         allocations freed before the pool): at the pool's release, or at the last block
         given back after it."""
         with _lock:  # a release (any thread) and a block given back after it may both come
-            if self._ur_pool is None or self.allocated_bytes:
+            if self._ur_pool is None or self._holds_ur_memory():
                 return 0
             ur_pool, self._ur_pool = self._ur_pool, None
         return self._release_ur_pool_handle(ur_pool)
+
+    def _holds_ur_memory(self) -> bool:
+        """Whether memory of the UR pool is in use or cached here, not yet freed (a block
+        kept for a queue that is being closed, or given back during an ``empty()``): UR
+        refuses to free it once the pool is released (INVALID_VALUE on the CUDA adapter)."""
+        return bool(self.allocated_bytes) or any(self._free.values())
 
     def _release_ur_pool_handle(self, ur_pool) -> int:
         result = lib.urUSMPoolRelease(ur_pool)
