@@ -3,6 +3,7 @@ without a wait, ordered by events on another queue, host memory only once its wo
 statistics, ``empty_cache``, the memory limit with its retry; and no queue finish on free,
 checked with a kernel that spins until the test lets it go (order, not timing, decides)."""
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -18,6 +19,7 @@ import crash_probe
 import ur_cffi
 from concurrency import run_in_threads
 from ur_cffi import _handle
+from ur_cffi.allocator import _Pool
 from ur_cffi.enums import ur_event_status_t
 from ur_cffi.errors import InvalidUsmSizeError
 
@@ -100,43 +102,49 @@ def test_a_large_block_serves_sizes_up_to_half_its_own(queue, rng):
     assert ur_cffi.memory_stats()["ur_allocations"] - before["ur_allocations"] <= 12
 
 
+@contextlib.contextmanager
+def _freeing_at_a_collection_inside(code, held: dict, which: int):
+    """While the block runs, a collection at each allocation of an object; the ``which``-th
+    that starts inside ``code`` (a function's code object) drops ``held["array"]``, as a
+    finalizer that collection ran would, and sets ``held["freed"]``."""
+    seen = []
+
+    def inside() -> bool:
+        frame = sys._getframe(2)  # (under this function and the callback)
+        while frame is not None and frame.f_code is not code:
+            frame = frame.f_back
+        return frame is not None
+
+    def collecting(phase, info):
+        if phase == "start" and held.get("array") is not None and inside():
+            seen.append(None)
+            if len(seen) == which:
+                held["array"] = None
+                held["freed"] = True
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(collecting)
+    gc.collect()
+    gc.set_threshold(1)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(collecting)
+
+
 def test_a_collection_inside_the_search_for_a_larger_block_frees_safely(queue):
     """A collection that runs while the allocator looks through its larger cached blocks
     (every object allocation may start one) and frees an array of a size not cached yet: the
     allocation raised "dictionary changed size during iteration" (on the CPU device from the
     third collection inside the search on)."""
-    import sys
-
     mib = 1 << 20
-
-    def in_the_search():
-        frame = sys._getframe(2)
-        while frame is not None and frame.f_code.co_name != "_cached_larger":
-            frame = frame.f_back
-        return frame is not None
-
     freed_inside = 0
     for which in range(1, 8):  # the collection inside the search that frees the array
         ur_cffi.empty(3 * mib, np.uint8, queue=queue).close()  # a cached 3 MiB block
         held = {"array": ur_cffi.empty((7 + which) * mib, np.uint8, queue=queue)}  # (new)
-        seen = []
-
-        def collecting(phase, info):
-            if phase == "start" and held.get("array") is not None and in_the_search():
-                seen.append(None)
-                if len(seen) == which:
-                    held["array"] = None  # what a finalizer this collection runs would do
-                    held["freed"] = True
-
-        threshold = gc.get_threshold()
-        gc.callbacks.append(collecting)
-        gc.collect()
-        gc.set_threshold(1)  # a collection at each allocation of an object
-        try:
+        with _freeing_at_a_collection_inside(_Pool._cached_larger.__code__, held, which):
             array = ur_cffi.empty(2 * mib, np.uint8, queue=queue)  # the 3 MiB block serves
-        finally:
-            gc.set_threshold(*threshold)
-            gc.callbacks.remove(collecting)
         assert array.size == 2 * mib
         array.close()
         freed_inside += bool(held.get("freed"))
@@ -148,15 +156,6 @@ def test_a_collection_inside_empty_cache_frees_safely(queue):
     """A collection that runs while empty_cache() walks a pool's cache and frees an array of
     a size not cached: the block was dropped with the cache's old lists, never freed (its
     bytes stayed reserved and its context referenced)."""
-    import sys
-
-    def in_empty():
-        frame = sys._getframe(2)
-        while frame is not None and not (frame.f_code.co_name == "empty"
-                                         and frame.f_code.co_filename.endswith("allocator.py")):
-            frame = frame.f_back
-        return frame is not None
-
     ur_cffi.empty_cache()
     before = ur_cffi.memory_stats()
     freed_inside = 0
@@ -164,24 +163,8 @@ def test_a_collection_inside_empty_cache_frees_safely(queue):
         for _ in range(3):
             ur_cffi.empty(1000, np.uint8, queue=queue).close()  # cached blocks to walk over
         held = {"array": ur_cffi.empty(70_000 + 512 * which, np.uint8, queue=queue)}
-        seen = []
-
-        def collecting(phase, info):
-            if phase == "start" and held.get("array") is not None and in_empty():
-                seen.append(None)
-                if len(seen) == which:
-                    held["array"] = None  # what a finalizer this collection runs would do
-                    held["freed"] = True
-
-        threshold = gc.get_threshold()
-        gc.callbacks.append(collecting)
-        gc.collect()
-        gc.set_threshold(1)  # a collection at each allocation of an object
-        try:
+        with _freeing_at_a_collection_inside(_Pool.empty.__code__, held, which):
             ur_cffi.empty_cache()
-        finally:
-            gc.set_threshold(*threshold)
-            gc.callbacks.remove(collecting)
         freed_inside += bool(held.get("freed"))
         held.clear()
         ur_cffi.empty_cache()  # nothing in use: every block goes
