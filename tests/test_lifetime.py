@@ -427,6 +427,72 @@ TEARDOWN = textwrap.dedent("""
 """)
 
 
+GARBAGE_CYCLE = textwrap.dedent("""
+    import gc
+    import numpy as np
+    import ur_cffi
+    import device_under_test
+
+    device = device_under_test.get()
+    read, taken = [], []
+
+
+    class Taker:  # garbage of the same collection whose finalizer allocates
+        def __init__(self, queue, n):
+            self.queue, self.n, self.me = queue, n, self
+
+        def __del__(self):
+            taken.append(ur_cffi.full(self.n, np.nan, np.float32, queue=self.queue))
+
+
+    class Holder:  # garbage whose finalizer uses the ur_cffi objects it holds
+        def __init__(self, **objects):
+            self.__dict__.update(objects)
+            self.me = self
+
+        def __del__(self):
+            self.queue.finish()
+            self.event.wait()
+            self.scratch.fill(3.0)
+            read.append((self.array.to_numpy(), self.host_view.copy(),
+                         self.scratch.to_numpy()))
+
+
+    data = np.random.default_rng().standard_normal(1 << 16).astype(np.float32)
+    for _ in range(3):
+        queue = ur_cffi.Queue(device.create_context(), device)
+        Taker(queue, data.size)
+        host = ur_cffi.asarray(data, queue=queue, kind="host")
+        host_view = np.asarray(host)
+        host.close()  # its memory stays for the numpy view
+        scratch = ur_cffi.full(8, np.nan, np.float32, queue=queue)
+        Holder(queue=queue, array=ur_cffi.asarray(data, queue=queue), host_view=host_view,
+               event=scratch.fill(2.0, blocking=False), scratch=scratch)
+        Taker(queue, data.size)
+        del queue, host, host_view, scratch
+        gc.collect()
+        assert len(taken) == 2, taken
+        taken.clear()
+    assert len(read) == 3, read
+    for device_copy, host_copy, scratch in read:
+        assert np.array_equal(device_copy, data), "the device array read other data"
+        assert np.array_equal(host_copy, data), "the numpy view read other data"
+        assert (scratch == 3.0).all(), scratch
+    print("ok")
+""")
+
+
+def test_finalizers_in_a_garbage_cycle_still_use_its_ur_cffi_objects():
+    """The collector calls weak references' callbacks (which released queues, arrays, pools)
+    before the finalizers of the same garbage: a finalizer that read an array of its cycle
+    read memory another finalizer's allocation had taken; one that finished its queue
+    crashed in urEnqueueEventsWaitWithBarrier; its Event was closed."""
+    done = crash_probe.run_child(code=GARBAGE_CYCLE, check=False, timeout=100)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"
+    assert "Exception ignored" not in done.stderr, done.stderr[-3000:]
+
+
 STATS_ACROSS_TEARDOWN = textwrap.dedent("""
     import gc
     import numpy as np

@@ -9,6 +9,7 @@ closed or collected (a weak reference's callback), and at loader teardown newest
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import weakref
@@ -89,7 +90,48 @@ def _release_entry(serial: int) -> int:
 def _collected(owner_ref: _OwnerRef) -> None:
     entry = _live.pop(owner_ref.serial, None)  # _release_entry, inlined: a hot path
     if entry is not None and not _forked:
-        entry[1](*entry[2])
+        if collecting[0]:
+            after_collection.append((entry[1], entry[2]))
+        else:
+            entry[1](*entry[2])
+
+
+# A garbage collection calls the weak references' callbacks of its garbage before the
+# finalizers (``__del__``) of the same garbage, which may still use the owners: releases for
+# owners collected meanwhile wait in ``after_collection`` until it has ended.  (An owner that
+# a finalizer keeps alive still has its handle released then, as a C extension's would.)
+collecting = [False]
+after_collection: list = []  # (release function, its arguments)
+
+
+def run_after_collection(release, *args) -> None:
+    """``release(*args)`` now, or once the garbage collection running now has ended."""
+    if collecting[0]:
+        after_collection.append((release, args))
+    else:
+        release(*args)
+
+
+@_interrupts.hold_back_in  # a release is never cut in half by Ctrl-C (_interrupts)
+def _on_collection(phase: str, _info) -> None:
+    if phase == "start":
+        collecting[0] = True
+        return
+    collecting[0] = False
+    failed = None
+    while after_collection:
+        release, args = after_collection.pop(0)
+        if _forked:
+            continue
+        try:
+            release(*args)
+        except Exception as error:  # the others still run; the collector prints it
+            failed = error
+    if failed is not None:
+        raise failed
+
+
+gc.callbacks.append(_on_collection)
 
 
 
@@ -109,6 +151,10 @@ def release_all(enqueue_lock, closed_first: tuple = ()) -> None:
         for owner in live_owners(closed_first):
             owner._handle = None
     with section:
+        while after_collection:  # (a teardown inside a collection: children first)
+            release, args = after_collection.pop(0)
+            if not _forked:
+                release(*args)
         while _events:
             _, handle = _events.popitem()
             if not _forked:

@@ -147,6 +147,9 @@ class _Pool(_handle.Resource):
     def _context_collected(self, _ref) -> None:
         if _lock is None:  # at interpreter exit, module globals gone: teardown releases it
             return
+        _handle.run_after_collection(self._release_for_collected_context)
+
+    def _release_for_collected_context(self) -> None:
         if not _lock.acquire(blocking=False):  # see give_back
             _returned.append((self, None, None))
             return

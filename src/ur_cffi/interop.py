@@ -25,7 +25,7 @@ import weakref
 
 import numpy as np
 
-from . import _checks, _strided, allocator
+from . import _checks, _handle, _strided, allocator
 from ._interrupts import hold_back_in, section
 from ._ur import ffi, lib
 from .enums import ur_usm_alloc_info_t, ur_usm_type_t
@@ -471,7 +471,7 @@ class _Consumed:
     def __del__(self):
         deleter = getattr(self, "deleter", None)
         if deleter:
-            deleter(self.address)
+            _handle.run_after_collection(deleter, self.address)
 
 
 def from_dlpack(x, *, queue, copy=None) -> USMArray:

@@ -185,7 +185,7 @@ class ExportPin:
         exports = root._exports
         exports.discard(id(self))
         if not exports and root._handle is None:  # closed meanwhile: its release waits here
-            _handle._release_entry(root._serial)  # once: it pops the registry's entry
+            _handle.run_after_collection(_handle._release_entry, root._serial)  # (pops it)
 
 
 _exports_lock = threading.Lock()  # never taken by a finalizer

@@ -11,6 +11,7 @@ from time import perf_counter
 
 from . import _checks, _durations, _handle, _interrupts, _waiting
 from ._handle import _events, _live, _serials
+from ._handle import collecting as _collecting
 from ._interrupts import Lock, hold_back_in, section
 from ._ur import ffi, lib
 from .enums import (
@@ -162,6 +163,15 @@ def release_orphans(wait: bool = False) -> None:
                 _orphans.append((handle, keep_alive))
 
 
+def _release_event(serial: int) -> None:
+    """Release the UR event of the Event numbered ``serial`` (a dropped one's)."""
+    handle = _events.pop(serial, None)
+    if handle is None:  # one with memory to keep, or closed already
+        _handle._release_entry(serial)
+    elif not _handle._forked:
+        _event_release(handle)
+
+
 class Event(_handle.Resource):
     """The completion of one enqueued command.  Keeps its queue alive, and the memory the
     command reads or writes (``keep_alive``) until the command has completed, even if this
@@ -196,13 +206,13 @@ class Event(_handle.Resource):
     @hold_back_in
     def __del__(self):
         try:
-            handle = _events.pop(self._serial, None)
+            serial = self._serial
         except AttributeError:  # __init__ did not get as far
             return
-        if handle is None:  # one with memory to keep, or closed already
-            _handle._release_entry(self._serial)
-        elif not _handle._forked:
-            _event_release(handle)
+        if _collecting[0]:  # other finalizers of the same garbage may wait for it (_handle)
+            _handle.after_collection.append((_release_event, (serial,)))
+        else:
+            _release_event(serial)
 
     def close(self) -> None:
         """Release the UR event now (its command still runs); closing twice is harmless."""
