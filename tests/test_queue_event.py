@@ -189,6 +189,23 @@ def test_an_event_takes_only_an_event_handle(queue):
             ur_cffi.Event(handle, queue)
 
 
+def test_an_event_refuses_a_handle_another_event_owns(queue, rng):
+    """``Event(other.handle, queue)`` was taken: two owners, two urEventRelease calls for one
+    reference, and later events crashed on the freed one."""
+    data = rng.standard_normal(1 << 16)
+    array = ur_cffi.empty(data.size, np.float64, queue=queue)
+    first = array.copy_from(data, blocking=False)
+    with pytest.raises(ValueError, match="is owned already"):
+        ur_cffi.Event(first.handle, queue)
+    filled = array.fill(np.nan, blocking=False)
+    with pytest.raises(ValueError, match="is owned already"):
+        ur_cffi.Event(filled.handle, queue)
+    filled.wait()
+    first.wait()
+    assert first.status == ur_cffi.enums.ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+    assert np.isnan(array.to_numpy()).all()
+
+
 @pytest.mark.parametrize("n", [1, 777, 100_003])
 def test_async_copies_on_an_out_of_order_queue_are_ordered_by_events(context, device, rng, n):
     x = rng.standard_normal(n)

@@ -435,7 +435,7 @@ class Graph(_handle.Resource):
                 queue._last_event = None  # Queue.finish has no event of the latest command
                 return None
             lib.urEventRetain(out[0])
-            return ReplayEvent(out[0], queue)
+            return ReplayEvent._of(out[0], queue)
 
     def _enqueue_each(self, queue: Queue, out_of_order: bool, count, events, out) -> tuple:
         """Enqueue the commands one by one (a graph that is no command buffer) on ``queue``;

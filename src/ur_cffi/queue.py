@@ -32,6 +32,7 @@ _COMPLETE = int(ur_event_status_t.UR_EVENT_STATUS_COMPLETE)
 _STATUS_SIZE = ffi.sizeof("ur_event_status_t")
 _EVENT_HANDLE = ffi.typeof("ur_event_handle_t")
 _event_release = lib.urEventRelease
+_new_event = object.__new__
 _flush = lib.urQueueFlush
 _get_ident = threading.get_ident
 _finish_calls = itertools.count()  # (tuples that differ: list.remove takes its own)
@@ -88,7 +89,7 @@ def enqueue_command(queue: Queue, function, args: tuple, wait_for, keep_alive: t
                     queue._note_work(None, 1)
             if result:
                 check(result, failed.__name__)
-            event = (SeveralCommandsEvent if before else Event)(out[0], queue, keep_alive)
+            event = (SeveralCommandsEvent if before else Event)._of(out[0], queue, keep_alive)
         except BaseException:
             adopt(out[0], keep_alive)
             raise
@@ -181,12 +182,28 @@ class Event(_handle.Resource):
     _release_function = "urEventRelease"
 
     def __init__(self, handle, queue: Queue, keep_alive: tuple = ()):
+        """Own ``handle``, the caller's reference to the event of a command enqueued on
+        ``queue`` with the raw layer; ``keep_alive``: objects to hold until it completes."""
         if not isinstance(handle, ffi.CData) or ffi.typeof(handle) is not _EVENT_HANDLE or \
                 handle == ffi.NULL:
             raise TypeError(f"Event takes a non-null ur_event_handle_t, not {handle!r}")
         if not isinstance(queue, Queue):  # before the handle is taken
             raise TypeError(f"Event's queue must be the ur_cffi Queue of its command, not "
                             f"{type(queue).__name__} {queue!r}")
+        if _handle.owns(handle) or any(handle == orphan for orphan, _ in list(_orphans)):
+            raise ValueError(f"Event: handle {handle!r} is owned already (by an Event, which "
+                             "releases it): use that Event; Event() takes a reference no "
+                             "ur_cffi object holds")
+        self._take(handle, queue, keep_alive)
+
+    @classmethod
+    def _of(cls, handle, queue: Queue, keep_alive: tuple = ()) -> Event:
+        """The Event of a command ur_cffi has just enqueued, ``handle`` its new event."""
+        event = _new_event(cls)
+        event._take(handle, queue, keep_alive)
+        return event
+
+    def _take(self, handle, queue: Queue, keep_alive: tuple) -> None:
         if _orphans:
             release_orphans()
         # (program._launch makes a launch's Event without this call: keep the two alike.)
@@ -617,7 +634,7 @@ class Queue(_handle.Resource):
         """
         if recording and self in recording:
             handle = raw_barrier(self, keep_event=True)
-            return Event(handle, self)._is_done if handle is not None else _done
+            return Event._of(handle, self)._is_done if handle is not None else _done
         return self.barrier()._is_done
 
     def flush(self) -> None:

@@ -400,7 +400,7 @@ class URDriver(DriverBase):
                             return None
                     slot[0] = None
                     try:
-                        self._last_event = Event(handle, queue)
+                        self._last_event = Event._of(handle, queue)
                     except BaseException:
                         adopt(handle)
                         raise
