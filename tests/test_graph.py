@@ -777,6 +777,41 @@ def test_a_replay_refuses_closed_memory(updatable, add, queue, rng):
     graph.close()
 
 
+class Wrapper:
+    """A tensor class of another library over a ur_cffi array: only data_ptr() and dtype."""
+
+    def __init__(self, array):
+        self.array, self.dtype = array, array.dtype
+
+    def data_ptr(self):
+        return self.array.data_ptr()
+
+
+def test_a_replay_refuses_an_array_closed_under_a_wrapper(updatable, tq, rng):
+    """A Triton launch recorded with a wrapper's address replayed on it after its array was
+    closed, on memory the caching allocator had given to another array."""
+    n = 4 * BLOCK
+    x, y = (ur_cffi.asarray(random32(rng, n), queue=tq) for _ in range(2))
+    out = ur_cffi.full(n, np.nan, np.float32, queue=tq)
+    graph = ur_cffi.Graph(tq.context, native=updatable)
+    with graph.recording(tq):
+        kernels.add[(4,)](Wrapper(x), y, out, n, BLOCK=BLOCK)
+    graph.replay(tq).wait()
+    assert np.array_equal(out.to_numpy(), f32(x.to_numpy().astype(np.float64) + y.to_numpy()))
+    x.close()
+    ur_cffi.asarray(random32(rng, n), queue=tq)  # (may take x's memory)
+    out.fill(np.nan)
+    with pytest.raises(ClosedError, match=r"command 0 \(launch of kernel 'add', argument 0\) "
+                                          "uses a USMArray that is closed"):
+        graph.replay(tq)
+    graph.commands[0].update(y_ptr=ur_cffi.asarray(random32(rng, n), queue=tq))
+    with pytest.raises(ClosedError, match=r"argument 0\) uses a USMArray that is closed"):
+        graph.replay(tq)  # (an update of another argument kept what the wrapper passed)
+    tq.finish()
+    assert np.isnan(out.to_numpy()).all()
+    graph.close()
+
+
 def test_graph_cycles_hold_nothing(native, add, queue, rng):
     """1000 graphs made, recorded, replayed and closed give back every kernel reference;
     replaying one by one, resident memory does not grow.  (A UR command buffer with a launch,

@@ -454,6 +454,16 @@ def test_closed_memory_is_named(tq, rng):
     assert np.isnan(y.to_numpy()).all()
 
 
+class Wrapper:
+    """A tensor class of another library over a ur_cffi array: only data_ptr() and dtype."""
+
+    def __init__(self, array):
+        self.array, self.dtype = array, array.dtype
+
+    def data_ptr(self):
+        return self.array.data_ptr()
+
+
 def test_empty_grid_launches_nothing(tq, rng):
     n = int(rng.integers(10, 100))
     x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
@@ -840,6 +850,25 @@ def test_prepare_checks_like_a_launch_and_refuses_closed_memory(tq, rng):
     scale[(1,)](x, y, 2.0, n, BLOCK=1024)
     tq.finish()
     np.testing.assert_allclose(y.to_numpy(), 2.0 * x.to_numpy().astype(np.float64), rtol=1e-6)
+
+
+def test_a_prepared_launch_refuses_an_array_closed_under_a_wrapper(tq, rng):
+    """It launched on the closed array's address, which the caching allocator had given to
+    the next array of its size: it computed from that array's data."""
+    n = int(rng.integers(100, 1000))
+    data = random32(rng, n)
+    x, y = ur_cffi.asarray(data, queue=tq), poisoned(n, tq)
+    launch = ur_triton.prepare(scale, (1,), Wrapper(x), y, 2.0, n, BLOCK=1024)
+    launch(event=False)
+    tq.finish()
+    np.testing.assert_allclose(y.to_numpy(), 2.0 * data.astype(np.float64), rtol=1e-6)
+    x.close()
+    reusing = ur_cffi.asarray(random32(rng, n), queue=tq)  # (may take x's memory)
+    y.fill(np.nan)
+    with pytest.raises(ur_cffi.ClosedError, match="argument 0: USMArray is closed"):
+        launch()
+    tq.finish()
+    assert np.isnan(y.to_numpy()).all() and not reusing.closed
 
 
 # --- benchmarking ----------------------------------------------------------------------------

@@ -648,8 +648,8 @@ class Graph(_handle.Resource):
                 what = f"command {index} ({command.kind}"
                 if command.kind == "launch":
                     what += f" of kernel {command.kernel.name!r}"
-                    position = next((i for i, arg in enumerate(command.args)
-                                     if memory_of(arg) is resource), None)
+                    position = next((i for i, memory in enumerate(command.memories)
+                                     if memory is resource), None)
                     if position is not None:
                         what += f", argument {position}"
                 raise _handle.ClosedError(f"replay: {what}) uses a {type(resource).__name__} "
@@ -900,7 +900,7 @@ class _Launch:
 
     __slots__ = ("kind", "kernel", "handle", "launcher", "properties", "count", "dims",
                  "offsets", "global_sizes", "local_sizes", "sizes", "block", "arguments",
-                 "words", "args", "keep", "deps", "point", "command")
+                 "words", "args", "memories", "keep", "deps", "point", "command")
     function_name = _release.LAUNCH
     append_name = ("urCommandBufferAppendKernelLaunchWithArgsExp"
                    if _release.HAS_APPEND_WITH_ARGS else "urCommandBufferAppendKernelLaunchExp")
@@ -910,6 +910,7 @@ class _Launch:
         self.kind, self.kernel, self.handle = "launch", kernel, kernel.handle
         self.launcher, self.command = launcher, None
         self.count, self.properties = call_args[4], call_args[6]
+        self.args = self.memories = ()
         self.adopt(_Snapshot(_launch_sizes(call_args),
                              *_release.copy_arguments(call_args[5], self.count), args, keep))
 
@@ -918,10 +919,16 @@ class _Launch:
         self.dims, self.offsets, self.sizes = new.dims, new.offsets, new.sizes
         self.global_sizes, self.local_sizes = new.global_sizes, new.local_sizes
         self.block, self.arguments, self.words = new.block, new.arguments, new.words
+        # The memory each argument passes, found once (a wrapper's array is found by its
+        # data_ptr(), which raises once that array is closed): the same as before for the
+        # arguments an update keeps.
+        known = {id(arg): memory for arg, memory in zip(self.args, self.memories)}
+        self.memories = tuple(known[id(arg)] if id(arg) in known else memory_of(arg)
+                              for arg in new.args)
         self.args, self.keep = new.args, new.keep
 
     def memory(self) -> list:
-        return [memory for memory in map(memory_of, self.args) if memory is not None]
+        return [memory for memory in self.memories if memory is not None]
 
     def enqueue(self, queue, count, events, out) -> int:
         return _release.enqueue_launch(queue, self.handle, self.dims, self.offsets,

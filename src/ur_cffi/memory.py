@@ -315,11 +315,31 @@ def _host_reads_now(queue: Queue, wait_for, what: str, needed: str) -> tuple:
 def memory_of(arg):
     """The ur_cffi memory a kernel argument passes: ``arg`` itself if it is a USMArray or
     Buffer, the array under a wrapper that passes its address (Triton's ``reinterpret`` keeps it
-    as ``base``), else None.  What a launch checked once must check is still open."""
+    as ``base``; another wrapper's ``data_ptr()`` is looked up among the open arrays), else
+    None.  What a launch checked once must check is still open."""
     if isinstance(arg, (USMArray, Buffer)):
         return arg
-    base = getattr(arg, "base", None) if hasattr(arg, "data_ptr") else None
-    return base if isinstance(base, (USMArray, Buffer)) else None
+    if not hasattr(arg, "data_ptr"):
+        return None
+    base = getattr(arg, "base", None)
+    if isinstance(base, (USMArray, Buffer)):
+        return base
+    try:
+        address = arg.data_ptr()
+    except Exception:  # (closed: the launch that asks refuses it itself)
+        return None
+    return _array_holding(address) if type(address) is int else None
+
+
+def _array_holding(address: int) -> USMArray | None:
+    """The open USMArray whose memory from the caching allocator holds ``address``, or None
+    (a scan of the registry)."""
+    for entry in list(_handle._live.values()):
+        if entry[1] is _give_back:
+            block = entry[2][1]
+            if block.address <= address < block.address + block.size:
+                return entry[0]()
+    return None
 
 
 def _span_fits(array: USMArray, reading: bool) -> bool:

@@ -650,7 +650,7 @@ class PreparedLaunch:
     enqueues it.  It holds its kernel, queue and arguments."""
 
     __slots__ = ("kernel", "queue", "args", "launcher", "_call_args", "_buffers", "_released",
-                 "_launch_args")
+                 "_launch_args", "_memories")
 
     def __init__(self, kernel: Kernel, queue: Queue, args: tuple, call_args: tuple,
                  held: tuple, launcher=None):
@@ -661,6 +661,8 @@ class PreparedLaunch:
         self._call_args = call_args
         self._launch_args = _without_event(call_args)
         self._released, self._buffers = held
+        self._memories = tuple((index, memory) for index, memory in enumerate(map(memory_of, args))
+                               if memory is not None)  # (an array, or one under a wrapper)
 
     def __call__(self, *, wait_for=(), event: bool = True) -> Event | None:
         """Enqueue the launch; returns its Event, or None with ``event=False``.  Raises
@@ -668,9 +670,8 @@ class PreparedLaunch:
         if event is not True and event is not False:
             event = _checks.flag("event", event)
         if self._released != _handle.released:
-            for index, arg in enumerate(self.args):
-                memory = memory_of(arg)  # an array, or one under a wrapper (triton.reinterpret)
-                if memory is not None and memory.closed:
+            for index, memory in self._memories:
+                if memory.closed:
                     raise _handle.ClosedError(
                         f"prepared launch of {self.kernel.name!r}, argument {index}: "
                         f"{type(memory).__name__} is closed")
