@@ -464,6 +464,28 @@ class Wrapper:
         return self.array.data_ptr()
 
 
+def test_closed_memory_under_a_wrapper_is_named(tq, rng):
+    n = 256
+    x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
+    closed = ur_cffi.empty(n, np.float32, queue=tq)
+    closed.close()
+    with pytest.raises(ur_cffi.ClosedError, match="kernel 'add': argument 'y_ptr': USMArray "
+                                                  "is closed"):
+        add[(2,)](x, Wrapper(closed), y, n, BLOCK=128)
+    assert np.isnan(y.to_numpy()).all()
+
+
+def test_an_array_of_a_dtype_triton_lacks_is_named(tq, rng):
+    n = 256
+    x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
+    for dtype in (np.complex64, np.dtype(">f4")):
+        other = ur_cffi.zeros(n, dtype, queue=tq)
+        with pytest.raises(TypeError, match=r"kernel 'add': argument 'y_ptr': an array of "
+                                            r"dtype '(complex64|>f4)' .* no element type"):
+            add[(2,)](x, other, y, n, BLOCK=128)
+    assert np.isnan(y.to_numpy()).all()
+
+
 def test_empty_grid_launches_nothing(tq, rng):
     n = int(rng.integers(10, 100))
     x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
@@ -869,6 +891,18 @@ def test_a_prepared_launch_refuses_an_array_closed_under_a_wrapper(tq, rng):
         launch()
     tq.finish()
     assert np.isnan(y.to_numpy()).all() and not reusing.closed
+
+
+def test_another_contexts_array_under_a_wrapper_is_named_so(tq, device, rng):
+    n = 256
+    y = poisoned(n, tq)
+    with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
+        elsewhere = ur_cffi.asarray(random32(rng, n), queue=queue)
+        for wrapped in (Wrapper(elsewhere), triton.reinterpret(elsewhere, tl.float32)):
+            with pytest.raises(ValueError, match="argument 'x_ptr' of kernel 'scale': its "
+                                                 "USMArray belongs to another context"):
+                scale[(1,)](wrapped, y, 2.0, n, BLOCK=1024)
+    assert np.isnan(y.to_numpy()).all()
 
 
 # --- benchmarking ----------------------------------------------------------------------------

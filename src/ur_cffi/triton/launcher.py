@@ -440,6 +440,10 @@ class Launcher:
         else:
             address = arg
         if address and not is_usm(queue.context, address):
+            memory = memory_of(arg) if not isinstance(arg, int) else None
+            if memory is not None and memory.context is not queue.context:
+                raise ValueError(f"{where}: its {type(memory).__name__} belongs to another "
+                                 "context than the launch queue")
             raise ValueError(f"{where}: address 0x{address:x} is not USM memory of the launch "
                              "queue's context (host memory such as a numpy array's cannot be "
                              "passed; copy it with ur_cffi.asarray(x, queue=queue))")
@@ -601,9 +605,21 @@ def _explain_closed(function, args, kwargs, error) -> None:
     """Raise ``ClosedError`` naming the closed memory among the arguments."""
     for name, value in _named_arguments(function, args, kwargs):
         memory = memory_of(value)
-        if memory is not None and memory.closed:
+        if memory.closed if memory is not None else _data_ptr_raises_closed(value):
             raise _handle.ClosedError(f"kernel {function.__name__!r}: argument {name!r}: "
                                       f"{error}") from None
+
+
+def _data_ptr_raises_closed(value) -> bool:
+    """Whether ``value`` has a ``data_ptr()`` that raises ``ClosedError`` (a wrapper of a
+    closed array)."""
+    try:
+        value.data_ptr()
+    except _handle.ClosedError:
+        return True
+    except Exception:  # no data_ptr(), or another fault: not this one
+        return False
+    return False
 
 
 def _jit_function(kernel):
@@ -646,6 +662,10 @@ def _explain_host_arrays(function, args, kwargs) -> None:
         if hasattr(value, "data_ptr") and not isinstance(value, USMArray):
             _checked_address(f"argument {name!r} of kernel {function.__name__!r}",
                              value.data_ptr(), value)  # Triton's specialization: it % 16
+        if hasattr(value, "data_ptr") and hasattr(value, "dtype") and \
+                element_type(value.dtype) is None:
+            raise TypeError(f"kernel {function.__name__!r}: argument {name!r}: "
+                            f"{_no_element_type(str(value.dtype))}") from None
         if hasattr(value, "dtype") and not hasattr(value, "data_ptr"):
             raise TypeError(
                 f"kernel {function.__name__!r}: argument {name!r} is a "
@@ -723,6 +743,9 @@ class _ElementTypes(dict):
     """Triton's dtype-name table, raising a ``TypeError`` that says what Triton takes."""
 
     def __missing__(self, name):
-        raise TypeError(f"an array of dtype {name!r} was passed to a Triton kernel: Triton has "
-                        "no element type for it (it takes numbers in native byte order: "
-                        "float32, int64, float16, ...)")
+        raise TypeError(_no_element_type(name))
+
+
+def _no_element_type(name: str) -> str:
+    return (f"an array of dtype {name!r} was passed to a Triton kernel: Triton has no element "
+            "type for it (it takes numbers in native byte order: float32, int64, float16, ...)")
