@@ -149,10 +149,11 @@ def test_profiling_timestamps_increase(context, device, build_triton, rng):
 
 def test_profiling_needs_a_profiling_queue(queue):
     event = ur_cffi.zeros(10, queue=queue).fill(1.0)
-    with pytest.raises(errors.ProfilingInfoNotAvailableError) as raised:
-        event.start_ns
+    with pytest.raises(errors.ProfilingInfoNotAvailableError,
+                       match="COMMAND_START: the Event's queue was made without "
+                             "profiling=True") as raised:
+        event.start_ns  # (UR's own error did not say why)
     assert isinstance(raised.value, NotImplementedError)
-    assert raised.value.function == "urEventGetProfilingInfo"
     from ur_cffi.enums import ur_event_info_t
 
     for prop in (12345, None, "UR_PROFILING_INFO_COMMAND_START",

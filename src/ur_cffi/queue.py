@@ -292,6 +292,11 @@ class Event(_handle.Resource):
         queue was created with ``profiling=True`` and the command has reached that point (an
         end before the command ended: :attr:`elapsed_ns` waits first)."""
         _check_profiling_info(prop)
+        if not self.queue.profiling:
+            self.handle  # noqa: B018 - raises ClosedError
+            raise ProfilingInfoNotAvailableError(
+                int(ur_result_t.UR_RESULT_ERROR_PROFILING_INFO_NOT_AVAILABLE), "Event.profiling",
+                f"{prop.name}: the Event's queue was made without profiling=True")
         return query("urEventGetProfilingInfo", self.handle, prop)
 
     @property
