@@ -190,6 +190,17 @@ def test_an_event_takes_only_an_event_handle(queue):
             ur_cffi.Event(handle, queue)
 
 
+def test_a_queues_context_device_and_flags_are_read_only(context, device):
+    """``queue.flags = 0`` made ``queue.profiling`` False on a profiling queue, and the
+    allocator took an out-of-order queue for an in-order one."""
+    with ur_cffi.Queue(context, device, out_of_order=True, profiling=True) as queue:
+        for name, value in (("context", None), ("device", None), ("flags", 0)):
+            with pytest.raises(AttributeError, match=f"Queue.{name} is read-only"):
+                setattr(queue, name, value)
+        assert queue.context is context and queue.device is device
+        assert queue.profiling and queue.out_of_order
+
+
 def test_an_event_refuses_a_handle_another_event_owns(queue, rng):
     """``Event(other.handle, queue)`` was taken: two owners, two urEventRelease calls for one
     reference, and later events crashed on the freed one."""

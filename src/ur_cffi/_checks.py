@@ -168,3 +168,13 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
                          f"{'NaN' if value != value else 'infinity'} (it would read "
                          f"{converted[()]!r})")
     return converted
+
+
+def read_only(owner: str, name: str, what: str) -> property:
+    """A property reading ``_name`` that refuses assignment: ``owner.name`` is state that the
+    object's other state (or its UR handle) was made for, which assignment would change
+    alone."""
+    def refuse(obj, value):
+        raise AttributeError(f"{owner}.{name} is read-only: {what}")
+    return property(operator.attrgetter("_" + name), refuse, doc=what[0].upper() + what[1:]
+                    + ".")

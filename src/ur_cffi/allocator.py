@@ -178,7 +178,7 @@ class _Pool(_handle.Resource):
             block = blocks.pop() if blocks else None
             ref = block.queue_ref if block is not None else None
             if ref is None or ref() is not queue or not self._device_memory or \
-                    block.waits is not None or _int_and(queue.flags, _OUT_OF_ORDER):
+                    block.waits is not None or _int_and(queue._flags, _OUT_OF_ORDER):
                 if block is not None:
                     blocks.append(block)
                 block = self._cached(queue, size)
@@ -222,7 +222,7 @@ class _Pool(_handle.Resource):
             return None
         for i in range(len(blocks) - 1, -1, -1):  # the newest block freed on this queue
             ref = blocks[i].queue_ref
-            if ref is not None and ref() is queue and not _int_and(queue.flags, _OUT_OF_ORDER):
+            if ref is not None and ref() is queue and not _int_and(queue._flags, _OUT_OF_ORDER):
                 block = blocks.pop(i)
                 break
         else:

@@ -10,7 +10,6 @@ fit raises instead of writing past an allocation.
 from __future__ import annotations
 
 import math
-import operator
 import threading
 
 import numpy as np
@@ -438,12 +437,9 @@ def _root(array) -> USMArray:
 
 
 def _read_only(name: str, what: str) -> property:
-    """A USMArray attribute that views and copies rely on, which assignment would change alone
-    (``a.shape = ...`` would leave its strides and size those of the old shape)."""
-    def refuse(array, value):
-        raise AttributeError(f"USMArray.{name} is read-only: {what}")
-    return property(operator.attrgetter("_" + name), refuse, doc=what[0].upper() + what[1:]
-                    + ".")
+    """A USMArray attribute that views and copies rely on (``a.shape = ...`` would leave its
+    strides and size those of the old shape)."""
+    return _checks.read_only("USMArray", name, what)
 
 
 def _pointer(address: int):
@@ -472,7 +468,7 @@ class USMArray(_handle.Resource):
             _check_queue(queue)
         if type(kind) is not str or kind not in USM_KINDS:
             raise ValueError(f"kind must be one of {USM_KINDS}, not {kind!r}")
-        if queue._handle is None or queue.context._handle is None:
+        if queue._handle is None or queue._context._handle is None:
             queue.handle, queue.context.handle  # noqa: B018 - raise ClosedError (cached
             # memory would otherwise hand out memory of a closed context)
         self._queue, self._kind = queue, kind

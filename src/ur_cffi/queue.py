@@ -466,7 +466,7 @@ class Queue(_handle.Resource):
     ``close()``, leaving its ``with`` block, or collection finishes it, then releases it.
     """
 
-    __slots__ = ("context", "device", "flags", "_last_event", "_window", "_window_start",
+    __slots__ = ("_context", "_device", "_flags", "_last_event", "_window", "_window_start",
                  "_pools", "_closers", "_finishers", "_in_order_untimed", "_out_of_order",
                  "ref")
     _release_function = "urQueueRelease"
@@ -496,7 +496,7 @@ class Queue(_handle.Resource):
                              {"stype": ur_structure_type_t.UR_STRUCTURE_TYPE_QUEUE_PROPERTIES,
                               "flags": flags})
         out = ffi.new("ur_queue_handle_t *")
-        self.context, self.device, self.flags = context, device, flags
+        self._context, self._device, self._flags = context, device, flags
         # A marker enqueued after a command completes with it, and no timestamps are asked
         # for: a launch may leave its event to one made later (ur_cffi.triton's last_event).
         self._in_order_untimed = not (out_of_order or profiling)
@@ -557,6 +557,11 @@ class Queue(_handle.Resource):
         """Whether a thread is inside :meth:`close` (finishing the queue before releasing
         it)."""
         return bool(self._closers)
+
+    context = _checks.read_only("Queue", "context", "the Context its UR queue was made in")
+    device = _checks.read_only("Queue", "device", "the Device its UR queue was made on")
+    flags = _checks.read_only("Queue", "flags", "the ur_queue_flag_t its UR queue was made "
+                              "with (out_of_order, profiling)")
 
     @property
     def out_of_order(self) -> bool:

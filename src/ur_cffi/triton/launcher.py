@@ -200,7 +200,7 @@ class Launcher:
         if type(stream) is not Queue and not isinstance(stream, Queue):
             raise TypeError(f"kernel {self.name!r}: the stream must be a ur_cffi Queue, not "
                             f"{type(stream).__name__}")
-        context = stream.context
+        context = stream._context
         if function is not self._checked_function or context is not self._checked_context:
             self._check_function(function, context)
         key = self._key_of(args, grid_x, grid_y, grid_z, context, _handle.released)
