@@ -493,6 +493,71 @@ def test_finalizers_in_a_garbage_cycle_still_use_its_ur_cffi_objects():
     assert "Exception ignored" not in done.stderr, done.stderr[-3000:]
 
 
+ANOTHER_THREADS_COLLECTION = textwrap.dedent("""
+    import gc
+    import os
+    import threading
+    import numpy as np
+    import ur_cffi
+    import device_under_test
+    from ur_cffi import _handle
+
+    entered, done = threading.Event(), threading.Event()
+
+
+    class Waiting:  # garbage whose finalizer waits, the GIL released, until told
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            entered.set()
+            done.wait(60)
+
+
+    def collect():
+        Waiting()
+        gc.collect()
+
+
+    gc.disable()
+    collector = threading.Thread(target=collect)
+    collector.start()
+    entered.wait(60)
+    pid = os.fork()  # while the other thread collects (ur_cffi unused yet: the child may)
+    if pid == 0:
+        queue = ur_cffi.Queue(device_under_test.get().create_context())
+        for _ in range(100):
+            ur_cffi.empty(1 << 16, np.float32, queue=queue).fill(1.0, blocking=False)
+        gc.collect()
+        os._exit(0 if not _handle.after_collection and
+                 ur_cffi.memory_stats()["allocated_bytes"] == 0 else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    queue = ur_cffi.Queue(device_under_test.get().create_context())
+    n = 1 << 22
+    ur_cffi.empty(n, np.float32, queue=queue).close()  # one block in the cache
+    ur_cffi.set_memory_limit(int(1.5 * 4 * n))  # room for one array of n
+    for _ in range(3):  # each needs the block the one before gave back
+        array = ur_cffi.empty(n, np.float32, queue=queue)
+        array.fill(1.0, blocking=False)
+        del array
+    assert not _handle.after_collection, _handle.after_collection
+    done.set()
+    collector.join()
+    assert ur_cffi.memory_stats()["allocated_bytes"] == 0
+    print("ok")
+""")
+
+
+def test_another_threads_collection_does_not_hold_back_this_threads_releases():
+    """Releases waited for any thread's collection: an array dropped while another thread's
+    finalizer waited stayed allocated (the next allocation passed the memory limit), and a
+    child forked meanwhile deferred every release for good."""
+    done = crash_probe.run_child(code=ANOTHER_THREADS_COLLECTION, check=False, timeout=100)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"
+
+
 STATS_ACROSS_TEARDOWN = textwrap.dedent("""
     import gc
     import numpy as np

@@ -13,6 +13,7 @@ import gc
 import itertools
 import os
 import weakref
+from threading import get_ident
 
 from . import _interrupts
 from ._interrupts import section
@@ -46,6 +47,8 @@ def _after_fork_in_child() -> None:
     global _forked
     # Only what the parent created is foreign here; a child forked before any use starts fresh.
     _forked = _forked or bool(_live) or bool(_events)
+    collecting[0] = None  # (forked by another thread while one collected: not this one's)
+    after_collection.clear()  # the parent's to release
     for entry in _live.values():  # hot paths test only ``_handle is None``
         owner = entry[0]() if entry[0] is not None else None  # an Event's is None
         if owner is not None:
@@ -90,7 +93,7 @@ def _release_entry(serial: int) -> int:
 def _collected(owner_ref: _OwnerRef) -> None:
     entry = _live.pop(owner_ref.serial, None)  # _release_entry, inlined: a hot path
     if entry is not None and not _forked:
-        if collecting[0]:
+        if collecting[0] is not None and collecting[0] == get_ident():
             after_collection.append((entry[1], entry[2]))
         else:
             entry[1](*entry[2])
@@ -98,15 +101,16 @@ def _collected(owner_ref: _OwnerRef) -> None:
 
 # A garbage collection calls the weak references' callbacks of its garbage before the
 # finalizers (``__del__``) of the same garbage, which may still use the owners: releases for
-# owners collected meanwhile wait in ``after_collection`` until it has ended.  (An owner that
-# a finalizer keeps alive still has its handle released then, as a C extension's would.)
-collecting = [False]
+# owners that the collecting thread collects meanwhile wait in ``after_collection`` until it
+# has ended.  (An owner that a finalizer keeps alive still has its handle released then, as a
+# C extension's would.)
+collecting = [None]  # the id of the thread whose garbage collection runs now, or None
 after_collection: list = []  # (release function, its arguments)
 
 
 def run_after_collection(release, *args) -> None:
-    """``release(*args)`` now, or once the garbage collection running now has ended."""
-    if collecting[0]:
+    """``release(*args)`` now, or once the garbage collection this thread runs has ended."""
+    if collecting[0] is not None and collecting[0] == get_ident():
         after_collection.append((release, args))
     else:
         release(*args)
@@ -115,23 +119,30 @@ def run_after_collection(release, *args) -> None:
 @_interrupts.hold_back_in  # a release is never cut in half by Ctrl-C (_interrupts)
 def _on_collection(phase: str, _info) -> None:
     if phase == "start":
-        collecting[0] = True
-        return
-    collecting[0] = False
+        if collecting[0] is not None:  # the last one's "stop" never came (a callback before
+            _release_deferred()  # this one removed itself from gc.callbacks then)
+        collecting[0] = get_ident()
+    else:
+        collecting[0] = None
+        _release_deferred()
+
+
+def _release_deferred() -> None:
+    pending = after_collection[:]
+    del after_collection[:len(pending)]
     failed = None
-    while after_collection:
-        release, args = after_collection.pop(0)
+    for release, args in pending:
         if _forked:
-            continue
+            return
         try:
             release(*args)
-        except Exception as error:  # the others still run; the collector prints it
+        except Exception as error:  # the others still run; the caller (the collector) shows it
             failed = error
     if failed is not None:
         raise failed
 
 
-gc.callbacks.append(_on_collection)
+gc.callbacks.insert(0, _on_collection)  # first: a callback that removes itself skips the next
 
 
 
@@ -151,10 +162,7 @@ def release_all(enqueue_lock, closed_first: tuple = ()) -> None:
         for owner in live_owners(closed_first):
             owner._handle = None
     with section:
-        while after_collection:  # (a teardown inside a collection: children first)
-            release, args = after_collection.pop(0)
-            if not _forked:
-                release(*args)
+        _release_deferred()  # (a teardown inside a collection: children first)
         while _events:
             _, handle = _events.popitem()
             if not _forked:

@@ -226,7 +226,8 @@ class Event(_handle.Resource):
             serial = self._serial
         except AttributeError:  # __init__ did not get as far
             return
-        if _collecting[0]:  # other finalizers of the same garbage may wait for it (_handle)
+        if _collecting[0] is not None and _collecting[0] == _get_ident():
+            # Other finalizers of the same garbage may wait for it (_handle.collecting).
             _handle.after_collection.append((_release_event, (serial,)))
         else:
             _release_event(serial)
