@@ -812,6 +812,24 @@ def test_a_replay_refuses_an_array_closed_under_a_wrapper(updatable, tq, rng):
     graph.close()
 
 
+def test_adding_a_prepared_launch_refuses_an_array_closed_under_a_wrapper(updatable, tq,
+                                                                           rng):
+    """Graph.add looked the wrapper's array up again, when its data_ptr() raised: nothing was
+    checked, and the replay ran on the closed array's memory, which another array had."""
+    n = 4 * BLOCK
+    x, y = (ur_cffi.asarray(random32(rng, n), queue=tq) for _ in range(2))
+    out = ur_cffi.full(n, np.nan, np.float32, queue=tq)
+    prepared = ur_triton.prepare(kernels.add, (4,), Wrapper(x), y, out, n, BLOCK=BLOCK)
+    x.close()
+    reusing = ur_cffi.asarray(random32(rng, n), queue=tq)  # (may take x's memory)
+    graph = ur_cffi.Graph(tq.context, native=updatable)
+    with pytest.raises(ClosedError, match="USMArray is closed"):
+        graph.add(prepared)
+    assert not graph.commands and not reusing.closed
+    graph.close()
+    assert np.isnan(out.to_numpy()).all()
+
+
 def test_graph_cycles_hold_nothing(native, add, queue, rng):
     """1000 graphs made, recorded, replayed and closed give back every kernel reference;
     replaying one by one, resident memory does not grow.  (A UR command buffer with a launch,

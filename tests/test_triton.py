@@ -893,6 +893,31 @@ def test_a_prepared_launch_refuses_an_array_closed_under_a_wrapper(tq, rng):
     assert np.isnan(y.to_numpy()).all() and not reusing.closed
 
 
+def test_a_wrapper_of_memory_numpy_still_uses_after_its_close_launches(tq, rng):
+    """The array behind a wrapper was looked up among the registry's entries, which hold a
+    closed array whose memory numpy still uses: valid launches were refused as closed."""
+    n = 256
+    data = random32(rng, n)
+    host = ur_cffi.asarray(data, queue=tq, kind="host")
+    numpy_view = np.asarray(host)
+    host.close()  # its memory stays for the numpy view
+
+    class NumpyWrapper:  # device memory to Triton: the view's address and dtype
+        dtype = numpy_view.dtype
+
+        @staticmethod
+        def data_ptr():
+            return numpy_view.ctypes.data
+
+    y = poisoned(n, tq)
+    launch = ur_triton.prepare(scale, (1,), NumpyWrapper(), y, 3.0, n, BLOCK=1024)
+    with ur_cffi.Queue(tq.context, tq.device) as other:  # (an array's release since)
+        ur_cffi.empty(4, queue=other).close()
+    launch()
+    tq.finish()
+    np.testing.assert_allclose(y.to_numpy(), 3.0 * data.astype(np.float64), rtol=1e-6)
+
+
 def test_another_contexts_array_under_a_wrapper_is_named_so(tq, device, rng):
     n = 256
     y = poisoned(n, tq)

@@ -300,11 +300,12 @@ class Graph(_handle.Resource):
         if not isinstance(launch, PreparedLaunch):
             raise TypeError(f"add takes a PreparedLaunch, not {type(launch).__name__}")
         self._check_queue(launch.queue, "add")
-        for memory in map(memory_of, launch.args):
+        for memory in launch._memories:
             if memory is not None:
                 memory.handle  # noqa: B018 - raises ClosedError
         return self._record(_Launch(launch.kernel, launch._call_args[0], launch.args,
-                                    launcher=launch.launcher, keep=launch._buffers), after, True)
+                                    launcher=launch.launcher, keep=launch._buffers,
+                                    memories=launch._memories), after, True)
 
     def finalize(self) -> None:
         """End recording (``urCommandBufferFinalizeExp``); the first replay does it if needed.
@@ -906,11 +907,12 @@ class _Launch:
                    if _release.HAS_APPEND_WITH_ARGS else "urCommandBufferAppendKernelLaunchExp")
 
     def __init__(self, kernel: Kernel, call_args: tuple, args: tuple, launcher=None,
-                 keep=None):
+                 keep=None, memories: tuple = ()):
+        """``memories``: what each of ``args`` passes, found already (a prepared launch's)."""
         self.kind, self.kernel, self.handle = "launch", kernel, kernel.handle
         self.launcher, self.command = launcher, None
         self.count, self.properties = call_args[4], call_args[6]
-        self.args = self.memories = ()
+        self.args, self.memories = (args, memories) if memories else ((), ())
         self.adopt(_Snapshot(_launch_sizes(call_args),
                              *_release.copy_arguments(call_args[5], self.count), args, keep))
 

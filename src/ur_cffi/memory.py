@@ -332,12 +332,14 @@ def memory_of(arg):
 
 def _array_holding(address: int) -> USMArray | None:
     """The open USMArray whose memory from the caching allocator holds ``address``, or None
-    (a scan of the registry)."""
+    (a scan of the registry; a closed array's memory that numpy or DLPack still use is in it,
+    kept for them: not this array's to check)."""
     for entry in list(_handle._live.values()):
         if entry[1] is _give_back:
             block = entry[2][1]
             if block.address <= address < block.address + block.size:
-                return entry[0]()
+                owner = entry[0]()
+                return owner if owner is not None and owner._handle is not None else None
     return None
 
 

@@ -661,8 +661,7 @@ class PreparedLaunch:
         self._call_args = call_args
         self._launch_args = _without_event(call_args)
         self._released, self._buffers = held
-        self._memories = tuple((index, memory) for index, memory in enumerate(map(memory_of, args))
-                               if memory is not None)  # (an array, or one under a wrapper)
+        self._memories = tuple(map(memory_of, args))  # (an array, or one under a wrapper)
 
     def __call__(self, *, wait_for=(), event: bool = True) -> Event | None:
         """Enqueue the launch; returns its Event, or None with ``event=False``.  Raises
@@ -670,8 +669,8 @@ class PreparedLaunch:
         if event is not True and event is not False:
             event = _checks.flag("event", event)
         if self._released != _handle.released:
-            for index, memory in self._memories:
-                if memory.closed:
+            for index, memory in enumerate(self._memories):
+                if memory is not None and memory.closed:
                     raise _handle.ClosedError(
                         f"prepared launch of {self.kernel.name!r}, argument {index}: "
                         f"{type(memory).__name__} is closed")
