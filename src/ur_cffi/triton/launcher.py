@@ -437,13 +437,15 @@ class Launcher:
                 raise TypeError(f"{where}: the kernel was compiled for *{element} but the "
                                 f"argument holds {dtype}")
             address = _checked_address(where, data_ptr(), arg)
+            base = getattr(arg, "base", None)  # (triton.reinterpret's wrapper keeps its array)
+            if isinstance(base, USMArray) and base.queue.context is not queue.context:
+                _refuse_another_context(where, base)  # (as a USMArray's: whatever UR says)
         else:
             address = arg
         if address and not is_usm(queue.context, address):
             memory = memory_of(arg) if not isinstance(arg, int) else None
             if memory is not None and memory.context is not queue.context:
-                raise ValueError(f"{where}: its {type(memory).__name__} belongs to another "
-                                 "context than the launch queue")
+                _refuse_another_context(where, memory)
             raise ValueError(f"{where}: address 0x{address:x} is not USM memory of the launch "
                              "queue's context (host memory such as a numpy array's cannot be "
                              "passed; copy it with ur_cffi.asarray(x, queue=queue))")
@@ -608,6 +610,11 @@ def _explain_closed(function, args, kwargs, error) -> None:
         if memory.closed if memory is not None else _data_ptr_raises_closed(value):
             raise _handle.ClosedError(f"kernel {function.__name__!r}: argument {name!r}: "
                                       f"{error}") from None
+
+
+def _refuse_another_context(where: str, memory) -> None:
+    raise ValueError(f"{where}: its {type(memory).__name__} belongs to another context than "
+                     "the launch queue")
 
 
 def _data_ptr_raises_closed(value) -> bool:
