@@ -443,17 +443,6 @@ def test_a_grid_of_no_or_more_than_three_dimensions_is_refused(tq, rng):
     np.testing.assert_allclose(y.to_numpy(), 2.0 * x.to_numpy().astype(np.float64), rtol=1e-6)
 
 
-def test_closed_memory_is_named(tq, rng):
-    n = 256
-    x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
-    closed = ur_cffi.empty(n, np.float32, queue=tq)
-    closed.close()
-    with pytest.raises(ur_cffi.ClosedError, match="kernel 'add': argument 'y_ptr': USMArray "
-                                                  "is closed"):
-        add[(2,)](x, closed, y, n, BLOCK=128)
-    assert np.isnan(y.to_numpy()).all()
-
-
 class Wrapper:
     """A tensor class of another library over a ur_cffi array: only data_ptr() and dtype."""
 
@@ -464,14 +453,16 @@ class Wrapper:
         return self.array.data_ptr()
 
 
-def test_closed_memory_under_a_wrapper_is_named(tq, rng):
+@pytest.mark.parametrize("wrap", [lambda array: array, Wrapper], ids=["array", "wrapper"])
+def test_closed_memory_is_named(tq, rng, wrap):
+    """(Under a wrapper, the argument went unnamed.)"""
     n = 256
     x, y = ur_cffi.asarray(random32(rng, n), queue=tq), poisoned(n, tq)
     closed = ur_cffi.empty(n, np.float32, queue=tq)
     closed.close()
     with pytest.raises(ur_cffi.ClosedError, match="kernel 'add': argument 'y_ptr': USMArray "
                                                   "is closed"):
-        add[(2,)](x, Wrapper(closed), y, n, BLOCK=128)
+        add[(2,)](x, wrap(closed), y, n, BLOCK=128)
     assert np.isnan(y.to_numpy()).all()
 
 
