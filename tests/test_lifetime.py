@@ -558,6 +558,73 @@ def test_another_threads_collection_does_not_hold_back_this_threads_releases():
     assert done.stdout.strip() == "ok"
 
 
+PARENTS_OF_A_DEFERRED_RELEASE = textwrap.dedent("""
+    import gc
+    import threading
+    import ur_cffi
+    import device_under_test
+    from ur_cffi import _handle
+
+    device = device_under_test.get()
+    order = []
+
+
+    def logged(name, release):
+        def logging_release(*args):
+            order.append(name)
+            return release(*args)
+        return logging_release
+
+
+    context = device.create_context()
+    queue = ur_cffi.Queue(context, device)
+    for owner, name in ((context, "context"), (queue, "queue")):  # the order of releases
+        ref, release, args, parents = _handle._live[owner._serial]
+        _handle._live[owner._serial] = (ref, logged(name, release), args, parents)
+    del owner, ref, release, args, parents
+    drop, dropped = threading.Event(), threading.Event()
+    holder = [context]
+
+
+    def drop_the_context():  # another thread's last reference, dropped mid-collection
+        drop.wait(30)
+        holder.clear()
+        dropped.set()
+
+
+    class Signal:  # its finalizer runs in the collection, after the queue's was deferred
+        def __del__(self):
+            drop.set()
+            dropped.wait(30)
+
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+
+
+    other = threading.Thread(target=drop_the_context)
+    other.start()
+    gc.disable()
+    old_queue, old_signal = queue, Signal()
+    gc.collect()  # both to the oldest generation
+    cycle = Cycle()
+    cycle.queue, cycle.signal = old_queue, old_signal  # held by a young cycle alone
+    del queue, old_queue, old_signal, context, cycle
+    gc.collect(0)
+    other.join()
+    print(order)
+""")
+
+
+def test_a_deferred_release_keeps_its_parents_until_it_has_run():
+    """A queue's release deferred to the end of a collection did not hold its context: another
+    thread dropping the context's last reference meanwhile released it first."""
+    done = crash_probe.run_child(code=PARENTS_OF_A_DEFERRED_RELEASE, check=False, timeout=100)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "['queue', 'context']"
+
+
 STATS_ACROSS_TEARDOWN = textwrap.dedent("""
     import gc
     import numpy as np

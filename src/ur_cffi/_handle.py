@@ -94,7 +94,7 @@ def _collected(owner_ref: _OwnerRef) -> None:
     entry = _live.pop(owner_ref.serial, None)  # _release_entry, inlined: a hot path
     if entry is not None and not _forked:
         if collecting[0] is not None and collecting[0] == get_ident():
-            after_collection.append((entry[1], entry[2]))
+            after_collection.append(entry[1:])  # (with its parents: alive until it has run)
         else:
             entry[1](*entry[2])
 
@@ -103,15 +103,15 @@ def _collected(owner_ref: _OwnerRef) -> None:
 # finalizers (``__del__``) of the same garbage, which may still use the owners: releases for
 # owners that the collecting thread collects meanwhile wait in ``after_collection`` until it
 # has ended.  (An owner that a finalizer keeps alive still has its handle released then, as a
-# C extension's would.)
+# C extension's would; what a finalizer makes and drops waits too.)
 collecting = [None]  # the id of the thread whose garbage collection runs now, or None
-after_collection: list = []  # (release function, its arguments)
+after_collection: list = []  # (release function, its arguments, what stays alive until then)
 
 
 def run_after_collection(release, *args) -> None:
     """``release(*args)`` now, or once the garbage collection this thread runs has ended."""
     if collecting[0] is not None and collecting[0] == get_ident():
-        after_collection.append((release, args))
+        after_collection.append((release, args, ()))
     else:
         release(*args)
 
@@ -119,27 +119,32 @@ def run_after_collection(release, *args) -> None:
 @_interrupts.hold_back_in  # a release is never cut in half by Ctrl-C (_interrupts)
 def _on_collection(phase: str, _info) -> None:
     if phase == "start":
-        if collecting[0] is not None:  # the last one's "stop" never came (a callback before
-            _release_deferred()  # this one removed itself from gc.callbacks then)
+        # Not None: the last one's "stop" never came (a callback before this one removed
+        # itself from gc.callbacks then).
+        failed = _release_deferred() if collecting[0] is not None else None
         collecting[0] = get_ident()
     else:
         collecting[0] = None
-        _release_deferred()
+        failed = _release_deferred()
+    if failed is not None:  # (the collector shows it)
+        raise failed
 
 
-def _release_deferred() -> None:
-    pending = after_collection[:]
-    del after_collection[:len(pending)]
+def _release_deferred() -> Exception | None:
+    """Run the releases that waited for a collection; returns the first that failed, if one
+    did (the others still run)."""
+    pending = []
+    while after_collection:  # one item a step: another thread's teardown may take some
+        pending.append(after_collection.pop())
     failed = None
-    for release, args in pending:
+    for release, args, _alive in reversed(pending):
         if _forked:
-            return
+            break
         try:
             release(*args)
-        except Exception as error:  # the others still run; the caller (the collector) shows it
-            failed = error
-    if failed is not None:
-        raise failed
+        except Exception as error:
+            failed = failed or error
+    return failed
 
 
 gc.callbacks.insert(0, _on_collection)  # first: a callback that removes itself skips the next
@@ -162,7 +167,7 @@ def release_all(enqueue_lock, closed_first: tuple = ()) -> None:
         for owner in live_owners(closed_first):
             owner._handle = None
     with section:
-        _release_deferred()  # (a teardown inside a collection: children first)
+        failed = _release_deferred()  # (a teardown inside a collection: children first)
         while _events:
             _, handle = _events.popitem()
             if not _forked:
@@ -176,6 +181,8 @@ def release_all(enqueue_lock, closed_first: tuple = ()) -> None:
             with enqueue_lock:
                 owner._handle = None
         _release(serial)
+    if failed is not None:
+        raise failed
 
 
 class Resource:
