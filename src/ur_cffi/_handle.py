@@ -94,6 +94,7 @@ def _collected(owner_ref: _OwnerRef) -> None:
     entry = _live.pop(owner_ref.serial, None)  # _release_entry, inlined: a hot path
     if entry is not None and not _forked:
         if collecting[0] is not None and collecting[0] == get_ident():
+            note_release()  # now: a new object may take the owner's id before the release
             after_collection.append(entry[1:])  # (with its parents: alive until it has run)
         else:
             entry[1](*entry[2])
@@ -111,6 +112,7 @@ after_collection: list = []  # (release function, its arguments, what stays aliv
 def run_after_collection(release, *args) -> None:
     """``release(*args)`` now, or once the garbage collection this thread runs has ended."""
     if collecting[0] is not None and collecting[0] == get_ident():
+        note_release()  # (as _collected does)
         after_collection.append((release, args, ()))
     else:
         release(*args)
