@@ -625,6 +625,115 @@ def test_a_deferred_release_keeps_its_parents_until_it_has_run():
     assert done.stdout.strip() == "['queue', 'context']"
 
 
+WAITS_IN_A_FINALIZER = textwrap.dedent("""
+    import gc
+    import numpy as np
+    import ur_cffi
+    import device_under_test
+
+    device = device_under_test.get()
+    context = device.create_context()
+    queue = ur_cffi.Queue(context, device)
+    n = 1 << 22
+    scratch = ur_cffi.empty(4 * n, np.float32, queue=queue)
+    data = np.random.default_rng().standard_normal(1 << 16).astype(np.float32)
+    source = ur_cffi.asarray(data, queue=queue)
+    seen = []
+
+
+    class Holder:  # holds the last reference to a queue, in a cycle
+        def __init__(self, queue, check):
+            self.queue, self.check, self.me = queue, check, self
+
+        def __del__(self):
+            seen.append(self.check())
+
+
+    def synchronized(destination):
+        device.synchronize()
+        return np.array_equal(np.asarray(destination), data)
+
+
+    def from_dlpack(destination):
+        return np.array_equal(np.from_dlpack(destination), data)
+
+
+    def allocated():  # the cache holds n floats last used on the collected queue
+        return ur_cffi.empty(2 * n, np.float32, queue=queue).nbytes == 8 * n
+
+
+    gc.disable()
+    for check in (synchronized, from_dlpack):
+        destination = ur_cffi.full(data.size, np.nan, np.float32, queue=queue, kind="host")
+        other = ur_cffi.Queue(context, device)
+        for value in range(30):  # work that takes a while, then the copy the check reads
+            scratch.fill(float(value), queue=other, blocking=False)
+        destination.copy_from(source, queue=other, blocking=False)
+        other.flush()
+        Holder(other, lambda: check(destination))
+        del other
+        gc.collect()
+    other = ur_cffi.Queue(context, device)
+    ur_cffi.empty(n, np.float32, queue=other).close()
+    ur_cffi.set_memory_limit(8 * n + 4 * scratch.size + source.nbytes + (1 << 20))
+    Holder(other, allocated)
+    del other
+    gc.collect()
+    print(seen)
+""")
+
+
+def test_a_finalizer_that_waits_finds_its_collected_queue_finished():
+    """A queue collected in a cycle was finished only once the collection had ended: a
+    finalizer's device.synchronize() or np.from_dlpack() returned before its work had run
+    (stale data), and the memory limit refused what emptying the cache would have allowed."""
+    done = crash_probe.run_child(code=WAITS_IN_A_FINALIZER, check=False, timeout=100)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[True, True, True]", done.stderr[-3000:]
+
+
+TEARDOWN_IN_A_FINALIZER = textwrap.dedent("""
+    import gc
+    import numpy as np
+    import ur_cffi
+    import device_under_test
+    from ur_cffi import _handle, loader
+
+    device = device_under_test.get()
+    queue = ur_cffi.Queue(device.create_context(), device, out_of_order=True)
+    source = ur_cffi.asarray(np.arange(1 << 16, dtype=np.float32), queue=queue)
+    copied = ur_cffi.empty(1 << 16, np.float32, queue=queue)
+    event = copied.copy_from(source, blocking=False)
+    event.wait()
+    del source  # held by the copy's Event alone: the teardown's own release drops it
+
+
+    class Shutdown:
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            loader.teardown()  # (raises ValidationError for what the layer reports)
+            print("deferred after the teardown:", len(_handle.after_collection))
+
+
+    gc.disable()
+    Shutdown()
+    gc.collect()
+""")
+
+
+def test_a_teardown_in_a_finalizer_releases_everything_before_the_loader():
+    """An array whose last reference a teardown's release dropped, inside a collection, was
+    released when the collection ended: after urLoaderTearDown (the validation layer reported
+    the context it held)."""
+    env = crash_probe.child_env(UR_CFFI_VALIDATION="1")
+    done = crash_probe.run_child(code=TEARDOWN_IN_A_FINALIZER, env=env, check=False, timeout=100)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "deferred after the teardown: 0", done.stderr[-3000:]
+    assert "Exception ignored" not in done.stderr, done.stderr[-3000:]
+
+
 STATS_ACROSS_TEARDOWN = textwrap.dedent("""
     import gc
     import numpy as np

@@ -95,6 +95,9 @@ def _collected(owner_ref: _OwnerRef) -> None:
     if entry is not None and not _forked:
         if collecting[0] is not None and collecting[0] == get_ident():
             note_release()  # now: a new object may take the owner's id before the release
+            at_once = at_collection.get(entry[1])
+            if at_once is not None:
+                at_once(*entry[2])
             after_collection.append(entry[1:])  # (with its parents: alive until it has run)
         else:
             entry[1](*entry[2])
@@ -107,6 +110,9 @@ def _collected(owner_ref: _OwnerRef) -> None:
 # C extension's would; what a finalizer makes and drops waits too.)
 collecting = [None]  # the id of the thread whose garbage collection runs now, or None
 after_collection: list = []  # (release function, its arguments, what stays alive until then)
+# Release function -> what of it runs at once, with its arguments, where it waits (a queue's
+# finish: other code waits for the queues it finds alive, or that its memory was used on).
+at_collection: dict = {}
 
 
 def run_after_collection(release, *args) -> None:
@@ -144,7 +150,7 @@ def _release_deferred() -> Exception | None:
             break
         try:
             release(*args)
-        except Exception as error:
+        except BaseException as error:  # (SystemExit from a signal handler, say)
             failed = failed or error
     return failed
 
@@ -169,7 +175,9 @@ def release_all(enqueue_lock, closed_first: tuple = ()) -> None:
         for owner in live_owners(closed_first):
             owner._handle = None
     with section:
-        failed = _release_deferred()  # (a teardown inside a collection: children first)
+        if collecting[0] == get_ident():  # a teardown inside this thread's collection: its
+            collecting[0] = None  # releases run now, children first
+        failed = _release_deferred()
         while _events:
             _, handle = _events.popitem()
             if not _forked:

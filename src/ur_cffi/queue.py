@@ -380,6 +380,15 @@ def _finish_then_release(handle, handles_lock, ref: QueueRef) -> int:
     return result or release
 
 
+def _finish_at_collection(handle, _handles_lock, ref: QueueRef) -> None:
+    """A collected queue's finish, at once where its release waits for the end of the
+    collection (``_handle.at_collection``)."""
+    lib.urQueueFinish(handle)
+    ref.finished = True
+
+
+_handle.at_collection[_finish_then_release] = _finish_at_collection
+
 _CALLS_POLL_SECONDS = 0.0002
 
 
