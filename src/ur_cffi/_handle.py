@@ -94,11 +94,7 @@ def _collected(owner_ref: _OwnerRef) -> None:
     entry = _live.pop(owner_ref.serial, None)  # _release_entry, inlined: a hot path
     if entry is not None and not _forked:
         if collecting[0] is not None and collecting[0] == get_ident():
-            note_release()  # now: a new object may take the owner's id before the release
-            at_once = at_collection.get(entry[1])
-            if at_once is not None:
-                at_once(*entry[2])
-            after_collection.append(entry[1:])  # (with its parents: alive until it has run)
+            defer(*entry[1:])  # (with its parents: alive until it has run)
         else:
             entry[1](*entry[2])
 
@@ -118,10 +114,19 @@ at_collection: dict = {}
 def run_after_collection(release, *args) -> None:
     """``release(*args)`` now, or once the garbage collection this thread runs has ended."""
     if collecting[0] is not None and collecting[0] == get_ident():
-        note_release()  # (as _collected does)
-        after_collection.append((release, args, ()))
+        defer(release, args)
     else:
         release(*args)
+
+
+def defer(release, args: tuple, alive: tuple = ()) -> None:
+    """Hold ``release(*args)`` back until the end of this thread's collection, and ``alive``
+    with it."""
+    note_release()  # now: a new object may take the owner's id before the release
+    at_once = at_collection.get(release)
+    if at_once is not None:
+        at_once(*args)
+    after_collection.append((release, args, alive))
 
 
 @_interrupts.hold_back_in  # a release is never cut in half by Ctrl-C (_interrupts)
@@ -138,7 +143,7 @@ def _on_collection(phase: str, _info) -> None:
         raise failed
 
 
-def _release_deferred() -> Exception | None:
+def _release_deferred() -> BaseException | None:
     """Run the releases that waited for a collection; returns the first that failed, if one
     did (the others still run)."""
     pending = []

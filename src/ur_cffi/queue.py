@@ -228,7 +228,7 @@ class Event(_handle.Resource):
             return
         if _collecting[0] is not None and _collecting[0] == _get_ident():
             # Other finalizers of the same garbage may wait for it (_handle.collecting).
-            _handle.after_collection.append((_release_event, (serial,), ()))
+            _handle.defer(_release_event, (serial,))
         else:
             _release_event(serial)
 
