@@ -734,6 +734,44 @@ def test_a_teardown_in_a_finalizer_releases_everything_before_the_loader():
     assert "Exception ignored" not in done.stderr, done.stderr[-3000:]
 
 
+COLLECTION_UNDER_THE_HANDLES_LOCK = textwrap.dedent("""
+    import gc
+    import sys
+    import ur_cffi
+    import device_under_test
+    from ur_cffi import queue as queue_module
+
+    context = device_under_test.get().create_context()
+    live = ur_cffi.Queue(context)
+
+
+    def profiler(frame, event, arg):  # a collection inside retained()'s lock, as a profiler's
+        if event == "c_return" and getattr(arg, "__name__", "") == "urQueueRetain":
+            gc.collect()
+
+
+    for _ in range(3):
+        cycle = [ur_cffi.Queue(context)]  # a queue dropped in a reference cycle
+        cycle.append(cycle)
+        del cycle
+        sys.setprofile(profiler)
+        handle = queue_module.retained(live)
+        sys.setprofile(None)
+        ur_cffi.lib.urQueueRelease(handle)
+    print("ok")
+""")
+
+
+def test_a_queue_collected_under_the_queue_handles_lock_is_released():
+    """A profile hook or signal handler run under the device's queue_handles_lock (inside
+    retained(), which the allocator and synchronize() call) can start a collection; a queue
+    it released took the same lock: the thread waited for itself."""
+    done = crash_probe.run_child(code=COLLECTION_UNDER_THE_HANDLES_LOCK, check=False,
+                                 timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"
+
+
 STATS_ACROSS_TEARDOWN = textwrap.dedent("""
     import gc
     import numpy as np

@@ -51,10 +51,11 @@ class Device(_handle.Resource):
         self.queues_lock = threading.RLock()
         """Held to add to the queues and to list them.  Reentrant: a queue collected while
         its thread holds the lock removes itself under it."""
-        self.queue_handles_lock = threading.Lock()
+        self.queue_handles_lock = threading.RLock()
         """Held around a queue's ``urQueueRelease``, and by code that retains the handle of a
         queue another thread may close (:meth:`synchronize`, the allocator) to read and
-        retain it.  Nothing else runs under it (no Python allocation: no collection)."""
+        retain it.  Reentrant: a signal handler or profile hook run under it may start a
+        collection that releases another queue."""
         # Is urDeviceWaitExp supported?  Learnt on first use where the UR release has it.
         self._device_wait: bool | None = None if _release.HAS_DEVICE_WAIT else False
         self._properties: dict = {}
