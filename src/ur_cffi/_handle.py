@@ -13,6 +13,7 @@ import gc
 import itertools
 import os
 import weakref
+from collections import deque
 from threading import get_ident
 
 from . import _interrupts
@@ -105,7 +106,7 @@ def _collected(owner_ref: _OwnerRef) -> None:
 # has ended.  (An owner that a finalizer keeps alive still has its handle released then, as a
 # C extension's would; what a finalizer makes and drops waits too.)
 collecting = [None]  # the id of the thread whose garbage collection runs now, or None
-after_collection: list = []  # (release function, its arguments, what stays alive until then)
+after_collection: deque = deque()  # (release function, its arguments, what stays alive)
 # Release function -> what of it runs at once, with its arguments, where it waits (a queue's
 # finish: other code waits for the queues it finds alive, or that its memory was used on).
 at_collection: dict = {}
@@ -144,14 +145,14 @@ def _on_collection(phase: str, _info) -> None:
 
 
 def _release_deferred() -> BaseException | None:
-    """Run the releases that waited for a collection; returns the first that failed, if one
-    did (the others still run)."""
-    pending = []
-    while after_collection:  # one item a step: another thread's teardown may take some
-        pending.append(after_collection.pop())
+    """Run the releases that waited for a collection, one taken at a time (another thread's
+    teardown may take some; an exception between taking one and running it loses that one
+    alone); returns the first that failed, if one did (the others still run)."""
     failed = None
-    for release, args, _alive in reversed(pending):
-        if _forked:
+    while after_collection and not _forked:
+        try:
+            release, args, _alive = after_collection.popleft()
+        except IndexError:  # another thread took the last
             break
         try:
             release(*args)
