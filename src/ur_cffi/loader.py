@@ -596,7 +596,14 @@ def teardown() -> None:
     ``__sycl_usm_array_interface__``): the teardown would free it under them.  In validation
     mode, raises :class:`ValidationError` if UR reported any leak or validation error (known
     spurious messages aside).
+
+    Called by a finalizer while its thread collects garbage, it runs once the collection has
+    ended (the other finalizers of that garbage may still use its objects); what it raises
+    then, the collector prints.
     """
+    if _handle.collecting[0] is not None and _handle.collecting[0] == threading.get_ident():
+        _handle.run_after_collection(_teardown, True)
+        return
     _teardown(refuse_shown=True)
 
 
