@@ -94,8 +94,8 @@ def _release_entry(serial: int) -> int:
 def _collected(owner_ref: _OwnerRef) -> None:
     entry = _live.pop(owner_ref.serial, None)  # _release_entry, inlined: a hot path
     if entry is not None and not _forked:
-        if collecting[0] is not None and collecting[0] == get_ident():
-            defer(*entry[1:])  # (with its parents: alive until it has run)
+        if collecting[0] is not None and collecting[0] == get_ident():  # in_collection(),
+            defer(*entry[1:])  # inlined: a hot path (the entry's parents stay alive with it)
         else:
             entry[1](*entry[2])
 
@@ -112,9 +112,14 @@ after_collection: deque = deque()  # (release function, its arguments, what stay
 at_collection: dict = {}
 
 
+def in_collection() -> bool:
+    """Whether this thread runs a garbage collection now."""
+    return collecting[0] is not None and collecting[0] == get_ident()
+
+
 def run_after_collection(release, *args) -> None:
     """``release(*args)`` now, or once the garbage collection this thread runs has ended."""
-    if collecting[0] is not None and collecting[0] == get_ident():
+    if in_collection():
         defer(release, args)
     else:
         release(*args)
@@ -181,8 +186,8 @@ def release_all(enqueue_lock, closed_first: tuple = ()) -> None:
         for owner in live_owners(closed_first):
             owner._handle = None
     with section:
-        if collecting[0] == get_ident():  # a teardown inside this thread's collection: its
-            collecting[0] = None  # releases run now, children first
+        if in_collection():  # a teardown inside this thread's collection: its releases
+            collecting[0] = None  # run now, children first
         failed = _release_deferred()
         while _events:
             _, handle = _events.popitem()

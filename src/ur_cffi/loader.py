@@ -601,10 +601,7 @@ def teardown() -> None:
     ended (the other finalizers of that garbage may still use its objects); what it raises
     then, the collector prints.
     """
-    if _handle.collecting[0] is not None and _handle.collecting[0] == threading.get_ident():
-        _handle.run_after_collection(_teardown, True)
-        return
-    _teardown(refuse_shown=True)
+    _handle.run_after_collection(_teardown, True)  # (refuse_shown)
 
 
 def _arrays_shown() -> int:

@@ -21,7 +21,7 @@ from .enums import (ur_kernel_group_info_t, ur_kernel_info_t, ur_kernel_sub_grou
 from .errors import UNSUPPORTED, URError, check
 from .info import query
 from .memory import Buffer, USMArray, is_usm, memory_of
-from .queue import (Event, Queue, _orphans, adopt, raw_enqueue_lock, recording,
+from .queue import (Event, Queue, _new_event, _orphans, adopt, raw_enqueue_lock, recording,
                     release_orphans, wait_list)
 
 _POINTER_SIZE = ffi.sizeof("void *")
@@ -798,7 +798,6 @@ def _raise_if_closed(kernel: Kernel, queue: Queue) -> None:
         queue.handle, kernel.handle  # noqa: B018
 
 
-_new_event = object.__new__
 _event_out = ffi.new("ur_event_handle_t *")  # every launch's, under the enqueue lock
 _NO_EVENTS = ()  # every launch's default wait_for
 _ARGUMENT_SIZE_MISMATCH = int(ur_result_t.UR_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE)

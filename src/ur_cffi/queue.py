@@ -227,7 +227,8 @@ class Event(_handle.Resource):
         except AttributeError:  # __init__ did not get as far
             return
         if _collecting[0] is not None and _collecting[0] == _get_ident():
-            # Other finalizers of the same garbage may wait for it (_handle.collecting).
+            # (_handle.in_collection(), inlined: a hot path.)  Other finalizers of the same
+            # garbage may wait for it.
             _handle.defer(_release_event, (serial,))
         else:
             _release_event(serial)
