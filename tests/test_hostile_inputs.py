@@ -153,16 +153,20 @@ def test_pointer_arguments_must_be_usm_of_the_queue_context(queue, context, devi
                         "the binary's sizes are checked before it (test_signatures.py)")
 def test_a_declared_width_the_kernel_does_not_take_is_named_at_the_launch(queue, context,
                                                                          kernels):
+    # A native binary says nothing of its parameters here: the runtime refuses the launch,
+    # and ur_cffi names the kernel and what to check.
     program, kernel = crash_probe.load(context, kernels, "axpy")
+    native = ur_cffi.Program.from_binary(context, program.binaries[0])
+    assert native.kernel_parameters is None
     x = ur_cffi.zeros(BLOCK, queue=queue)
-    wide = program.kernel(kernel.name, ("ptr", "ptr", "ptr", "float32", "int64"),
-                          hidden_args=kernel.hidden_args,
-                          work_group_memory=kernel.work_group_memory)
+    wide = native.kernel(kernel.name, ("ptr", "ptr", "ptr", "float32", "int64"),
+                         hidden_args=kernel.hidden_args,
+                         work_group_memory=kernel.work_group_memory)
     with pytest.raises(errors.InvalidKernelArgumentSizeError,
                        match="check the widths the signature declares"):
         wide.launch(queue, LOCAL, LOCAL, x, x, x, 1.0, BLOCK)
-    undeclared = program.kernel(kernel.name, hidden_args=kernel.hidden_args,
-                                work_group_memory=kernel.work_group_memory)
+    undeclared = native.kernel(kernel.name, hidden_args=kernel.hidden_args,
+                               work_group_memory=kernel.work_group_memory)
     with pytest.raises(errors.InvalidKernelArgumentSizeError,
                        match=r"pass numpy scalars of the parameter types \(np.float32\(x\)\) "
                              "or declare a signature"):
@@ -173,6 +177,73 @@ def test_a_declared_width_the_kernel_does_not_take_is_named_at_the_launch(queue,
         with pytest.raises(ValueError, match=r"an argument is of another kind than its "
                                              r"parameter .* declare one \(Program.kernel"):
             undeclared.launch(queue, LOCAL, LOCAL, *args)
+
+
+@pytest.mark.cpu_device("the CPU device's programs are SPIR-V; on CUDA they are cubins, whose "
+                        "sizes test_signatures.py checks")
+def test_arguments_unlike_the_spirv_parameters_are_named_before_the_launch(queue, context,
+                                                                          kernels, rng):
+    # From SPIR-V ur_cffi knows each parameter: a signature that contradicts the module is
+    # refused where it is declared, and a launch without one checks each argument (the CPU
+    # runtime crashed on a Local for a global pointer, and read a float32's bits as an int).
+    axpy_program, axpy = crash_probe.load(context, kernels, "axpy")
+    sums_program, sums = crash_probe.load(context, kernels, "block_sums")
+    assert axpy_program.kernel_parameters[axpy.name] == ("ptr", "ptr", "ptr", "float32",
+                                                         "int32")
+    assert sums_program.kernel_parameters[sums.name] == ("ptr", "ptr", "int32", "local")
+    for (program, kernel), entry, index, declares in (
+            ((axpy_program, axpy), "int64", 4, "a 32-bit integer"),
+            ((axpy_program, axpy), "float64", 3, "a 32-bit float"),
+            ((axpy_program, axpy), "int32", 3, "a 32-bit float"),
+            ((axpy_program, axpy), "local", 0, "a pointer to global memory"),
+            ((axpy_program, axpy), "ptr", 4, "a 32-bit integer"),
+            ((sums_program, sums), "ptr", 3, "a pointer to local memory"),
+            ((sums_program, sums), "mem", 3, "a pointer to local memory")):
+        signature = list(crash_probe.SIGNATURES["axpy" if kernel is axpy else "block_sums"][1])
+        signature[index] = entry
+        with pytest.raises(ValueError, match=f"signature of '{kernel.name}': entry {index} is "
+                                             f"'{entry}'; the kernel's SPIR-V declares "
+                                             f"{declares} there"):
+            program.kernel(kernel.name, signature)
+    x = ur_cffi.asarray(rng.standard_normal(LOCAL).astype(np.float32), queue=queue)
+    out = ur_cffi.empty(LOCAL, queue=queue)
+    undeclared_axpy, undeclared_sums = axpy_program.kernel(axpy.name), \
+        sums_program.kernel(sums.name)
+    axpy_args = (x, x, out, np.float32(2.0), np.int32(LOCAL))
+    sums_args = (x, out, np.int32(LOCAL), ur_cffi.Local(4))
+    for kernel, good, index, wrong, message in (
+            (undeclared_axpy, axpy_args, 0, ur_cffi.Local(8),
+             r"a pointer to global memory in the kernel's SPIR-V, got Local\(8\): pass a "
+             "USMArray"),
+            (undeclared_axpy, axpy_args, 2, np.uint64(x.data_ptr()),
+             "a pointer to global memory in the kernel's SPIR-V, got uint64 .*an address needs "
+             "a signature"),
+            (undeclared_axpy, axpy_args, 3, np.int32(2),
+             r"a 32-bit float in the kernel's SPIR-V, got int32 .*pass np.float32\(x\)"),
+            (undeclared_axpy, axpy_args, 4, np.float32(LOCAL),
+             r"a 32-bit integer in the kernel's SPIR-V, got float32 .*pass np.int32\(x\) or "
+             r"np.uint32\(x\)"),
+            (undeclared_axpy, axpy_args, 4, np.int64(LOCAL),
+             "a 32-bit integer in the kernel's SPIR-V, got int64"),
+            (undeclared_axpy, axpy_args, 4, x, "a 32-bit integer in the kernel's SPIR-V, got "
+                                               "<USMArray"),
+            (undeclared_sums, sums_args, 0, ur_cffi.Local(8),
+             r"a pointer to global memory in the kernel's SPIR-V, got Local\(8\)"),
+            (undeclared_sums, sums_args, 3, x,
+             "a pointer to local memory in the kernel's SPIR-V, got <USMArray"),
+            (undeclared_sums, sums_args, 3, np.int32(4),
+             "a pointer to local memory in the kernel's SPIR-V, got int32 .*pass a "
+             "ur_cffi.Local")):
+        args = list(good)
+        args[index] = wrong
+        with pytest.raises(TypeError, match=f"argument {index} of '{kernel.name}' is {message}"):
+            kernel.launch(queue, LOCAL, LOCAL, *args)
+    # What fits launches, numpy scalars and ctypes values alike.
+    expected = 2 * x.to_numpy().astype(np.float64) + x.to_numpy()
+    for args in (axpy_args, (x, x, out, ctypes.c_float(2.0), ctypes.c_uint32(LOCAL))):
+        out.fill(np.nan)
+        undeclared_axpy.launch(queue, LOCAL, LOCAL, *args).wait()
+        np.testing.assert_allclose(out.to_numpy(), expected, rtol=1e-6)
 
 
 def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
@@ -215,7 +286,7 @@ def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
             program.kernel(kernel.name, signature=signature)
     declared = program.kernel(kernel.name, ("ptr", "ptr", "ptr", np.dtype("float32"),
                                             np.dtype("int32")), hidden_args=kernel.hidden_args)
-    for entries in (declared.signature, ("ptr",) * 3 + (np.dtype(np.float64), np.dtype("int64"))):
+    for entries in (declared.signature, ("ptr",) * 3 + (np.float32, np.dtype(np.int32))):
         assert program.kernel(kernel.name, entries, hidden_args=kernel.hidden_args,
                               work_group_memory=kernel.work_group_memory).signature == tuple(
             entry if isinstance(entry, str) else np.dtype(entry) for entry in entries)  # (== int)

@@ -138,6 +138,53 @@ def test_readers():
     assert spirv.extensions(to_bytes(kernel_module(), "big")) == spirv.extensions(module)
 
 
+OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_STRUCT, OP_TYPE_POINTER, OP_FUNCTION_PARAMETER = \
+    21, 22, 30, 32, 55
+OP_TYPE_UNTYPED_POINTER_KHR = 4417
+STORAGE = {"UniformConstant": 0, "Workgroup": 4, "CrossWorkgroup": 5, "Function": 7, "Generic": 8}
+
+
+def parameters_module():
+    """Two entry points (one function under two names, and another) over every kind of
+    parameter ``kernel_parameters`` tells apart, then a function that is no entry point."""
+    types = [inst(OP_TYPE_VOID, 2), inst(OP_TYPE_INT, 10, 32, 0), inst(OP_TYPE_INT, 11, 8, 0),
+             inst(OP_TYPE_INT, 12, 64, 0), inst(OP_TYPE_FLOAT, 13, 16),
+             inst(OP_TYPE_FLOAT, 14, 64), inst(OP_TYPE_STRUCT, 15, 10, 10),
+             inst(OP_TYPE_POINTER, 20, STORAGE["CrossWorkgroup"], 10),
+             inst(OP_TYPE_POINTER, 21, STORAGE["Workgroup"], 10),
+             inst(OP_TYPE_POINTER, 22, STORAGE["UniformConstant"], 13),
+             inst(OP_TYPE_POINTER, 23, STORAGE["Generic"], 11),
+             inst(OP_TYPE_POINTER, 24, STORAGE["Function"], 15),
+             inst(OP_TYPE_UNTYPED_POINTER_KHR, 25, STORAGE["Workgroup"]),
+             inst(OP_TYPE_INT, 26, 24, 0),  # a width no scalar argument has
+             inst(OP_TYPE_FUNCTION, 3, 2)]
+
+    def function(result, parameter_types):
+        instructions = [inst(OP_FUNCTION, 2, result, 0, 3),
+                        *(inst(OP_FUNCTION_PARAMETER, kind, 100 + result * 10 + index)
+                          for index, kind in enumerate(parameter_types)),
+                        inst(OP_LABEL, result + 50), inst(OP_RETURN), inst(OP_FUNCTION_END)]
+        return [word for instruction in instructions for word in instruction]
+
+    parts = [*CAPS, MEMORY_MODEL,
+             inst(OP_ENTRY_POINT, EXEC_MODEL_KERNEL, 7, *string_words("first")),
+             inst(OP_ENTRY_POINT, EXEC_MODEL_KERNEL, 8, *string_words("second")),
+             inst(OP_ENTRY_POINT, EXEC_MODEL_KERNEL, 7, *string_words("first_again")),
+             *types, function(7, [20, 21, 10, 13, 24, 25]), function(8, [22, 23, 11, 12, 14, 26]),
+             function(9, [10])]
+    return header(bound=200) + [w for part in parts for w in part]
+
+
+def test_kernel_parameters():
+    first = ("ptr", "local", "int32", "float16", None, "local")
+    expected = {"first": first, "first_again": first,
+                "second": ("ptr", "ptr", "int8", "int64", "float64", None)}
+    for byteorder in ("little", "big"):
+        assert spirv.kernel_parameters(to_bytes(parameters_module(), byteorder)) == expected
+    assert spirv.kernel_parameters(to_bytes(kernel_module())) == {"add_kernel": ()}
+    assert spirv.kernel_parameters(to_bytes(header())) == {}
+
+
 def test_constants():
     assert spirv.CAPABILITY_KERNEL_ATTRIBUTES_INTEL == 5892
     assert spirv.EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL == 5893
@@ -205,7 +252,8 @@ def test_validate_rejects_a_module_cut_between_instructions():
 
 def test_readers_and_drop_raise_on_malformed_module():
     bad = to_bytes(kernel_module()[:-len(FUNCTION[-1] + FUNCTION[-2] + FUNCTION[-3]) - 1])
-    for call in (spirv.capabilities, spirv.extensions, spirv.entry_points, spirv.drop_capabilities):
+    for call in (spirv.capabilities, spirv.extensions, spirv.entry_points, spirv.drop_capabilities,
+                 spirv.kernel_parameters):
         with pytest.raises(ValueError, match="runs past the end"):
             call(bad)
         for wrong in (16, "abcd"):  # not taken as that many zero bytes
@@ -259,7 +307,8 @@ heads = st.builds(lambda n, op: n << 16 | op, st.integers(0, 6), st.sampled_from
 @given(st.lists(st.one_of(heads, st.integers(0, 2**32 - 1)), max_size=16), st.binary(max_size=3))
 def test_random_instructions_raise_only_value_error(words, tail):
     module = to_bytes(header() + words) + tail
-    for call in (spirv.capabilities, spirv.extensions, spirv.entry_points, spirv.drop_capabilities):
+    for call in (spirv.capabilities, spirv.extensions, spirv.entry_points, spirv.drop_capabilities,
+                 spirv.kernel_parameters):
         try:
             call(module)
         except ValueError:
@@ -322,6 +371,7 @@ def test_real_triton_module(triton_no_torch):
     assert spirv.EXTENSION_KERNEL_ATTRIBUTES_INTEL not in spirv.extensions(fixed)
     assert spirv.entry_points(fixed) == [kernel.metadata.name] == ["add_kernel"]
     assert spirv.drop_capabilities(fixed) is fixed
+    assert spirv.kernel_parameters(fixed) == {"add_kernel": ("ptr", "ptr", "ptr", "int32")}
     # Only the three kernel-attribute instructions went: capability (2 words), extension
     # (1 + 7 words for the 27-character name) and MaxWorkgroupSizeINTEL mode (6 words).
     assert len(module) - len(fixed) == 4 * (2 + 8 + 6)

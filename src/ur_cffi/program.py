@@ -36,7 +36,7 @@ _C_SCALARS = {np.dtype(name): f"{ctype} *" for name, ctype in (
 class Program(_handle.Resource):
     """A built UR program.  Make one with :meth:`from_il` or :meth:`from_binary`."""
 
-    __slots__ = ("context", "binary_entries", "_built")
+    __slots__ = ("context", "binary_entries", "kernel_parameters", "_built")
     _release_function = "urProgramRelease"
 
     def __init__(self, context, handle):
@@ -45,6 +45,8 @@ class Program(_handle.Resource):
         self._built = False
         # {kernel: parameter sizes} from the binary, where the adapter cannot say (signatures)
         self.binary_entries = None
+        # {kernel: its parameters} from SPIR-V (signatures.il_parameters), else None
+        self.kernel_parameters = None
         self._own(handle, parents=(context,))
 
     @classmethod
@@ -54,13 +56,14 @@ class Program(_handle.Resource):
         _check_context(context)
         _checks.no_nul("options", options)
         il = _bytes("il", il)
-        if il[:4] in (spirv.MAGIC.to_bytes(4, "little"), spirv.MAGIC.to_bytes(4, "big")):
-            spirv.validate(il)  # the CPU runtime crashes on truncated modules
+        # (Validates SPIR-V too: the CPU runtime crashes on truncated modules.)
+        parameters = signatures.il_parameters(il)
         out = ffi.new("ur_program_handle_t *")
         with section:
             check(lib.urProgramCreateWithIL(context.handle, il, len(il), ffi.NULL, out),
                   "urProgramCreateWithIL")
             program = cls(context, out[0])
+        program.kernel_parameters = parameters
         try:
             program.build(options)
         except URError as error:
@@ -249,7 +252,10 @@ class Kernel(_handle.Resource):
     ``signature``, if given, declares each argument: ``"ptr"`` (a USMArray or an integer
     device address), ``"local"`` (a :class:`Local`), ``"mem"`` (a :class:`Buffer`), or a
     numpy dtype name (``"float32"``, ``"int64"``, ...) for a value.  Without it, values must
-    carry their own type: numpy scalars or ctypes values.
+    carry their own type: numpy scalars or ctypes values.  ``parameters``: what the program's
+    SPIR-V says each parameter is (:func:`ur_cffi.spirv.kernel_parameters`; None for a native
+    binary); ``signature`` is checked against it here (``ValueError``), and without a
+    signature each launch's arguments are (``TypeError``).
 
     ``hidden_args`` are values every launch passes after the caller's arguments: parameters
     that a compiler's ABI adds to the kernel, such as the scratch pointers of Triton's NVIDIA
@@ -273,8 +279,8 @@ class Kernel(_handle.Resource):
     """
 
     __slots__ = ("program", "name", "num_args", "argument_sizes", "argument_source",
-                 "signature", "hidden_args", "work_group_memory", "_required_local_size",
-                 "timing", "_declared", "_properties", "_reusable")
+                 "parameters", "signature", "hidden_args", "work_group_memory",
+                 "_required_local_size", "timing", "_declared", "_properties", "_reusable")
     _release_function = "urKernelRelease"
 
     def __init__(self, program: Program, name: str, signature=None, *, hidden_args=(),
@@ -333,6 +339,12 @@ class Kernel(_handle.Resource):
         elif self.num_args is not None and len(hidden_args) > self.num_args:
             raise ValueError(f"{len(hidden_args)} hidden_args given; kernel {name!r} takes "
                              f"{self.num_args} arguments")
+        parameters = program.kernel_parameters.get(name) if program.kernel_parameters else None
+        if parameters is not None and len(parameters) != self.num_args:
+            parameters = None  # the adapter counts otherwise: check nothing
+        if parameters is not None and declared is not None:
+            signatures.check_declared(name, declared, parameters)
+        self.parameters = parameters
         self.signature, self._declared = signature, declared
         self.hidden_args = hidden_args
         self.work_group_memory, self._properties = work_group_memory, properties
@@ -621,6 +633,8 @@ class Kernel(_handle.Resource):
                 write_argument(words, index, VALUE, size, _address(buffer))
         if self.argument_sizes is not None:
             signatures.check_sizes(self, words, len(args))
+        if self.parameters is not None and self._declared is None:
+            signatures.check_arguments(self, args, words)
         return block, arguments, tuple(value_buffers)
 
 

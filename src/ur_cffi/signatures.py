@@ -1,4 +1,4 @@
-"""Where a kernel's argument count and a program's kernel names come from, adapter by adapter.
+"""Where a kernel's argument count, its parameters and a program's kernel names come from.
 
 Decided here, once, for every adapter; :class:`~ur_cffi.Program` and
 :class:`~ur_cffi.Kernel` ask this module and nothing else.
@@ -23,11 +23,22 @@ Why: the CUDA and HIP drivers cannot list a function's parameters, so these adap
 an NVIDIA H200, read from the source for HIP).  Where the binary states parameter sizes, a
 launch also checks each by-value argument's size against them (the CUDA driver would read the
 kernel's size from whatever bytes it is given).
+
+A program made from SPIR-V (``Program.from_il``, on any adapter) also knows what each kernel
+parameter is (:func:`ur_cffi.spirv.kernel_parameters`): a global pointer, a local one, an
+integer or a float of a width.  A declared signature is checked against that once; without
+one, each launch that packs its arguments checks them against it (:func:`check_arguments`).
+Why: Intel's CPU OpenCL runtime crashes the process when a ``Local`` is given for a global
+pointer, and takes a float's bits for an integer parameter without a word.
 """
 
 from __future__ import annotations
 
-from . import _release, nvidia_binary
+import ctypes
+
+import numpy as np
+
+from . import _release, dtypes, nvidia_binary, spirv
 from ._release import BACKEND_PREFIX
 
 ADAPTERS_COUNTING_SET_ARGUMENTS = frozenset({"CUDA", "HIP"})
@@ -100,3 +111,77 @@ def check_sizes(kernel, words, count: int) -> None:
             raise TypeError(f"argument {index} of {kernel.name!r} is {sizes[index]} bytes in "
                             f"the binary, got {size} bytes; pass a numpy scalar of that size or "
                             "declare a signature")
+
+
+def il_parameters(il: bytes) -> dict | None:
+    """What a program made from ``il`` knows of its kernels' parameters: ``{name: (parameter,
+    ...)}`` (:func:`ur_cffi.spirv.kernel_parameters`) for SPIR-V, else None.  Raises
+    ``ValueError`` for a malformed SPIR-V module."""
+    if il[:4] not in (spirv.MAGIC.to_bytes(4, "little"), spirv.MAGIC.to_bytes(4, "big")):
+        return None
+    return spirv.kernel_parameters(il)
+
+
+_DESCRIPTIONS = {"ptr": "a pointer to global memory", "local": "a pointer to local memory"}
+
+
+def _description(parameter: str) -> str:
+    if parameter in _DESCRIPTIONS:
+        return _DESCRIPTIONS[parameter]
+    if parameter.startswith("int"):
+        return f"a {parameter.removeprefix('int')}-bit integer"
+    return f"a {parameter.removeprefix('float')}-bit float"
+
+
+def check_declared(name: str, declared: tuple, parameters: tuple) -> None:
+    """Raise ``ValueError`` if signature entry ``declared[i]`` of kernel ``name`` cannot be
+    its SPIR-V parameter ``parameters[i]``."""
+    for index, (entry, parameter) in enumerate(zip(declared, parameters)):
+        if entry is None or parameter is None:
+            continue
+        if isinstance(entry, str):
+            fits = parameter == ("local" if entry == "local" else "ptr")
+        else:
+            fits = parameter != "ptr" and parameter != "local" and \
+                (entry.kind == "f") == parameter.startswith("float") and \
+                entry.itemsize * 8 == int(parameter.removeprefix("int").removeprefix("float"))
+        if not fits:
+            raise ValueError(f"signature of {name!r}: entry {index} is {str(entry)!r}; the "
+                             f"kernel's SPIR-V declares {_description(parameter)} there")
+
+
+def check_arguments(kernel, args: tuple, words) -> None:
+    """Raise ``TypeError`` if an argument of a launch of ``kernel`` (which has no signature)
+    is not what its SPIR-V parameter is (``kernel.parameters``): the runtime would crash on
+    a ``Local`` for a global pointer, or read a float's bits as an integer.  ``words``: the
+    launch's argument block (``_release.new_arguments``), packed from ``args``."""
+    for index, (arg, parameter) in enumerate(zip(args, kernel.parameters)):
+        if parameter is None:
+            continue
+        base = index * _release.ARGUMENT_SIZE // 8
+        kind, size = words[base + 2] & 0xFFFFFFFF, words[base + 3]
+        if parameter == "ptr":
+            fits = kind in (_release.POINTER, _release.MEM_OBJ)
+            hint = "pass a USMArray (an address needs a signature that declares 'ptr')"
+        elif parameter == "local":
+            fits = kind == _release.LOCAL
+            hint = "pass a ur_cffi.Local of its size in bytes"
+        else:
+            bits = int(parameter.removeprefix("int").removeprefix("float"))
+            fits = kind == _release.VALUE and size * 8 == bits and \
+                _is_float(arg) == parameter.startswith("float")
+            hint = f"pass np.int{bits}(x) or np.uint{bits}(x)" if parameter.startswith("int") \
+                else f"pass np.float{bits}(x)" + (" or a bfloat16" if bits == 16 else "")
+        if not fits:
+            given = f"{arg.dtype} {arg!r}" if isinstance(arg, np.generic) else repr(arg) \
+                if type(arg).__name__ in repr(arg) else f"{type(arg).__name__} {arg!r}"
+            raise TypeError(f"argument {index} of {kernel.name!r} is {_description(parameter)} "
+                            f"in the kernel's SPIR-V, got {given}: {hint}")
+
+
+def _is_float(value) -> bool:
+    """Whether a by-value argument (a numpy scalar or a numeric ctypes value) is a float."""
+    if isinstance(value, ctypes._SimpleCData):
+        return value._type_ in "fd"
+    return isinstance(value, np.floating) or (dtypes.is_number(value)
+                                              and not isinstance(value, (np.integer, np.bool_)))

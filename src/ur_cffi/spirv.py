@@ -11,7 +11,7 @@ import array
 __all__ = [
     "MAGIC", "CAPABILITY_KERNEL_ATTRIBUTES_INTEL", "EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL",
     "EXTENSION_KERNEL_ATTRIBUTES_INTEL", "validate", "capabilities", "extensions",
-    "entry_points", "drop_capabilities",
+    "entry_points", "kernel_parameters", "drop_capabilities",
 ]
 
 MAGIC = 0x07230203
@@ -23,8 +23,18 @@ OP_ENTRY_POINT = 15
 OP_EXECUTION_MODE = 16
 OP_CAPABILITY = 17
 OP_EXECUTION_MODE_ID = 331
+OP_TYPE_INT = 21
+OP_TYPE_FLOAT = 22
+OP_TYPE_POINTER = 32
 OP_FUNCTION = 54
+OP_FUNCTION_PARAMETER = 55
 OP_FUNCTION_END = 56
+OP_TYPE_UNTYPED_POINTER_KHR = 4417
+
+# Storage classes (3.7) of a kernel's pointer parameters: OpenCL's __global, __constant and
+# generic memory, and __local (work-group) memory.  Function storage is a by-value aggregate.
+_GLOBAL_STORAGE = frozenset({5, 0, 8})  # CrossWorkgroup, UniformConstant, Generic
+_WORKGROUP_STORAGE = 4
 
 # Enumerants from SPV_INTEL_kernel_attributes. Triton's SPIR-V declares the capability for
 # its MaxWorkgroupSizeINTEL execution mode; runtimes without the extension reject it.
@@ -158,6 +168,41 @@ def entry_points(module):
     words, _ = _words(module)
     # OpEntryPoint: execution model, function id, then the name.
     return [_string(words, off + 3, off + n, off) for off, op, n in _instructions(words) if op == OP_ENTRY_POINT]
+
+
+def kernel_parameters(module):
+    """Return ``{entry point name: (parameter, ...)}``: what each kernel's parameters are.
+
+    A parameter is ``"ptr"`` (a pointer to global, constant or generic memory), ``"local"``
+    (a pointer to work-group memory), ``"int8"`` to ``"int64"`` (an integer of that width:
+    SPIR-V for OpenCL does not say whether it is signed), ``"float16"`` to ``"float64"``, or
+    None (anything else: a by-value struct, a vector, an image, a sampler).
+    Raises ValueError if the module is malformed.
+    """
+    words, _ = _words(module)
+    types, names, parameters = {}, {}, {}
+    function = None  # the entry point function whose parameters come next
+    for off, op, n in _instructions(words):
+        if function is not None:
+            if op == OP_FUNCTION_PARAMETER and n >= 3:
+                parameters[function].append(types.get(words[off + 1]))
+                continue
+            function = None
+        if op == OP_ENTRY_POINT and n >= 4:
+            names.setdefault(words[off + 2], []).append(_string(words, off + 3, off + n, off))
+        elif op == OP_TYPE_INT and n >= 3 and words[off + 2] in (8, 16, 32, 64):
+            types[words[off + 1]] = f"int{words[off + 2]}"
+        elif op == OP_TYPE_FLOAT and n >= 3 and words[off + 2] in (16, 32, 64):
+            types[words[off + 1]] = f"float{words[off + 2]}"
+        elif op in (OP_TYPE_POINTER, OP_TYPE_UNTYPED_POINTER_KHR) and n >= 3:
+            storage = words[off + 2]
+            types[words[off + 1]] = "ptr" if storage in _GLOBAL_STORAGE else \
+                "local" if storage == _WORKGROUP_STORAGE else None
+        elif op == OP_FUNCTION and n >= 5 and words[off + 2] in names:
+            function = words[off + 2]
+            parameters[function] = []
+    return {name: tuple(parameters.get(function, ())) for function, entries in names.items()
+            for name in entries}
 
 
 def drop_capabilities(module, capabilities=frozenset({CAPABILITY_KERNEL_ATTRIBUTES_INTEL}),
