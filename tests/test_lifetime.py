@@ -826,9 +826,38 @@ SHOWN_AT_TEARDOWN = textwrap.dedent("""
     owner.close()  # its memory stays for the wrap, which ur_cffi releases first
     ur_cffi.loader.teardown()
     assert queue.closed and wrap.closed
-    kept = np.asarray(ur_cffi.full(8, 1.0, queue=ur_cffi.Queue(
-        device_under_test.get().create_context()), kind="host"))
-    print("ok")  # (the exit's teardown frees under `kept`: the process ends)
+    print("ok")
+""")
+
+SHOWN_AT_EXIT = textwrap.dedent("""
+    import atexit
+    import threading
+
+    import numpy as np
+
+    views = {}
+    # Registered before ur_cffi's own exit function, so it runs after it.
+    atexit.register(lambda: print("at exit", float(views["host"].sum()), flush=True))
+
+    import ur_cffi
+    import device_under_test
+
+    queue = ur_cffi.Queue(device_under_test.get().create_context())
+    views["host"] = np.from_dlpack(ur_cffi.full(1 << 20, 2.0, np.float32, queue=queue,
+                                                kind="host"))
+    shared = np.asarray(ur_cffi.full(1 << 20, 3.0, np.float32, queue=queue, kind="shared"))
+    started = threading.Event()
+
+
+    def keep_reading():
+        while True:
+            shared.sum()
+            started.set()
+
+
+    threading.Thread(target=keep_reading, daemon=True).start()
+    started.wait()
+    print("main ends", flush=True)
 """)
 
 
@@ -837,6 +866,15 @@ def test_teardown_refuses_to_free_memory_numpy_still_uses():
     done = crash_probe.run_child(code=SHOWN_AT_TEARDOWN, check=False, timeout=50)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "ok"
+
+
+def test_the_exit_frees_no_memory_numpy_still_uses():
+    # The teardown at exit freed it: an exit function registered earlier, or a daemon thread,
+    # that read a numpy view then crashed the process (SIGSEGV).
+    for _ in range(3):
+        done = crash_probe.run_child(code=SHOWN_AT_EXIT, check=False, timeout=50)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.split("\n")[:2] == ["main ends", f"at exit {2.0 * (1 << 20)}"]
 
 
 def test_objects_are_closed_after_loader_teardown():

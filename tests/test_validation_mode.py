@@ -111,6 +111,21 @@ def test_a_clean_program_exits_0_under_validation(tmp_path):
         assert spurious > 0                 # that the layer was on (elsewhere, the next test's)
 
 
+def test_an_exit_with_memory_numpy_still_uses_says_it_made_no_report(tmp_path):
+    # The exit frees nothing numpy may still read (test_lifetime.py), so UR makes no leak
+    # report: said, not passed over.
+    done = crash_probe.run_child(
+        code="import numpy as np, ur_cffi, device_under_test\n"
+             "kept = np.asarray(ur_cffi.full(8, 1.0, queue=ur_cffi.Queue(\n"
+             "    device_under_test.get().create_context()), kind='host'))\n"
+             "print(kept.sum())",
+        check=False, timeout=120, env=validation_env(tmp_path / "logs"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["8.0"]
+    assert "ur_cffi: no teardown at exit, so no leak report: the memory of 1 array(s) is " \
+           "still used outside ur_cffi" in done.stderr
+
+
 @pytest.mark.parametrize("selector, chooses", [("*:*", True), ("*:fpga", False),
                                                ("level_zero:*;hip:*", False),
                                                ("!level_zero:*", False)])

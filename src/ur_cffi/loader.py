@@ -601,7 +601,7 @@ def teardown() -> None:
     ended (the other finalizers of that garbage may still use its objects); what it raises
     then, the collector prints.
     """
-    _handle.run_after_collection(_teardown, True)  # (refuse_shown)
+    _handle.run_after_collection(_teardown, "raise")
 
 
 def _arrays_shown() -> int:
@@ -615,13 +615,18 @@ def _arrays_shown() -> int:
                if memory.shown_outside(array))
 
 
-def _teardown(refuse_shown: bool = False) -> None:
-    """:func:`teardown`; without ``refuse_shown``, whatever still uses the memory (at exit:
-    the process ends)."""
+def _teardown(if_shown: str) -> int:
+    """:func:`teardown`; while memory of arrays is used outside ur_cffi, ``if_shown`` says
+    what to do: ``"raise"``, or ``"skip"`` the teardown (at exit: daemon threads, exit
+    functions registered earlier and finalizers may still read a numpy view; the process's
+    end frees what is left).  Returns how many arrays made it skip (0: torn down)."""
     with _lock:
         if _state["adapters"] is None or _state["forked"] or _handle._forked:
-            return
-        if refuse_shown and (shown := _arrays_shown()):
+            return 0
+        shown = _arrays_shown()
+        if shown and if_shown == "skip":
+            return shown
+        if shown:
             raise RuntimeError(
                 f"loader.teardown(): the memory of {shown} array(s) is still used outside "
                 "ur_cffi (numpy views from np.asarray, DLPack tensors; an array once shown "
@@ -638,13 +643,14 @@ def _teardown(refuse_shown: bool = False) -> None:
         _state["adapters"] = None
         check(lib.urLoaderTearDown(), "urLoaderTearDown")
         if not _state["validation"] or _state["log"] is None:
-            return
+            return 0
         problems = validation_problems()
         if _state["own_log"]:
             os.unlink(_state["log"])
         _state["log"] = None
         if problems:
             raise ValidationError(problems)
+    return 0
 
 
 def _finish_open_queues() -> None:
@@ -656,12 +662,18 @@ def _finish_open_queues() -> None:
 
 
 def _teardown_at_exit() -> None:
-    """:func:`teardown` at interpreter exit.  In validation mode, a report of leaks or errors
-    is printed and the process exits with :data:`VALIDATION_EXIT_STATUS` at once (exit
-    functions registered before ur_cffi's first use do not run then)."""
+    """:func:`teardown` at interpreter exit, none while memory of an array is used outside
+    ur_cffi (nothing is released then: the process's end frees it).  In validation mode, a
+    report of leaks or errors is printed and the process exits with
+    :data:`VALIDATION_EXIT_STATUS` at once (exit functions registered before ur_cffi's first
+    use do not run then); a skipped teardown is said on stderr, as it makes no report."""
     try:
         with section:  # a Ctrl-C (or one re-sent) now comes after the teardown, not inside it
-            _teardown()
+            skipped = _teardown("skip")
+        if skipped and _state["validation"] and sys.stderr is not None:
+            sys.stderr.write(f"ur_cffi: no teardown at exit, so no leak report: the memory of "
+                             f"{skipped} array(s) is still used outside ur_cffi (numpy views, "
+                             "DLPack tensors)\n")
     except ValidationError as error:
         # An exception in an atexit function does not change the exit status: force it.
         for stream in (sys.stdout, sys.stderr):
