@@ -352,11 +352,17 @@ def test_wrong_objects_get_clear_type_errors(queue, context):
 
 def test_overlapping_copies_onto_itself_are_refused(queue):
     array = ur_cffi.asarray(np.arange(8, dtype=np.float32), queue=queue)
-    with pytest.raises(ValueError, match="overlaps"):
+    with pytest.raises(ValueError, match="the source at offset 0 overlaps"):
         array.copy_from(array)
-    with pytest.raises(ValueError, match="overlaps"):
-        array.copy_to(array)
+    interleave = "the source's bytes and the destination's overlap or interleave"
+    for call in (lambda: array.copy_to(array),
+                 lambda: array[::2].copy_from(array[1::2]),  # (interleaved: said "overlaps")
+                 lambda: array[1::2].copy_to(array[::2])):
+        with pytest.raises(ValueError, match=f"{interleave} .*assignment, a\\[...\\] = b"):
+            call()
     assert np.array_equal(array.to_numpy(), np.arange(8, dtype=np.float32))
+    array[::2] = array[1::2]
+    assert np.array_equal(array.to_numpy(), np.repeat(np.arange(1, 8, 2, dtype=np.float32), 2))
 
 
 @pytest.mark.parametrize("read", ["to_numpy", "copy_to", "copy_from", "setitem", "copy",

@@ -520,6 +520,11 @@ def test_copies_of_the_whole_array_take_shapes_that_differ_by_axes_of_one(q, rng
     closed.close()
     with pytest.raises(ur_cffi.ClosedError):  # (it said the source overlaps)
         ur_cffi.zeros((4, 6), queue=q).copy_from(closed)
+    reused = ur_cffi.zeros((4, 6), queue=q)  # (the allocator may give it closed's memory)
+    for call in (lambda: closed[::-1].copy_to(reused), lambda: closed.copy_to(reused),
+                 lambda: closed.copy_to(np.zeros((4, 6)))):
+        with pytest.raises(ur_cffi.ClosedError):  # (copy_to said the source overlaps)
+            call()
 
 
 def test_fill_of_a_non_contiguous_view(q):
@@ -548,6 +553,22 @@ def test_an_empty_or_single_last_axis_changes_item_size_as_numpy_does(q):
         assert same(view.to_numpy(), np.array(expected, order="C"))
     with pytest.raises(ValueError, match="last axis must be contiguous"):
         ur_cffi.asarray(bytes_, queue=q)[:, ::2].view(np.int16)
+    # Of the same size, a dtype aligned more strictly needs its alignment as much (numpy
+    # would make an unaligned array; kernels load each element whole).
+    base = ur_cffi.zeros(32, np.float32, queue=q)
+    for view in (ur_cffi.from_pointer(base.data_ptr() + 4, (4,), np.complex64, queue=q,
+                                      owner=base),
+                 ur_cffi.from_pointer(base.data_ptr(), (3,), np.complex64, strides=(12,), queue=q,
+                                      owner=base),
+                 ur_cffi.from_pointer(base.data_ptr() + 4, (4,), "V8", queue=q, owner=base)):
+        with pytest.raises(ValueError, match=f"view as float64: the address 0x{view.data_ptr():x} "
+                                             f"or strides .* alignment, 8 bytes"):
+            view.view(np.float64)
+    for aligned, wider in ((base[:8].view(np.complex64), np.float64),
+                           (base[2:10].view(np.complex64), np.int64),
+                           (ur_cffi.from_pointer(base.data_ptr() + 8, (2,), "V4", queue=q,
+                                                 owner=base), np.float32)):
+        assert aligned.view(wider).data_ptr() == aligned.data_ptr()
 
 
 @pytest.mark.parametrize("name, value", [
@@ -815,7 +836,8 @@ def test_overlapping_copies_between_views_are_refused_by_name(q):
         array.copy_to(array[1:4], offset=2)
     with pytest.raises(ValueError, match="copy_to: the part from offset 0 overlaps"):
         array[2:6].copy_to(array[3:5], offset=0)
-    with pytest.raises(ValueError, match="copy_to: the source overlaps"):
+    with pytest.raises(ValueError, match="copy_to: the source's bytes and the destination's "
+                                         "overlap or interleave"):
         array.copy_to(array)
     assert np.array_equal(array.to_numpy(), np.arange(8, dtype=np.float32))
 

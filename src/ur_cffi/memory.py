@@ -746,6 +746,13 @@ class USMArray(_handle.Resource):
         if not new:
             raise ValueError(f"view as {dtype}: a dtype of 0 bytes holds no elements")
         if old == new:
+            alignment = dtype.alignment
+            if alignment > self._dtype.alignment and self._size and (
+                    self._address % alignment
+                    or any(s % alignment for s, n in zip(self._strides, self._shape) if n > 1)):
+                raise ValueError(f"view as {dtype}: the address 0x{self._address:x} or strides "
+                                 f"{self._strides} are not multiples of its alignment, "
+                                 f"{alignment} bytes")
             return self._view(self._shape, self._strides, dtype=dtype)
         if not self._shape:
             raise ValueError(f"view as {dtype}: a 0-d array of {self._dtype} cannot change its "
@@ -977,8 +984,9 @@ class USMArray(_handle.Resource):
 
     def _check_overlap(self, other: USMArray, what: str) -> None:
         if self._overlaps(other):
-            raise ValueError(f"{what}: the source overlaps the destination in memory (UR copies "
-                             "between distinct ranges only)")
+            raise ValueError(f"{what}: the source's bytes and the destination's overlap or "
+                             "interleave (UR copies between distinct ranges only; assignment, "
+                             "a[...] = b, copies through a temporary)")
 
     def copy_from(self, source, *, offset: int | None = None, queue: Queue | None = None,
                   blocking: bool = True, wait_for=()) -> Event:
@@ -1083,6 +1091,7 @@ class USMArray(_handle.Resource):
         On an out-of-order queue the copy waits for ``wait_for``, or, if none is given, for
         everything submitted to the queue before it (a barrier), so it never reads data that a
         kernel submitted earlier has yet to write; so do every copy and fill there."""
+        self.data_ptr()  # noqa: B018 - raises ClosedError (before the destination's checks)
         queue = self._queue_for(queue)
         if blocking is not True and blocking is not False:
             blocking = _checks.flag("copy_to: blocking", blocking)
