@@ -20,6 +20,7 @@ import pytest
 
 import crash_probe
 import ur_cffi
+import test_allocator
 from test_allocator import axpy, spin  # noqa: F401 - fixtures
 from test_graph import native, updatable  # noqa: F401 - fixtures
 
@@ -238,6 +239,83 @@ def test_concurrent_updates_of_one_launch_agree_with_the_command_buffer(updatabl
             source = x2_values if first is x2 else x_values
             assert axpy_matches(out.to_numpy(), scale, source, y_values), (trial, scale,
                                                                            first is x2)
+
+
+def test_a_replay_of_no_command_waits_for_its_wait_list(native, spin, context, device):
+    """A graph with no command of its own (nothing recorded, or a barrier) replayed on an
+    out-of-order queue: natively, its empty command buffer ended at once, before the work
+    it was to wait for (a kernel still spinning on another queue)."""
+    with ur_cffi.Queue(context, device) as other, \
+            ur_cffi.Queue(context, device, out_of_order=True) as queue:
+        for record_barrier in (False, True):
+            with ur_cffi.Graph(context, native=native) as graph:
+                if record_barrier:
+                    with graph.recording(queue):
+                        queue.barrier()
+                spinning = test_allocator.Spinning(spin, other)  # (with its Event)
+                replay = graph.replay(queue, wait_for=[spinning.event])
+                releaser = threading.Timer(0.3, spinning.release)
+                releaser.start()
+                try:
+                    replay.wait()
+                    assert not spinning.running  # the replay ended after the kernel
+                finally:
+                    spinning.release()
+                    releaser.join()
+                other.finish()
+
+
+def test_updates_of_two_parts_of_one_launch_in_two_threads_both_apply(updatable, axpy, queue,
+                                                                      rng, monkeypatch):
+    """One thread updates a recorded launch's arguments, another its global size: each update
+    made its new state from the launch's before the graph's lock, and the one applied second
+    undid the first (in 116 of 300 races).  The first is held here after making its state,
+    while the second runs."""
+    from ur_cffi import graph as graph_module
+
+    n = 2 * BLOCK
+    x_values, x2_values, y_values = (rng.standard_normal(n).astype(np.float32)
+                                     for _ in range(3))
+    x, x2 = ur_cffi.asarray(x_values, queue=queue), ur_cffi.asarray(x2_values, queue=queue)
+    y, out = ur_cffi.asarray(y_values, queue=queue), ur_cffi.empty(n, queue=queue)
+    arguments = (y, out, np.float32(2.0), np.int32(n))
+    made, go, errors = threading.Event(), threading.Event(), []
+    original = graph_module._Launch.kernel_update
+
+    def kernel_update(self, *args, **kwargs):
+        new = original(self, *args, **kwargs)
+        if threading.current_thread().name == "arguments":
+            made.set()
+            go.wait(30)
+        return new
+
+    monkeypatch.setattr(graph_module._Launch, "kernel_update", kernel_update)
+    with ur_cffi.Graph(queue.context, native=updatable) as graph:
+        with graph.recording(queue):
+            launch = axpy.launch(queue, 2 * LOCAL, LOCAL, x, *arguments)
+
+        def update(*args, **kwargs):
+            try:
+                launch.update(*args, **kwargs)
+            except BaseException as error:  # noqa: BLE001 - the test reports it
+                errors.append(error)
+
+        first = threading.Thread(target=update, args=(x2, *arguments), name="arguments")
+        first.start()
+        assert made.wait(30)
+        second = threading.Thread(target=update, kwargs={"global_size": LOCAL})
+        second.start()
+        second.join(0.5)  # it waits for the first (before, it ran through meanwhile)
+        go.set()
+        first.join(30)
+        second.join(30)
+        assert not errors, errors
+        assert launch._command.args[0] is x2
+        out.fill(np.nan)
+        graph.replay(queue).wait()
+        got = out.to_numpy()
+        assert axpy_matches(got[:BLOCK], 2.0, x2_values[:BLOCK], y_values[:BLOCK])
+        assert np.isnan(got[BLOCK:]).all()  # one work-group's block only: the new size
 
 
 INTERRUPTED = textwrap.dedent("""

@@ -414,12 +414,12 @@ class Graph(_handle.Resource):
                 count += 1
             out = ffi.new(_EVENT_OUT)
             try:
-                if self.native:
-                    with enqueue_lock:
+                if self.native and self._commands:  # (an empty command buffer's replay on an
+                    with enqueue_lock:               # out-of-order CPU queue ended at once,
                         result = lib.urEnqueueCommandBufferExp(queue._handle, state.buffer,
                                                                count, events, out)
                     function, detail = "urEnqueueCommandBufferExp", "replaying a graph"
-                else:
+                else:  # before its wait list: enqueued one by one, it waits for it)
                     result, function, detail = self._enqueue_each(
                         queue, queue.out_of_order, count, events, out)
             except TypeError:  # no handle: the queue is closed
@@ -684,21 +684,25 @@ class Graph(_handle.Resource):
         self.handle  # noqa: B018 - raises ClosedError
         if self._blocks:
             raise RuntimeError("update the graph's launches after its recording blocks")
-        if launch.launcher is not None:
-            if args or global_size is not None or local_size is not None \
-                    or global_offset is not None:
-                raise TypeError(f"a Triton launch of {launch.kernel.name!r} is updated by "
-                                "parameter name (update(x_ptr=array, n=100)) and grid=")
-            new = launch.triton_update(self._own_queue(), by_name, grid)
-        else:
-            if by_name or grid is not None:
-                raise TypeError(f"a launch of {launch.kernel.name!r} takes its whole argument "
-                                "list again (update(x, y, 2.0, n)) and global_size/local_size")
-            new = launch.kernel_update(self._own_queue(), args, global_size,
-                                       local_size, global_offset)
-        if not self._finalized:  # once the arguments are checked: a refused update leaves the
-            self.finalize()      # graph open (a command buffer's launches update once final)
+        # The new state is made from the launch's current one: under the lock, so that two
+        # updates in two threads apply both (the second one read before the first landed).
         with self._lock:
+            if launch.launcher is not None:
+                if args or global_size is not None or local_size is not None \
+                        or global_offset is not None:
+                    raise TypeError(f"a Triton launch of {launch.kernel.name!r} is updated by "
+                                    "parameter name (update(x_ptr=array, n=100)) and grid=")
+                new = launch.triton_update(self._own_queue(), by_name, grid)
+            else:
+                if by_name or grid is not None:
+                    raise TypeError(f"a launch of {launch.kernel.name!r} takes its whole "
+                                    "argument list again (update(x, y, 2.0, n)) and "
+                                    "global_size/local_size")
+                new = launch.kernel_update(self._own_queue(), args, global_size,
+                                           local_size, global_offset)
+            if not self._finalized:  # once the arguments are checked: a refused update leaves
+                self.finalize()      # the graph open (a command buffer's launches update once
+                                     # final)
             self.handle  # noqa: B018
             changed, sizes = launch.changes(new)  # against what the command buffer holds
             if self.native and (changed or sizes):
