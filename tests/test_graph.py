@@ -812,6 +812,23 @@ def test_a_replay_refuses_an_array_closed_under_a_wrapper(updatable, tq, rng):
     graph.close()
 
 
+def test_a_prepared_launch_of_a_closed_queue_is_added(native, add, context, device, queue, rng):
+    """Graph.add takes a prepared launch's context and device from its queue, which runs none
+    of the graph's work: once closed, it raised a bare 'Queue is closed'."""
+    kernel, local = add
+    n = 3 * BLOCK - 5
+    x, y = random32(rng, n), random32(rng, n)
+    dx, dy = ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue)
+    out = ur_cffi.empty(n, np.float32, queue=queue)
+    with ur_cffi.Queue(context, device) as closed:
+        prepared = kernel.prepare(closed, 3 * local, local, dx, dy, out, np.int32(n))
+    with ur_cffi.Graph(context, native=native) as graph:
+        graph.add(prepared)
+        out.fill(np.nan)
+        graph.replay(queue).wait()
+    assert np.array_equal(out.to_numpy(), f32(x.astype(np.float64) + y))
+
+
 def test_adding_a_prepared_launch_refuses_an_array_closed_under_a_wrapper(updatable, tq,
                                                                            rng):
     """Graph.add looked the wrapper's array up again, when its data_ptr() raised: nothing was

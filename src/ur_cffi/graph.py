@@ -299,7 +299,9 @@ class Graph(_handle.Resource):
         commands ``after``."""
         if not isinstance(launch, PreparedLaunch):
             raise TypeError(f"add takes a PreparedLaunch, not {type(launch).__name__}")
-        self._check_queue(launch.queue, "add")
+        if launch.queue.context is not self.context or launch.queue.device is not self.device:
+            raise ValueError(f"add: {launch!r} is not of the graph's context and device")
+        # (Its queue, closed or not, only said where it was checked: nothing runs there.)
         for memory in launch._memories:
             if memory is not None:
                 memory.handle  # noqa: B018 - raises ClosedError
