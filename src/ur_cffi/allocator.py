@@ -479,6 +479,10 @@ def record_queue(block, queue) -> None:
         if block.used_on is None:
             block.used_on = []
         if not any(ref() is queue for ref in block.used_on):
+            # Queues gone and finished order nothing: dropped, or an array used on a queue
+            # after queue (a graph's own, a replay's) keeps them all, scanned at each use.
+            block.used_on = [ref for ref in block.used_on
+                             if ref() is not None or not ref.finished]
             block.used_on.append(queue.ref)
 
 
