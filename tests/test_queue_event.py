@@ -277,3 +277,28 @@ def test_wait_lists_reject_non_events(queue):
                  lambda: array.copy_to(np.zeros(4, np.float32), wait_for=[None])):
         with pytest.raises(TypeError, match="wait_for takes Event objects"):
             call()
+
+
+def test_closing_queues_holds_no_memory(context):
+    # close() finished an idle queue through a probe, a barrier with an event, and Intel's CPU
+    # runtime keeps about 10 KiB for every queue that ever made an event: 10,000 queues made
+    # and closed kept 100 MiB, against nothing for queues dropped without close().
+    import gc
+
+    import crash_probe
+
+    def cycles(count, close):
+        for _ in range(count):
+            queue = ur_cffi.Queue(context)
+            if close:
+                queue.close()
+            del queue
+        gc.collect()
+
+    grown = {}
+    for close in (False, True):
+        cycles(100, close)
+        before = crash_probe.rss_bytes()
+        cycles(2000, close)
+        grown[close] = crash_probe.rss_bytes() - before
+    assert grown[True] < grown[False] + (4 << 20), grown
