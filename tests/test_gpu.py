@@ -387,6 +387,36 @@ def test_global_scratch_is_device_memory(gq, gctx, gpu, rng):
     np.testing.assert_array_equal(dy.to_numpy(), x * 2)
 
 
+def test_a_graph_keeps_scratch_memory_of_its_own(gq, gctx, rng):
+    """A recorded launch used the queue's shared global scratch, which a larger launch then
+    replaced and freed: replays wrote into memory the allocator had given to other arrays.
+    An update to a larger grid kept the recorded launch's scratch size as well."""
+    M, N, BM, BN = 256, 512, 64, 64
+    x = rng.standard_normal((M, N)).astype(np.float32)
+    dx, dy = ur_cffi.asarray(x, queue=gq), ur_cffi.empty((M, N), np.float32, queue=gq)
+    graph = ur_cffi.Graph(gctx)
+    with graph.recording(gq):
+        compiled = descriptor_scale[(1, 2)](dx, dy, BM, 2 * BN, BM=BM, BN=BN)
+    size = compiled.metadata.global_scratch_size
+    if size == 0:
+        graph.close()
+        pytest.skip(f"Triton {triton.__version__} gave this kernel no global scratch")
+    align = compiled.metadata.global_scratch_align
+    descriptor_scale[(M // BM, N // BN)](dx, dy, M, N, BM=BM, BN=BN)  # (a larger scratch)
+    gq.finish()
+    # The size the queue's shared scratch had for the recorded grid: its memory, given back.
+    others = [ur_cffi.full(2 * (2 * size + align), 7, np.uint8, queue=gq) for _ in range(4)]
+    launch = graph.commands[0]
+    for grid, rows, columns in (((1, 2), BM, 2 * BN), ((M // BM, N // BN), M, N)):
+        launch.update(M=rows, N=columns, grid=grid)
+        dy.fill(np.nan)
+        graph.replay(gq).wait()
+        count = rows * columns  # (a rows x columns matrix at the arrays' start)
+        np.testing.assert_array_equal(dy.to_numpy().ravel()[:count], x.ravel()[:count] * 2)
+        assert all((other.to_numpy() == 7).all() for other in others)
+    graph.close()
+
+
 def test_clusters_are_refused_clearly(gq):
     x = ur_cffi.empty(1024, np.float32, queue=gq)
     with pytest.raises(NotImplementedError, match="num_ctas=2"):

@@ -1015,13 +1015,20 @@ class _Launch:
             else:
                 _write_scalar(launcher, name, ty, ffi.cast("char *", word), size, value)
             args[position] = value
-        sizes = self.sizes
+        sizes, keep = self.sizes, self.keep
         if grid is not None:
             cells = _sizes("grid", grid) + (1, 1)
             launcher._check_grid(cells[:3], queue.device)
             local = launcher.local_size
             sizes = (3, (0, 0, 0), (cells[0] * local, cells[1], cells[2]), (local, 1, 1))
-        return _Snapshot(sizes, block, arguments, words, tuple(args), self.keep)
+            if launcher._scratch:  # NVIDIA scratch memory, sized by the grid: new for this one
+                scratch = []
+                owners = launcher._scratch_memory(scratch, queue,
+                                                  cells[0] * cells[1] * cells[2], True)
+                for word, address in scratch:  # (the launcher's block begins with the list)
+                    words[word] = address
+                keep = (keep, owners)
+        return _Snapshot(sizes, block, arguments, words, tuple(args), keep)
 
     def changes(self, new: _Snapshot) -> tuple[list, set]:
         """``(indices of the arguments that differ, names of the sizes that differ)`` in

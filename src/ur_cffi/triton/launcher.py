@@ -217,9 +217,10 @@ class Launcher:
         if addresses is not None:  # a grid not seen with these arguments before
             grid_x, grid_y, grid_z = self._check_grid((grid_x, grid_y, grid_z), stream.device)
         owners = None
-        if self._scratch and grid_x and grid_y and grid_z:
-            owners = self._scratch_memory(addresses, stream, grid_x * grid_y * grid_z,
-                                          preparing)
+        if self._scratch and grid_x and grid_y and grid_z:  # (a prepared or recorded launch
+            owners = self._scratch_memory(  # keeps scratch of its own: not the queue's shared
+                addresses, stream, grid_x * grid_y * grid_z,  # one, which a larger launch
+                preparing or bool(recording and stream in recording))  # replaces)
         if preparing:
             driver.preparing[get_ident()] = self._prepare((grid_x, grid_y, grid_z), stream,
                                                           function, addresses, values, args,
@@ -338,8 +339,8 @@ class Launcher:
         return addresses, values, stable
 
     def _scratch_memory(self, addresses: list, stream, instances: int, fresh: bool) -> list:
-        """Add the addresses of this launch's scratch memory to ``addresses``; returns the
-        allocations the launch must keep (none for an in-order queue's shared ones)."""
+        """Add ``(word, address)`` of this launch's scratch memory to ``addresses``; returns
+        the allocations the launch must keep (none for an in-order queue's shared ones)."""
         from .cuda import scratch
 
         owners = []
