@@ -217,10 +217,11 @@ class Launcher:
         if addresses is not None:  # a grid not seen with these arguments before
             grid_x, grid_y, grid_z = self._check_grid((grid_x, grid_y, grid_z), stream.device)
         owners = None
-        if self._scratch and grid_x and grid_y and grid_z:  # (a prepared or recorded launch
-            owners = self._scratch_memory(  # keeps scratch of its own: not the queue's shared
-                addresses, stream, grid_x * grid_y * grid_z,  # one, which a larger launch
-                preparing or bool(recording and stream in recording))  # replaces)
+        if self._scratch and grid_x and grid_y and grid_z:
+            # A prepared or recorded launch keeps scratch of its own, not the queue's shared
+            # block, which a larger launch replaces (and frees).
+            owners = self._scratch_memory(addresses, stream, grid_x * grid_y * grid_z,
+                                          preparing or bool(recording and stream in recording))
         if preparing:
             driver.preparing[get_ident()] = self._prepare((grid_x, grid_y, grid_z), stream,
                                                           function, addresses, values, args,
