@@ -265,6 +265,33 @@ def test_a_replay_of_no_command_waits_for_its_wait_list(native, spin, context, d
                 other.finish()
 
 
+def test_an_array_made_while_recording_takes_no_memory_still_in_use(native, spin, context,
+                                                                   device):
+    """An array made inside a recording block took the memory its queue had just freed, with
+    a kernel there still to write it: a replay on another queue ran before that kernel's
+    store, which then overwrote what the replay had written."""
+    with ur_cffi.Queue(context, device) as recorded, ur_cffi.Queue(context, device) as other:
+        n = 12_345  # a size of its own
+        old = ur_cffi.empty(n, np.int32, queue=recorded)
+        spinning = test_allocator.Spinning(spin, recorded, old)  # stores into old[0] at its end
+        spinning.out = None
+        del old
+        gc.collect()
+        with ur_cffi.Graph(context, native=native) as graph:
+            with graph.recording(recorded):
+                made = ur_cffi.empty(n, np.int32, queue=recorded)
+                made.fill(-5, blocking=False)
+            releaser = threading.Timer(0.3, spinning.release)
+            releaser.start()
+            try:
+                graph.replay(other).wait()
+            finally:
+                spinning.release()
+                releaser.join()
+            recorded.finish()
+            assert (made.to_numpy() == -5).all()
+
+
 def test_updates_of_two_parts_of_one_launch_in_two_threads_both_apply(updatable, axpy, queue,
                                                                       rng, monkeypatch):
     """One thread updates a recorded launch's arguments, another its global size: each update

@@ -40,7 +40,7 @@ from . import _checks, _handle, _interrupts, _release
 from ._ur import ffi, lib
 from .enums import ur_queue_flag_t, ur_result_t
 from .errors import URError, by_result, check
-from .queue import _complete, raw_barrier, raw_enqueue_lock, retained
+from .queue import _complete, raw_barrier, raw_enqueue_lock, recording, retained
 
 _NULL = ffi.NULL
 _SMALL = 1 << 20
@@ -178,12 +178,16 @@ class _Pool(_handle.Resource):
             block = blocks.pop() if blocks else None
             ref = block.queue_ref if block is not None else None
             if ref is None or ref() is not queue or not self._device_memory or \
-                    block.waits is not None or _int_and(queue._flags, _OUT_OF_ORDER):
+                    block.waits is not None or _int_and(queue._flags, _OUT_OF_ORDER) or \
+                    recording and queue in recording:
                 if block is not None:
                     blocks.append(block)
-                block = self._cached(queue, size)
+                # While a graph records the queue, the array is the graph's, which replays on
+                # any queue: only memory that nothing uses any more (as for host memory).
+                completed = bool(recording and queue in recording)
+                block = self._cached(queue, size, completed)
                 if block is None and size >= _SMALL:
-                    block = self._cached_larger(queue, size)
+                    block = self._cached_larger(queue, size, completed)
             if block is None:
                 block = self._allocate(queue, size, array)
             else:
@@ -201,11 +205,13 @@ class _Pool(_handle.Resource):
             _lock.release()
         return block
 
-    def _cached(self, queue, size: int) -> Block | None:
+    def _cached(self, queue, size: int, completed: bool = False) -> Block | None:
+        """A cached block of ``size`` bytes for ``queue``: ordered after its last use there,
+        or, with ``completed`` (and for host and shared memory), one whose work is done."""
         blocks = self._free.get(size)
         if not blocks:
             return None
-        if self.kind != "device":  # the host may touch it at once: only completed ones
+        if self.kind != "device" or completed:  # (the host may touch it at once)
             for i in range(len(blocks) - 1, -1, -1):
                 candidate = blocks[i]
                 if candidate.event is None and _finishing(candidate):
@@ -245,7 +251,7 @@ class _Pool(_handle.Resource):
             queue._last_event = None
         return block
 
-    def _cached_larger(self, queue, size: int) -> Block | None:
+    def _cached_larger(self, queue, size: int, completed: bool) -> Block | None:
         """A cached block of more than ``size`` bytes but at most twice that, the smallest
         first: sizes that vary (a batch's, a sequence's) then reuse what was freed instead of
         caching a block of every size they take.  (Not split: PyTorch's and CuPy's allocators
@@ -254,7 +260,7 @@ class _Pool(_handle.Resource):
         # new size; copied at once: building a list of its items can start a collection)
         for larger in sorted(cached for cached, blocks in free.items()
                              if size < cached <= 2 * size and blocks):
-            block = self._cached(queue, larger)
+            block = self._cached(queue, larger, completed)
             if block is not None:
                 return block
         return None
