@@ -808,19 +808,26 @@ def test_sizes_near_size_t_are_refused_by_the_allocator_or_the_shape_check(queue
 
 
 @pytest.mark.parametrize("import_", ["from_dlpack", "from_pointer"])
-def test_an_array_over_memory_of_another_queue_orders_its_reuse(context, device, spin, import_):
+@pytest.mark.parametrize("on", ["its queue", "a queue it records"])
+def test_an_array_over_memory_of_another_queue_orders_its_reuse(context, device, spin, import_,
+                                                                on):
     """``from_dlpack(a, queue=b)`` (a view whose queue is B) and ``from_pointer(..., queue=b,
     owner=a)``: a kernel on B wrote the memory late, and after the free A's next owner got it
-    at once: every element of its fill was overwritten (65536 of 65536)."""
-    with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b:
+    at once: every element of its fill was overwritten (65536 of 65536).  So did a kernel on
+    a queue C that ``record_queue`` noted on the ``from_pointer`` array: it noted nothing."""
+    with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b, \
+            ur_cffi.Queue(context, device) as c:
         gc.collect()
         source = ur_cffi.empty(24_567, np.int32, queue=a)  # a size of its own
         address = source.data_ptr()
         imported = ur_cffi.from_dlpack(source, queue=b) if import_ == "from_dlpack" else \
             ur_cffi.from_pointer(address, source.shape, source.dtype, queue=b, owner=source)
         assert imported.queue is b
+        runs_on = b if on == "its queue" else c
+        if runs_on is c:
+            imported.record_queue(c)
         flag = ur_cffi.zeros(1, np.int32, queue=b, kind="host")
-        spin.launch(b, LOCAL, LOCAL, flag, imported, crash_probe.SPIN_LIMIT,
+        spin.launch(runs_on, LOCAL, LOCAL, flag, imported, crash_probe.SPIN_LIMIT,
                     *crash_probe.spin_local(), event=False)  # (an Event would hold imported)
         del source, imported
         gc.collect()
@@ -831,8 +838,8 @@ def test_an_array_over_memory_of_another_queue_orders_its_reuse(context, device,
         release.start()
         taken.fill(-7)  # blocking: the CPU runtime runs it here, at once unless it must wait
         release.join()
-        a.finish()
-        b.finish()
+        for queue in (a, b, c):
+            queue.finish()
         assert taken.to_numpy()[0] == -7  # not the kernel's round count, written after
 
 

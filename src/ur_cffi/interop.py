@@ -33,7 +33,8 @@ from .errors import check
 from .program import _check_context
 from .queue import recording
 from .memory import (ExportPin, USMArray, _after_earlier_work, _check_queue, _dtype,
-                     _element_stride, _no_objects, _shape, _usm_type, asarray, show)
+                     _element_stride, _no_objects, _over_arrays, _shape, _usm_type, asarray,
+                     show)
 
 KDL_CPU, KDL_ONEAPI = 1, 14
 _NULL = ffi.NULL
@@ -132,13 +133,18 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
                 f"from_pointer: shape {shape} with strides {strides} reaches bytes {low} to "
                 f"{high} from 0x{address:x}, which run past the USM allocation" + (
                     f" (0x{base:x}, {size} bytes)" if bounds is not None else ""))
+    ordered_by = None  # a ur_cffi array whose memory's reuse this array's queues order
     if isinstance(owner, USMArray):
         pin = ExportPin(owner, inside=True)  # from now on its close leaves the memory here
         owner.data_ptr()  # noqa: B018 - raises ClosedError
         if owner.context is queue.context:  # its memory, used on queue: ordered as
             owner._used_on(queue)  # record_queue does
+            ordered_by = owner
         owner = (owner, pin)
-    return USMArray._over(queue, address, shape, dtype, kind, strides, owner)
+    array = USMArray._over(queue, address, shape, dtype, kind, strides, owner)
+    if ordered_by is not None:
+        _over_arrays[array] = ordered_by
+    return array
 
 
 def _misaligned_strides(shape, strides, dtype: np.dtype) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 
 import numpy as np
 
@@ -431,6 +432,11 @@ def _is_shape(given) -> bool:
     dtype (a structured one is a list of tuples)."""
     return isinstance(given, (int, np.integer)) or isinstance(given, (tuple, list)) and all(
         isinstance(extent, (int, np.integer)) for extent in given)
+
+
+_over_arrays: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Arrays over the memory of an array of their context (``from_pointer(..., owner=array)``)
+-> that array, whose memory's reuse their queues order too (:meth:`USMArray.record_queue`)."""
 
 
 def _root(array) -> USMArray:
@@ -892,10 +898,13 @@ class USMArray(_handle.Resource):
 
     def _used_on(self, queue: Queue) -> None:
         """:meth:`record_queue` for ``queue`` (of this context), unless it is the memory's
-        own queue or the memory is not the allocator's."""
+        own queue or the memory is not the allocator's; for an array over another array's
+        memory (``from_pointer(..., owner=array)``), that array's."""
         root = _root(self)
         if queue is not root.queue and type(root._handle) is allocator.Block:
             allocator.record_queue(root._handle, queue)
+        elif _over_arrays and (owner := _over_arrays.get(root)) is not None:
+            owner._used_on(queue)
 
     def item(self):
         """The only element as a Python number (a blocking read)."""
