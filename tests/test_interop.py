@@ -962,3 +962,35 @@ def test_wrapping_device_usm_of_another_device_of_the_context_is_refused(device,
         assert np.array_equal(wrapped.to_numpy(), host)
         same = ur_cffi.from_pointer(array.data_ptr(), (16,), np.float32, queue=mine)
         assert np.array_equal(same.to_numpy(), host)
+
+
+@pytest.mark.parametrize("kind, how", [("host", {"copy": True}),
+                                       ("shared", {"dl_device": (interop.KDL_CPU, 0),
+                                                   "copy": True}),
+                                       ("device", {"dl_device": (interop.KDL_CPU, 0)})])
+def test_an_export_that_copies_waits_for_the_queues_record_queue_noted(context, device, kernels,
+                                                                       kind, how):
+    """An export as kDLCPU reads after the work of the queues ``record_queue`` noted; those
+    that copied (``copy=True``, device USM to the host) read at once: before a kernel on
+    such a queue had written the array."""
+    import crash_probe
+
+    program, spin = crash_probe.load(context, kernels, "spin")
+    with program, spin, ur_cffi.Queue(context, device) as own, \
+            ur_cffi.Queue(context, device) as other:
+        array = ur_cffi.zeros(64, np.int32, queue=own, kind=kind)
+        array.record_queue(other)
+        flag = ur_cffi.zeros(1, np.int32, queue=own, kind="host")
+        own.finish()
+        spin.launch(other, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag, array,
+                    crash_probe.SPIN_LIMIT, *crash_probe.spin_local(), event=False)
+        release = threading.Timer(0.3, lambda: setattr(
+            ctypes.c_int32.from_address(flag.data_ptr()), "value", 1))
+        release.start()
+        try:
+            exported = np.from_dlpack(_Capsule(array.__dlpack__(**how)))
+        finally:
+            ctypes.c_int32.from_address(flag.data_ptr()).value = 1
+            release.join()
+        other.finish()
+        assert exported[0] > 0  # the kernel's round count: read after it was written

@@ -373,14 +373,15 @@ def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
         if array.kind == "device":
             if copy is False:
                 raise BufferError("__dlpack__(dl_device=kDLCPU, copy=False) of device USM")
+            _after_work_on(array)  # (to_numpy waits for the array's own queue only)
             host = array.to_numpy()
             return _capsule(host.ctypes.data, host.shape, host.strides, host.dtype,
                             (KDL_CPU, 0), host, max_version, copied=True)
     device = dl_device if dl_device is not None else dlpack_device(array)
+    if copy or device == (KDL_CPU, 0):  # a consumer on the host reads at once (DLPack: no
+        _after_work_on(array)           # stream), and a copy, made now, is read as it is
     if copy:  # (shared USM exported as kDLCPU too: the host reads it in place)
         source = array.copy()  # (blocking)
-    elif device == (KDL_CPU, 0):  # a consumer on the host reads at once (DLPack: no stream)
-        _after_work_on(array)
     pin = ExportPin(source)  # before the address is read: a close from now on leaves it
     return _capsule(source.data_ptr(), source.shape, source.strides, source.dtype, device, pin,
                     max_version, copied=bool(copy))
