@@ -994,3 +994,51 @@ def test_an_export_that_copies_waits_for_the_queues_record_queue_noted(context, 
             release.join()
         other.finish()
         assert exported[0] > 0  # the kernel's round count: read after it was written
+
+
+def test_a_closed_import_gives_its_memory_back_once_its_queued_work_is_done(context, device,
+                                                                           kernels):
+    """close() of an array over a producer's memory ran the producer's deleter at once, while
+    a kernel queued on it still wrote it (a producer frees or reuses the memory there)."""
+    import crash_probe
+
+    program, spin = crash_probe.load(context, kernels, "spin")
+    with program, spin, ur_cffi.Queue(context, device) as queue:
+        backing = ur_cffi.zeros(64, np.int32, queue=queue, kind="host")  # the producer's
+        producer = _Foreign(backing.data_ptr(), (64,), (interop.KDL_ONEAPI, 0))
+        imported = ur_cffi.from_dlpack(producer, queue=queue)
+        flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
+        spin.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag, imported,
+                    crash_probe.SPIN_LIMIT, *crash_probe.spin_local(), event=False)
+        try:
+            imported.close()
+            gc.collect()
+            assert producer.deleted == 0  # the kernel still runs on its memory
+        finally:
+            ctypes.c_int32.from_address(flag.data_ptr()).value = 1
+        queue.finish()
+        assert backing.to_numpy()[0] > 0  # the kernel's round count
+        queue.barrier().wait()  # (released with the next Event made)
+        gc.collect()
+        assert producer.deleted == 1
+
+
+def test_contexts_from_dpctl_take_no_opencl_reference_each(dpctl_queue):
+    """SYCL's get_native adds a reference to the cl_context it returns: every
+    context_from_dpctl and queue_from_dpctl kept one more, and the context could never go."""
+    opencl = ctypes.CDLL("libOpenCL.so.1")
+
+    def references(cl_context):
+        count = ctypes.c_uint()
+        assert opencl.clGetContextInfo(ctypes.c_void_p(cl_context), 0x1080,  # REFERENCE_COUNT
+                                       ctypes.sizeof(count), ctypes.byref(count), None) == 0
+        return count.value
+
+    context = interop.context_from_dpctl(dpctl_queue)
+    native = ffi.new("ur_native_handle_t *")
+    assert lib.urContextGetNativeHandle(context.handle, native) == 0
+    before = references(int(native[0]))
+    for _ in range(5):
+        assert interop.context_from_dpctl(dpctl_queue) is context
+        interop.queue_from_dpctl(dpctl_queue).close()
+    assert references(int(native[0])) == before

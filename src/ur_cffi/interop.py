@@ -619,12 +619,14 @@ def _own_view(source: USMArray, shape, strides, data: int, queue, copy) -> USMAr
 # --- dpctl (SYCL) ----------------------------------------------------------------------------
 
 _from_dpctl: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_from_dpctl_lock = threading.Lock()
 _dpctl_queues: dict = {}  # id(ur_cffi Context) -> the dpctl SyclQueue it was made from
 
 
 def _native_opencl_context(sycl_context) -> int:
     """The ``cl_context`` under a dpctl ``SyclContext`` (``sycl::get_native<opencl>``, as
-    dpctl's own library instantiates it; OpenCL devices only)."""
+    dpctl's own library instantiates it; OpenCL devices only), borrowed: valid while the
+    SYCL context lives."""
     import os
 
     import dpctl
@@ -634,7 +636,13 @@ def _native_opencl_context(sycl_context) -> int:
     get_native = library["_ZN4sycl3_V110get_nativeILNS0_7backendE1ENS0_7contextEEENS0_"
                          "14backend_traitsIXT_EE11return_typeIT0_EERKS7_"]
     get_native.restype, get_native.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
-    return get_native(sycl_context.addressof_ref())
+    handle = get_native(sycl_context.addressof_ref())
+    # get_native gives a reference of its own; the SYCL context holds one, and lives on with
+    # the dpctl queue kept beside the ur_cffi Context (_dpctl_queues).
+    result = ctypes.CDLL("libOpenCL.so.1").clReleaseContext(ctypes.c_void_p(handle))
+    if result:
+        raise RuntimeError(f"clReleaseContext returned {result}")
+    return handle
 
 
 def context_from_dpctl(sycl_queue):
@@ -648,30 +656,31 @@ def context_from_dpctl(sycl_queue):
     if sycl_queue.sycl_device.backend.name != "opencl":
         raise NotImplementedError(f"context_from_dpctl: {sycl_queue.sycl_device} is not an "
                                   "OpenCL device (only OpenCL's native context is reachable)")
-    native = _native_opencl_context(sycl_queue.sycl_context)
-    found = _from_dpctl.get(native)
-    if found is not None and not found.closed:
-        return found
-    name = sycl_queue.sycl_device.name
-    device = next((d for d in devices() if d.name == name and d.backend.name.endswith(
-        "OPENCL")), None)
-    if device is None:
-        raise ValueError(f"context_from_dpctl: no UR OpenCL device named {name!r}")
-    out = ffi.new("ur_context_handle_t *")
-    handles = ffi.new("ur_device_handle_t[1]", [device.handle])
-    properties = ffi.new("ur_context_native_properties_t *", {
-        "stype": _structure("UR_STRUCTURE_TYPE_CONTEXT_NATIVE_PROPERTIES"),
-        "isNativeHandleOwned": False})
-    context = Context.__new__(Context)
-    context.devices = (device,)
-    with section:
-        check(lib.urContextCreateWithNativeHandle(native, device.platform.adapter.handle, 1,
-                                                  handles, properties, out),
-              "urContextCreateWithNativeHandle")
-        context._own(out[0], parents=(device,))
-    _from_dpctl[native] = context
-    _dpctl_queues[id(context)] = (weakref.ref(context), sycl_queue)
-    return context
+    with _from_dpctl_lock:  # (two threads made two Contexts of one SYCL context)
+        native = _native_opencl_context(sycl_queue.sycl_context)
+        found = _from_dpctl.get(native)
+        if found is not None and not found.closed:
+            return found
+        name = sycl_queue.sycl_device.name
+        device = next((d for d in devices() if d.name == name and d.backend.name.endswith(
+            "OPENCL")), None)
+        if device is None:
+            raise ValueError(f"context_from_dpctl: no UR OpenCL device named {name!r}")
+        out = ffi.new("ur_context_handle_t *")
+        handles = ffi.new("ur_device_handle_t[1]", [device.handle])
+        properties = ffi.new("ur_context_native_properties_t *", {
+            "stype": _structure("UR_STRUCTURE_TYPE_CONTEXT_NATIVE_PROPERTIES"),
+            "isNativeHandleOwned": False})
+        context = Context.__new__(Context)
+        context.devices = (device,)
+        with section:
+            check(lib.urContextCreateWithNativeHandle(native, device.platform.adapter.handle, 1,
+                                                      handles, properties, out),
+                  "urContextCreateWithNativeHandle")
+            context._own(out[0], parents=(device,))
+        _from_dpctl[native] = context
+        _dpctl_queues[id(context)] = (weakref.ref(context), sycl_queue)
+        return context
 
 
 def _structure(name: str):

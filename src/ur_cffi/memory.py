@@ -20,6 +20,7 @@ from ._interrupts import hold_back_in, section
 from ._ur import ffi, lib
 from .enums import ur_mem_flag_t, ur_usm_alloc_info_t, ur_usm_type_t
 from .errors import check
+from . import queue as queue_module
 from .queue import Event, Queue, enqueue_command, recording, wait_list
 
 USM_KINDS = ("device", "host", "shared")
@@ -256,9 +257,25 @@ def _give_back(pool, block, queue) -> int:
     return 0
 
 
-def _forget(*_held) -> int:
-    """The release of a USMArray over memory it does not own: drop the reference it held."""
+def _forget(queue: Queue, owner) -> int:
+    """The release of a USMArray over memory it does not own: drop the reference it held to
+    ``owner`` (which may free the memory: a producer's DLPack deleter) once the work submitted
+    so far to ``queue`` has completed.  (A close while a copy into it still ran freed the
+    memory under the copy.)"""
     _handle.note_release()
+    if owner is None or queue._handle is None or _handle._forked:
+        return 0
+    # Not where this thread holds the enqueue lock (a collection inside an enqueue): another
+    # thread's holds it for a moment, and then the latest Event (in order) stands for it.
+    if queue_module.raw_enqueue_lock.acquire(blocking=False):
+        try:
+            event = queue_module.raw_barrier(queue, keep_event=True, locked=True)
+        finally:
+            queue_module.raw_enqueue_lock.release()
+    else:
+        event = queue_module.retained_latest_event(queue)
+    if event is not None:
+        queue_module._release_when_complete(event, (owner,))
     return 0
 
 
@@ -529,7 +546,7 @@ class USMArray(_handle.Resource):
         array._strides = strides if strides is not None else \
             _strided.contiguous_strides(shape, dtype.itemsize)
         array._base, array._exports, array._address = None, None, address
-        array._own(_pointer(address), parents=(queue,), release_args=(owner,),
+        array._own(_pointer(address), parents=(queue,), release_args=(queue, owner),
                    release=_forget)
         return array
 

@@ -447,6 +447,16 @@ def _done() -> bool:
     return True
 
 
+def retained_latest_event(queue: Queue):
+    """A new reference to the event of the latest command of in-order ``queue`` where that
+    command has an Event (it completes after all the queue's earlier work), else None."""
+    serial = queue._last_event
+    handle = _events.get(serial) if serial is not None and not queue._out_of_order else None
+    if handle is None or lib.urEventRetain(handle):
+        return None
+    return handle
+
+
 def raw_barrier(queue: Queue, wait_count: int = 0, waits=ffi.NULL, keep_event: bool = False,
                 locked: bool = False):
     """Enqueue a barrier on ``queue`` (raw: no Event object, not recorded by a Graph); its
