@@ -352,7 +352,10 @@ def dlpack_device(array: USMArray) -> tuple[int, int]:
     from .device import devices
 
     found = devices()
-    return KDL_ONEAPI, found.index(array.device) if array.device in found else 0
+    if array.device not in found:  # (a sub-device, made with the raw layer, say)
+        raise BufferError(f"__dlpack_device__: {array.device!r} is not among ur_cffi.devices()"
+                          ", which DLPack's kDLOneAPI numbers (root devices only)")
+    return KDL_ONEAPI, found.index(array.device)
 
 
 def to_dlpack(array: USMArray, stream=None, max_version=None, dl_device=None,
@@ -511,6 +514,9 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
         capsule = x
     name = _capsule_name(capsule) if type(capsule).__name__ == "PyCapsule" else None
     if name not in (b"dltensor", b"dltensor_versioned"):
+        if capsule is not x:
+            raise TypeError(f"from_dlpack: {type(x).__name__}.__dlpack__() returned "
+                            f"{type(capsule).__name__}, not a DLPack capsule")
         raise TypeError(f"from_dlpack needs an object with __dlpack__ or an unused DLPack "
                         f"capsule, not {type(x).__name__}")
     address = _capsule_pointer(capsule, name)
