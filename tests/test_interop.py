@@ -1060,29 +1060,10 @@ def test_a_producer_that_gives_no_capsule_is_named(queue):
 def test_memory_of_a_sub_device_has_no_dlpack_device(device):
     """kDLOneAPI numbers root devices only: memory of a sub-device (made with the raw layer)
     said (kDLOneAPI, 0), its parent's."""
-    from ur_cffi.device import Device
-    from ur_cffi.enums import ur_device_partition_t, ur_structure_type_t
-
-    partition = ffi.new("ur_device_partition_property_t[1]")
-    partition[0].type = ur_device_partition_t.UR_DEVICE_PARTITION_EQUALLY
-    partition[0].value.equally = 1
-    properties = ffi.new("ur_device_partition_properties_t *", {
-        "stype": ur_structure_type_t.UR_STRUCTURE_TYPE_DEVICE_PARTITION_PROPERTIES,
-        "pProperties": partition, "PropCount": 1})
-    count = ffi.new("uint32_t *")
-    if lib.urDevicePartition(device.handle, properties, 0, ffi.NULL, count) or not count[0]:
-        pytest.skip(f"{device.name} cannot be partitioned into devices of one compute unit "
-                    "here (one compute unit in this process's CPU mask)")
-    handles = ffi.new("ur_device_handle_t[]", count[0])
-    assert lib.urDevicePartition(device.handle, properties, count[0], handles, ffi.NULL) == 0
-    for index in range(1, count[0]):
-        lib.urDeviceRelease(handles[index])
-    sub = Device(handles[0], device.platform)
+    sub, _ = _two_sub_devices(device)
     with ur_cffi.Context([sub]) as context, ur_cffi.Queue(context, sub) as queue:
         array = ur_cffi.zeros(4, queue=queue)
         with pytest.raises(BufferError, match="is not among ur_cffi.devices"):
             array.__dlpack_device__()
         assert ur_cffi.zeros(4, queue=queue, kind="host").__dlpack_device__() == \
             (interop.KDL_CPU, 0)
-        array.close()
-    sub.close()
