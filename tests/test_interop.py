@@ -1067,3 +1067,19 @@ def test_memory_of_a_sub_device_has_no_dlpack_device(device):
             array.__dlpack_device__()
         assert ur_cffi.zeros(4, queue=queue, kind="host").__dlpack_device__() == \
             (interop.KDL_CPU, 0)
+
+
+@pytest.mark.parametrize("kind", ["host", "device"])
+def test_a_capsule_taken_before_close_imports_as_numpy_would(queue, rng, kind):
+    """close() leaves the memory to DLPack capsules already taken: numpy imported one, and
+    ur_cffi.from_dlpack raised ClosedError after using it up."""
+    values = rng.standard_normal(8)
+    before = ur_cffi.memory_stats()["allocated_bytes"]
+    array = ur_cffi.asarray(values, queue=queue, kind=kind)
+    capsule = array.__dlpack__()
+    array.close()
+    imported = ur_cffi.from_dlpack(capsule, queue=queue)
+    assert np.array_equal(imported.to_numpy(), values)
+    del capsule, imported
+    gc.collect()
+    assert ur_cffi.memory_stats()["allocated_bytes"] == before  # the memory came back

@@ -551,7 +551,9 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     _capsule_rename(capsule, _USED[name])
     ours = _exported.get(address)
     if ours is not None and isinstance(ours[3], ExportPin) and \
-            ours[3].array.context is queue.context:  # our own export: a view, closed with it
+            ours[3].array.context is queue.context and not ours[3].array.closed:
+        # Our own export: a view, closed with its array.  (Of an array closed since, it is
+        # imported as other memory is: the capsule's pin holds the memory.)
         source = ours[3].array
         del _exported[address]
         _unconsumed.pop(address, None)
