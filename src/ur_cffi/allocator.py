@@ -36,7 +36,7 @@ import threading
 import weakref
 from time import perf_counter
 
-from . import _checks, _handle, _interrupts, _release
+from . import _checks, _handle, _interrupts, _release, _waiting
 from ._ur import ffi, lib
 from .enums import ur_queue_flag_t, ur_result_t
 from .errors import URError, by_result, check
@@ -621,6 +621,7 @@ def empty_cache() -> None:
     if _handle._forked:
         raise _handle.ClosedError("the cached memory belongs to the parent process (forked)")
     forget_unused_exports()
+    _wait_for_cached_work()
     with _lock:
         _give_back_returned(blocking=True)
         pools = list(_pools.values())
@@ -631,6 +632,36 @@ def empty_cache() -> None:
         with _interrupts.section:
             result = _free_lingering(waiting=True) or result
     check(result, "urUSMFree")
+
+
+def _wait_for_cached_work() -> None:
+    """Wait for the work that the frees of cached blocks wait for, interruptibly and without
+    ``_lock`` (it waited under the lock, deaf to Ctrl-C, and every allocation with it)."""
+    queues, events = {}, []
+    with _lock:
+        for pool in list(_pools.values()):
+            for blocks in pool._free.values():
+                for block in blocks:
+                    if block.event is None and (queue := _queue_of(block)) is not None:
+                        queues[id(queue)] = queue
+                    for event in ([block.event] if block.event is not None else []) + (
+                            block.waits or []):
+                        if lib.urEventRetain(event) == 0:
+                            events.append(event)
+    try:
+        for queue in queues.values():
+            try:
+                queue.finish()
+            except (URError, _handle.ClosedError):
+                pass  # closed meanwhile (then finished), or its error: the free reports it
+        if events:
+            try:
+                _waiting.wait(lib.urEventWait, "urEventWait", len(events),
+                              ffi.new("ur_event_handle_t[]", events))
+            except URError:
+                pass  # a command that failed: its memory is freed all the same
+    finally:
+        _release_events(events)
 
 
 def release_pools_of(context) -> None:
