@@ -19,7 +19,7 @@ from . import _checks, _handle, _interrupts, _strided, _waiting, allocator, dtyp
 from ._interrupts import hold_back_in, section
 from ._ur import ffi, lib
 from .enums import ur_mem_flag_t, ur_usm_alloc_info_t, ur_usm_type_t
-from .errors import check
+from .errors import URError, check
 from . import queue as queue_module
 from .queue import Event, Queue, enqueue_command, recording, wait_list
 
@@ -270,6 +270,8 @@ def _forget(queue: Queue, owner) -> int:
     if queue_module.raw_enqueue_lock.acquire(blocking=False):
         try:
             event = queue_module.raw_barrier(queue, keep_event=True, locked=True)
+        except URError:
+            event = None  # (a queue in error: the owner goes now, as a release cannot fail)
         finally:
             queue_module.raw_enqueue_lock.release()
     else:
