@@ -296,3 +296,22 @@ def test_triton_reinterpret_on_ur_arrays(triton_queue, rng):
     widen[(2,)](as_view, out, 200, BLOCK=128)
     triton_queue.finish()
     np.testing.assert_allclose(out.to_numpy(), 2.0 * host.astype(np.float64), rtol=1e-6)
+
+
+def test_ml_dtypes_names_read_alike_before_and_after_its_import():
+    """numpy reads ml_dtypes' names ("int4", "float4_e2m1fn") only once something imported
+    ml_dtypes: ur_cffi.zeros(4, "int4") raised before, and worked after."""
+    import crash_probe
+
+    done = crash_probe.run_child(code=(
+        "import sys, ur_cffi, device_under_test\n"
+        "assert 'ml_dtypes' not in sys.modules\n"
+        "queue = ur_cffi.Queue(device_under_test.get().create_context())\n"
+        "for name in ('int4', 'float4_e2m1fn', 'float8_e4m3'):\n"
+        "    array = ur_cffi.full(4, 1, name, queue=queue)\n"
+        "    print(array.dtype.name, array.to_numpy().astype(float).tolist())\n"),
+        check=False, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:3] == ["int4 [1.0, 1.0, 1.0, 1.0]",
+                                          "float4_e2m1fn [1.0, 1.0, 1.0, 1.0]",
+                                          "float8_e4m3 [1.0, 1.0, 1.0, 1.0]"]

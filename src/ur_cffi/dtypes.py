@@ -65,12 +65,29 @@ def dtype(value) -> np.dtype:
         try:
             read = np.dtype(value)
         except (TypeError, ValueError) as error:
-            raise TypeError(f"dtype {value!r} is not a numpy dtype ({error})") from None
+            read = _ml_dtypes_named(value)  # numpy reads its names once it is imported
+            if read is None:
+                raise TypeError(f"dtype {value!r} is not a numpy dtype ({error})") from None
         _not_subarray(value, read)
     _sized(value, read)
     if (isinstance(value, str) or isinstance(value, type)) and len(_READ) < 256:
         _READ[value] = read
     return read
+
+
+def _ml_dtypes_named(value) -> np.dtype | None:
+    """The dtype of ``ml_dtypes``' type named ``value`` (``"int4"``, ``"float4_e2m1fn"``...),
+    else None: numpy reads those names only once something has imported ``ml_dtypes``."""
+    if not isinstance(value, str) or not value.isidentifier():
+        return None
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    found = getattr(ml_dtypes, value, None)
+    if not (isinstance(found, type) and issubclass(found, np.generic)):
+        return None
+    return np.dtype(found)
 
 
 def _sized(value, read: np.dtype) -> np.dtype:
