@@ -1084,3 +1084,16 @@ def test_a_capsule_taken_before_close_imports_as_numpy_would(queue, rng, kind):
     del capsule, imported
     gc.collect()
     assert ur_cffi.memory_stats()["allocated_bytes"] == before  # the memory came back
+
+
+def test_from_pointer_strides_stay_within_int64_elements(queue):
+    """A stride of an axis of one element is never used to step, so any was taken: 2**64 - 4
+    made stride() a number past int64, which DLPack and Triton read as int64."""
+    array = ur_cffi.zeros(4, np.float32, queue=queue)
+    top = 1 << 62
+    assert ur_cffi.from_pointer(array.data_ptr(), (1,), np.float32, queue=queue, strides=(top,),
+                                owner=array).stride() == (top // 4,)
+    for wrong in (top + 4, (1 << 64) - 4):
+        with pytest.raises(ValueError, match=f"from_pointer: stride {wrong} is out of range"):
+            ur_cffi.from_pointer(array.data_ptr(), (1,), np.float32, queue=queue,
+                                 strides=(wrong,), owner=array)

@@ -101,7 +101,8 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
     shape, dtype = _shape(shape), _dtype(dtype)
     _no_objects(dtype, "from_pointer")
     if strides is not None:
-        strides = tuple(_checks.integer("from_pointer: stride", s, minimum=-(1 << 62))
+        strides = tuple(_checks.integer("from_pointer: stride", s, minimum=-(1 << 62),
+                                        maximum=1 << 62)  # (DLPack's are int64 elements)
                         for s in _sequence("from_pointer: strides", strides))
         if len(strides) != len(shape):
             raise ValueError(f"from_pointer: strides {strides} do not match shape {shape}")
@@ -832,7 +833,8 @@ def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:
     shape = _shape(interface["shape"])
     strides = interface.get("strides")
     if strides is not None:  # in elements
-        strides = tuple(_checks.integer(f"{what}: stride", s, minimum=-(1 << 62))
+        strides = tuple(_checks.integer(f"{what}: stride", s, minimum=-(1 << 62),
+                                        maximum=1 << 62)
                         * dtype.itemsize for s in _sequence(f"{what}: strides", strides))
     offset = _checks.integer(f"{what}: offset", interface.get("offset", 0)) * dtype.itemsize
     data = interface["data"]
