@@ -135,6 +135,12 @@ def test_constructor_defaults_and_checks(queue):
     (1e6, ml_dtypes.float4_e2m1fn, "does not fit in float4_e2m1fn"),  # (it saturates: 6)
     (2**70, ml_dtypes.float4_e2m1fn, "does not fit in float4_e2m1fn"),
     (float("inf"), "float8_e4m3fn", "holds no infinity"),
+    # (float4 and float6 saturate: an infinity compared in the type itself read as 6 on both
+    # sides, and full() stored 6.0)
+    (float("inf"), ml_dtypes.float4_e2m1fn, "holds no infinity"),
+    (-float("inf"), ml_dtypes.float4_e2m1fn, "holds no infinity"),
+    (float("inf"), ml_dtypes.float6_e2m3fn, "holds no infinity"),
+    (np.float32("-inf"), ml_dtypes.float6_e3m2fn, "holds no infinity"),
     # Values that are no number of the type.
     (np.timedelta64(5, "s"), "bfloat16", "must be a number, not timedelta64"),
     (np.datetime64("2020-01-01T10:00"), "M8", "cannot be stored as datetime64"),

@@ -163,7 +163,10 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
             magnitude = math.inf
         if magnitude >= bound:
             raise ValueError(f"{name} {value!r} does not fit in {dtype}")
-    if not finite and not (np.isnan(converted) if value != value else converted == value):
+    if not finite:  # compared wide: float4_e2m1fn's own == saturates inf to 6 on both sides
+        wide = converted.astype(np.complex128 if dtype.kind == "c" else np.float64)
+        holds = bool(np.isnan(wide)) if value != value else bool(wide == value)
+    if not finite and not holds:
         raise ValueError(f"{name} {value!r} cannot be stored in {dtype}, which holds no "
                          f"{'NaN' if value != value else 'infinity'} (it would read "
                          f"{converted[()]!r})")
