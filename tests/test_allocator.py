@@ -932,3 +932,41 @@ def test_an_owner_of_another_context_is_not_ordered_by_the_wrappers_queue(device
         gc.collect()
         again = ur_cffi.zeros(1000, np.float32, queue=a_queue)
         assert np.array_equal(again.to_numpy(), np.zeros(1000, np.float32))
+
+
+@pytest.mark.parametrize("closed", [False, True], ids=["open context", "closed context"])
+def test_empty_cache_waits_without_the_allocators_lock(device, kernels, closed):
+    """empty_cache() waited for the work of cached memory under the allocator's lock (and
+    deaf to Ctrl-C: tests/test_interrupt.py): every other thread's allocation waited for a
+    kernel that used none of its memory.  Also for memory of a context closed since."""
+    context = device.create_context()
+    program, kernel = crash_probe.load(context, kernels, "spin")
+    queue = ur_cffi.Queue(context, device)
+    used = ur_cffi.empty(23_457, np.int32, queue=queue)  # a size of its own
+    spinning = Spinning(kernel, queue, used)
+    spinning.out = None
+    if closed:
+        kernel.close()
+        program.close()
+        context.close()
+    del used
+    gc.collect()
+    emptied, allocated = threading.Event(), threading.Event()
+    emptying = threading.Thread(target=lambda: (ur_cffi.empty_cache(), emptied.set()))
+    emptying.start()
+    with device.create_context() as other, ur_cffi.Queue(other, device) as other_queue:
+        def allocate():
+            ur_cffi.empty(10, queue=other_queue).close()
+            allocated.set()
+
+        allocating = threading.Thread(target=allocate)
+        allocating.start()
+        try:
+            assert allocated.wait(10)  # while the kernel still runs
+            assert spinning.running and not emptied.is_set()
+        finally:
+            spinning.release()
+            allocating.join()
+            emptying.join()
+    assert emptied.is_set()
+    queue.close()

@@ -638,8 +638,8 @@ def _wait_for_cached_work() -> None:
     """Wait for the work that the frees of cached blocks wait for, interruptibly and without
     ``_lock`` (it waited under the lock, deaf to Ctrl-C, and every allocation with it)."""
     queues, events = {}, []
-    with _lock:
-        for pool in list(_pools.values()):
+    with _lock:  # (pools of closed contexts too: their blocks wait for their work)
+        for pool in list(_pools.values()) + _lingering:
             for blocks in pool._free.values():
                 for block in blocks:
                     if block.event is None and (queue := _queue_of(block)) is not None:
