@@ -3,10 +3,10 @@
 ::
 
     graph = ur_cffi.Graph(context)                  # of one context and device
-    with graph.recording(queue):                    # what is submitted to `queue` in the block
-        kernel.launch(queue, n, 64, x, y, 2.0, n)   # goes into the graph instead
+    with ur_cffi.triton.using(queue), graph.recording(queue):  # what is submitted to `queue`
+        kernel.launch(queue, n, 64, x, y, 2.0, n)   # in the block goes into the graph instead
         y.copy_to(z, blocking=False)
-        triton_kernel[grid](z, n, BLOCK=256)        # ur_cffi.triton launches too
+        triton_kernel[grid](z, n, BLOCK=256)        # ur_cffi.triton's launches on it too
     event = graph.replay(queue, wait_for=[...])     # every command, one enqueue
 
 Where the UR release and the device have command buffers (:attr:`Graph.native`), a graph is a
