@@ -187,3 +187,10 @@ def scale_with_default_block(x_ptr, n, BLOCK: tl.constexpr = 32):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2, mask=mask)
+
+
+@triton.jit
+def fill_beside_unused_pointer(out_ptr, n, unused_ptr):
+    # A last parameter that hidden_args fills (as Triton's NVIDIA scratch pointers are).
+    offsets = tl.arange(0, 64)
+    tl.store(out_ptr + offsets, offsets.to(tl.float32) + n, mask=offsets < n)

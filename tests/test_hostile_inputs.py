@@ -613,3 +613,54 @@ def test_info_queries_refuse_another_enum_a_null_handle_and_binaries(device, con
         query("urProgramGetInfo", program.handle, ur_program_info_t.UR_PROGRAM_INFO_BINARIES)
     assert query("urDeviceGetInfo", device.handle,
                  ur_device_info_t.UR_DEVICE_INFO_NAME) == device.name
+
+
+@pytest.mark.cpu_device("the CPU device's programs are SPIR-V, whose parameters are checked")
+def test_the_spirv_check_takes_bit_carriers_and_leaves_hidden_args_alone(context, queue, rng):
+    """Checked against the SPIR-V, a launch refused what worked: a bfloat16 passed as its
+    uint16 bits (Triton types a bf16 parameter as a 16-bit float), a signature that declares
+    those bits, and a hidden null pointer (the caller's arguments only are checked)."""
+    import ml_dtypes
+
+    import kernels
+    import ur_cffi.triton
+    from ur_cffi import spirv
+    from ur_cffi.triton import abi
+
+    def load(function, signature):
+        compiled = ur_cffi.triton.compile(function, signature, {}, device=queue.device)
+        program = ur_cffi.Program.from_il(context, spirv.drop_capabilities(compiled.asm["spv"]))
+        local = compiled.metadata.num_warps * abi.current("intel").threads_per_warp(
+            compiled.metadata)
+        return program, compiled.metadata.name, local
+
+    signature = {"out_ptr": "*fp64", "i": "i32", "j": "i64", "h": "fp16", "d": "fp64",
+                 "flag": "i1", "small": "i8", "wide": "i16", "half": "u16", "bf": "bf16",
+                 "f": "fp32", "big": "u64"}
+    program, name, local = load(kernels.mixed_scalars, signature)
+    bf = ml_dtypes.bfloat16(1.5 + int(rng.integers(0, 64)) / 64)
+    values = [np.int32(rng.integers(-2**31, 2**31)), np.int64(rng.integers(-2**62, 2**62)),
+              np.float16(rng.uniform(-100, 100)), np.float64(rng.standard_normal()),
+              np.int8(1), np.int8(rng.integers(-128, 128)), np.int16(rng.integers(-2**15, 2**15)),
+              np.uint16(rng.integers(0, 2**16)), bf, np.float32(rng.standard_normal()),
+              np.uint64(rng.integers(2**63, 2**64 - 1, dtype=np.uint64))]
+    expected = np.array([float(value) for value in values])
+    out = ur_cffi.empty(11, np.float64, queue=queue)
+    declared = ["ptr", "int32", "int64", "float16", "float64", "int8", "int8", "int16",
+                "uint16", "uint16", "float32", "uint64"]
+    for kernel, bf_as in ((program.kernel(name), bf), (program.kernel(name), bf.view(np.uint16)),
+                          (program.kernel(name, declared), bf.view(np.uint16))):
+        given = list(values)
+        given[8] = bf_as
+        out.fill(np.nan)
+        kernel.launch(queue, local, local, out, *given).wait()
+        np.testing.assert_array_equal(out.to_numpy(), expected)
+    program, name, local = load(kernels.fill_beside_unused_pointer,
+                                {"out_ptr": "*fp32", "n": "i32", "unused_ptr": "*fp32"})
+    kernel = program.kernel(name, hidden_args=(np.uint64(0),))  # a null pointer
+    n = int(rng.integers(1, 64))
+    out = ur_cffi.full(64, np.nan, np.float32, queue=queue)
+    kernel.launch(queue, local, local, out, np.int32(n)).wait()
+    got = out.to_numpy()
+    np.testing.assert_array_equal(got[:n], np.arange(n, dtype=np.float64) + n)
+    assert np.isnan(got[n:]).all()

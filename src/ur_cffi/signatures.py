@@ -133,6 +133,17 @@ def _description(parameter: str) -> str:
     return f"a {parameter.removeprefix('float')}-bit float"
 
 
+def _widths_only(parameter: str) -> bool:
+    """Whether only the width of a by-value argument for ``parameter`` is checked: 8 and 16
+    bits, where bfloat16 and float8 travel as integer bits (and Triton's SPIR-V types a bf16
+    parameter as a 16-bit float)."""
+    return parameter in ("int8", "int16", "float16")
+
+
+def _bits(parameter: str) -> int:
+    return int(parameter.removeprefix("int").removeprefix("float"))
+
+
 def check_declared(name: str, declared: tuple, parameters: tuple) -> None:
     """Raise ``ValueError`` if signature entry ``declared[i]`` of kernel ``name`` cannot be
     its SPIR-V parameter ``parameters[i]``."""
@@ -143,8 +154,9 @@ def check_declared(name: str, declared: tuple, parameters: tuple) -> None:
             fits = parameter == ("local" if entry == "local" else "ptr")
         else:
             fits = parameter != "ptr" and parameter != "local" and \
-                (entry.kind == "f") == parameter.startswith("float") and \
-                entry.itemsize * 8 == int(parameter.removeprefix("int").removeprefix("float"))
+                entry.itemsize * 8 == _bits(parameter) and (
+                    _widths_only(parameter)
+                    or (entry.kind == "f") == parameter.startswith("float"))
         if not fits:
             raise ValueError(f"signature of {name!r}: entry {index} is {str(entry)!r}; the "
                              f"kernel's SPIR-V declares {_description(parameter)} there")
@@ -154,8 +166,10 @@ def check_arguments(kernel, args: tuple, words) -> None:
     """Raise ``TypeError`` if an argument of a launch of ``kernel`` (which has no signature)
     is not what its SPIR-V parameter is (``kernel.parameters``): the runtime would crash on
     a ``Local`` for a global pointer, or read a float's bits as an integer.  ``words``: the
-    launch's argument block (``_release.new_arguments``), packed from ``args``."""
-    for index, (arg, parameter) in enumerate(zip(args, kernel.parameters)):
+    launch's argument block (``_release.new_arguments``), packed from ``args``; its
+    ``hidden_args`` are the kernel's own, not checked."""
+    given = len(args) - len(kernel.hidden_args)
+    for index, (arg, parameter) in enumerate(zip(args[:given], kernel.parameters)):
         if parameter is None:
             continue
         base = index * _release.ARGUMENT_SIZE // 8
@@ -167,16 +181,21 @@ def check_arguments(kernel, args: tuple, words) -> None:
             fits = kind == _release.LOCAL
             hint = "pass a ur_cffi.Local of its size in bytes"
         else:
-            bits = int(parameter.removeprefix("int").removeprefix("float"))
-            fits = kind == _release.VALUE and size * 8 == bits and \
-                _is_float(arg) == parameter.startswith("float")
-            hint = f"pass np.int{bits}(x) or np.uint{bits}(x)" if parameter.startswith("int") \
-                else f"pass np.float{bits}(x)" + (" or a bfloat16" if bits == 16 else "")
+            bits = _bits(parameter)
+            fits = kind == _release.VALUE and size * 8 == bits and (
+                _widths_only(parameter) or _is_float(arg) == parameter.startswith("float"))
+            if _widths_only(parameter):
+                hint = (f"pass a {bits}-bit numpy scalar (np.uint{bits} also carries the bits "
+                        "of a bfloat16 or float8)")
+            elif parameter.startswith("int"):
+                hint = f"pass np.int{bits}(x) or np.uint{bits}(x)"
+            else:
+                hint = f"pass np.float{bits}(x)"
         if not fits:
-            given = f"{arg.dtype} {arg!r}" if isinstance(arg, np.generic) else repr(arg) \
+            given_text = f"{arg.dtype} {arg!r}" if isinstance(arg, np.generic) else repr(arg) \
                 if type(arg).__name__ in repr(arg) else f"{type(arg).__name__} {arg!r}"
             raise TypeError(f"argument {index} of {kernel.name!r} is {_description(parameter)} "
-                            f"in the kernel's SPIR-V, got {given}: {hint}")
+                            f"in the kernel's SPIR-V, got {given_text}: {hint}")
 
 
 def _is_float(value) -> bool:
