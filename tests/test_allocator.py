@@ -807,21 +807,30 @@ def test_sizes_near_size_t_are_refused_by_the_allocator_or_the_shape_check(queue
             ur_cffi.empty(shape, np.uint8, queue=queue)
 
 
-@pytest.mark.parametrize("import_", ["from_dlpack", "from_pointer"])
+@pytest.mark.parametrize("import_", ["from_dlpack", "from_pointer", "capsule of a closed array"])
 @pytest.mark.parametrize("on", ["its queue", "a queue it records"])
 def test_an_array_over_memory_of_another_queue_orders_its_reuse(context, device, spin, import_,
                                                                 on):
     """``from_dlpack(a, queue=b)`` (a view whose queue is B) and ``from_pointer(..., queue=b,
     owner=a)``: a kernel on B wrote the memory late, and after the free A's next owner got it
     at once: every element of its fill was overwritten (65536 of 65536).  So did a kernel on
-    a queue C that ``record_queue`` noted on the ``from_pointer`` array: it noted nothing."""
+    a queue C that ``record_queue`` noted on the ``from_pointer`` array, or on the import of a
+    capsule taken before ``a.close()``: it noted nothing."""
     with ur_cffi.Queue(context, device) as a, ur_cffi.Queue(context, device) as b, \
             ur_cffi.Queue(context, device) as c:
         gc.collect()
         source = ur_cffi.empty(24_567, np.int32, queue=a)  # a size of its own
         address = source.data_ptr()
-        imported = ur_cffi.from_dlpack(source, queue=b) if import_ == "from_dlpack" else \
-            ur_cffi.from_pointer(address, source.shape, source.dtype, queue=b, owner=source)
+        if import_ == "from_dlpack":
+            imported = ur_cffi.from_dlpack(source, queue=b)
+        elif import_ == "from_pointer":
+            imported = ur_cffi.from_pointer(address, source.shape, source.dtype, queue=b,
+                                            owner=source)
+        else:  # its capsule's pin holds the memory (numpy would import it as well)
+            capsule = source.__dlpack__()
+            source.close()
+            imported = ur_cffi.from_dlpack(capsule, queue=b)
+            del capsule
         assert imported.queue is b
         runs_on = b if on == "its queue" else c
         if runs_on is c:
@@ -831,8 +840,10 @@ def test_an_array_over_memory_of_another_queue_orders_its_reuse(context, device,
                     *crash_probe.spin_local(), event=False)  # (an Event would hold imported)
         del source, imported
         gc.collect()
+        if runs_on is c:
+            b.finish()  # (the import gives its owner back once b's work is done)
         taken = ur_cffi.empty(24_567, np.int32, queue=a)
-        if import_ == "from_pointer" and runs_on is b:  # the array over it holds its owner
+        if import_ != "from_dlpack" and runs_on is b:  # the array over it holds its owner
             assert taken.data_ptr() != address  # until the work on its queue is done
         else:
             assert taken.data_ptr() == address

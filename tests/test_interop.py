@@ -997,29 +997,54 @@ def test_an_export_that_copies_waits_for_the_queues_record_queue_noted(context, 
         assert exported[0] > 0  # the kernel's round count: read after it was written
 
 
+@pytest.mark.parametrize("runs_on", ["its queue", "a queue it records",
+                                     "its queue, the enqueue lock taken"])
 def test_a_closed_import_gives_its_memory_back_once_its_queued_work_is_done(context, device,
-                                                                           kernels):
+                                                                           kernels, runs_on):
     """close() of an array over a producer's memory ran the producer's deleter at once, while
-    a kernel queued on it still wrote it (a producer frees or reuses the memory there)."""
+    a kernel queued on it still wrote it (a producer frees or reuses the memory there); then
+    once its own queue's work was done, not that of a queue record_queue noted; and at once
+    again where another thread held the enqueue lock for a moment."""
     import crash_probe
+    from ur_cffi.queue import raw_enqueue_lock
 
     program, spin = crash_probe.load(context, kernels, "spin")
-    with program, spin, ur_cffi.Queue(context, device) as queue:
+    with program, spin, ur_cffi.Queue(context, device) as queue, \
+            ur_cffi.Queue(context, device) as other:
         backing = ur_cffi.zeros(64, np.int32, queue=queue, kind="host")  # the producer's
         producer = _Foreign(backing.data_ptr(), (64,), (interop.KDL_ONEAPI, 0))
         imported = ur_cffi.from_dlpack(producer, queue=queue)
         flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
-        spin.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag, imported,
-                    crash_probe.SPIN_LIMIT, *crash_probe.spin_local(), event=False)
+        kernel_queue = other if runs_on == "a queue it records" else queue
+        if kernel_queue is other:
+            imported.record_queue(other)
+        spin.launch(kernel_queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag,
+                    imported, crash_probe.SPIN_LIMIT, *crash_probe.spin_local(), event=False)
+        held, go = threading.Event(), threading.Event()
+
+        def hold_the_enqueue_lock():
+            with raw_enqueue_lock:
+                held.set()
+                go.wait(30)
+
+        holder = threading.Thread(target=hold_the_enqueue_lock)
+        if runs_on.endswith("taken"):
+            holder.start()
+            assert held.wait(30)
         try:
             imported.close()
+            go.set()
             gc.collect()
             assert producer.deleted == 0  # the kernel still runs on its memory
         finally:
+            go.set()
             ctypes.c_int32.from_address(flag.data_ptr()).value = 1
-        queue.finish()
+            if holder.is_alive():
+                holder.join()
+        for _ in range(2):  # (a finish gives back what waited for its queue's work)
+            other.finish()
+            queue.finish()
         assert backing.to_numpy()[0] > 0  # the kernel's round count
-        queue.barrier().wait()  # (released with the next Event made)
         gc.collect()
         assert producer.deleted == 1
 

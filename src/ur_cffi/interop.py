@@ -551,14 +551,12 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
                           f"pointer")
     _capsule_rename(capsule, _USED[name])
     ours = _exported.get(address)
-    if ours is not None and isinstance(ours[3], ExportPin) and \
-            ours[3].array.context is queue.context and not ours[3].array.closed:
-        # Our own export: a view, closed with its array.  (Of an array closed since, it is
-        # imported as other memory is: the capsule's pin holds the memory.)
-        source = ours[3].array
+    own = ours[3].array if ours is not None and isinstance(ours[3], ExportPin) and \
+        ours[3].array.context is queue.context else None
+    if own is not None and not own.closed:  # our own export: a view, closed with its array
         del _exported[address]
         _unconsumed.pop(address, None)
-        return _own_view(source, shape, strides or _strided.contiguous_strides(
+        return _own_view(own, shape, strides or _strided.contiguous_strides(
             shape, dtype.itemsize), data, queue, copy)
     owner = _Consumed(managed.deleter, address)
     if empty:  # no memory to share or read (an empty tensor's pointer may be NULL)
@@ -575,6 +573,9 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
         copy = copy or read_only
         result = from_pointer(data, shape, dtype, queue=queue, strides=strides,
                               owner=(owner, x))
+        if own is not None:  # ur_cffi's memory of an array closed since, which the capsule's
+            _over_arrays[result] = own  # pin holds: its queues order the memory's reuse
+            own._used_on(queue)
         return result.copy(queue=queue) if copy else result
     if kind is None and tensor.device.device_type != KDL_CPU:
         device = tensor.device.device_type

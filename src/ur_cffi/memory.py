@@ -257,27 +257,18 @@ def _give_back(pool, block, queue) -> int:
     return 0
 
 
-def _forget(queue: Queue, owner) -> int:
+def _forget(queue: Queue, owner, used_on: list) -> int:
     """The release of a USMArray over memory it does not own: drop the reference it held to
     ``owner`` (which may free the memory: a producer's DLPack deleter) once the work submitted
-    so far to ``queue`` has completed.  (A close while a copy into it still ran freed the
-    memory under the copy.)"""
+    so far to ``queue`` and to the queues it was used on too (``used_on``, weak references)
+    has completed.  (A close while a copy into it still ran freed the memory under the copy.)"""
     _handle.note_release()
-    if owner is None or queue._handle is None or _handle._forked:
+    if owner is None or _handle._forked:
         return 0
-    # Not where this thread holds the enqueue lock (a collection inside an enqueue): another
-    # thread's holds it for a moment, and then the latest Event (in order) stands for it.
-    if queue_module.raw_enqueue_lock.acquire(blocking=False):
-        try:
-            event = queue_module.raw_barrier(queue, keep_event=True, locked=True)
-        except URError:
-            event = None  # (a queue in error: the owner goes now, as a release cannot fail)
-        finally:
-            queue_module.raw_enqueue_lock.release()
-    else:
-        event = queue_module.retained_latest_event(queue)
-    if event is not None:
-        queue_module._release_when_complete(event, (owner,))
+    queues = [queue] + [ref() for ref in used_on]
+    for index, other in enumerate(queues):
+        if other is not None and other._handle is not None and other not in queues[:index]:
+            queue_module.release_after_barrier(other, (owner,))
     return 0
 
 
@@ -453,6 +444,9 @@ def _is_shape(given) -> bool:
         isinstance(extent, (int, np.integer)) for extent in given)
 
 
+_foreign_used_on: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Arrays over memory with an owner outside ur_cffi (``from_dlpack``...) -> weak references to
+the other queues they are used on, which their release waits for (``_forget``)."""
 _over_arrays: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Arrays over the memory of an array of their context (``from_pointer(..., owner=array)``)
 -> that array, whose memory's reuse their queues order too (:meth:`USMArray.record_queue`)."""
@@ -548,8 +542,11 @@ class USMArray(_handle.Resource):
         array._strides = strides if strides is not None else \
             _strided.contiguous_strides(shape, dtype.itemsize)
         array._base, array._exports, array._address = None, None, address
-        array._own(_pointer(address), parents=(queue,), release_args=(queue, owner),
+        used_on = []  # the other queues it is used on (_used_on), which _forget waits for
+        array._own(_pointer(address), parents=(queue,), release_args=(queue, owner, used_on),
                    release=_forget)
+        if owner is not None:
+            _foreign_used_on[array] = used_on
         return array
 
     def _view(self, shape, strides, offset: int = 0, dtype=None) -> USMArray:
@@ -924,6 +921,13 @@ class USMArray(_handle.Resource):
             allocator.record_queue(root._handle, queue)
         elif _over_arrays and (owner := _over_arrays.get(root)) is not None:
             owner._used_on(queue)
+        elif root._handle is None and root._exports:  # closed, its memory kept for a pin
+            entry = _handle._live.get(root._serial)
+            if entry is not None and entry[1] is _give_back and queue is not root.queue:
+                allocator.record_queue(entry[2][1], queue)
+        elif queue is not root.queue and (used_on := _foreign_used_on.get(root)) is not None \
+                and not any(ref() is queue for ref in used_on):
+            used_on.append(queue.ref)
 
     def item(self):
         """The only element as a Python number (a blocking read)."""

@@ -149,12 +149,35 @@ def adopt(handle, keep_alive: tuple = ()) -> None:
         _release_when_complete(handle, keep_alive)
 
 
+def release_after_barrier(queue, keep_alive: tuple) -> None:
+    """Hold ``keep_alive`` until the work submitted to ``queue`` so far has completed: after a
+    barrier's event, or, where the enqueue lock is taken (another thread's enqueue, or this
+    thread's, which a collection interrupted), after one that :func:`release_orphans` puts
+    later.  A queue closed meanwhile was finished: nothing more to hold."""
+    if raw_enqueue_lock.acquire(blocking=False):
+        try:
+            handle = raw_barrier(queue, keep_event=True, locked=True)
+        except URError:
+            handle = None  # (a queue in error: nothing to wait for there)
+        finally:
+            raw_enqueue_lock.release()
+        if handle is not None:
+            _release_when_complete(handle, keep_alive)
+        return
+    with _orphans_lock:
+        _orphans.append((None, (queue, keep_alive)))
+
+
 def release_orphans(wait: bool = False) -> None:
     """Release dropped Events whose commands completed (all of them, waiting, if ``wait``)."""
     with _orphans_lock:
         pending = _orphans[:]
         del _orphans[:len(pending)]  # not those a collection during the copy added
     for handle, keep_alive in pending:
+        if handle is None:  # release_after_barrier's, when the enqueue lock was taken
+            if not wait and keep_alive[0]._handle is not None:  # (wait: all queues finished)
+                release_after_barrier(*keep_alive)
+            continue
         if wait:
             lib.urEventWait(1, ffi.new("ur_event_handle_t[1]", [handle]))
         if wait or _complete(handle):
@@ -447,16 +470,6 @@ def _done() -> bool:
     return True
 
 
-def retained_latest_event(queue: Queue):
-    """A new reference to the event of the latest command of in-order ``queue`` where that
-    command has an Event (it completes after all the queue's earlier work), else None."""
-    serial = queue._last_event
-    handle = _events.get(serial) if serial is not None and not queue._out_of_order else None
-    if handle is None or lib.urEventRetain(handle):
-        return None
-    return handle
-
-
 def raw_barrier(queue: Queue, wait_count: int = 0, waits=ffi.NULL, keep_event: bool = False,
                 locked: bool = False):
     """Enqueue a barrier on ``queue`` (raw: no Event object, not recorded by a Graph); its
@@ -558,11 +571,13 @@ class Queue(_handle.Resource):
         try:
             self._note_closer(True)
             try:
-                if self._window:
+                if self._window_start or self._window:
                     self.finish()
-                else:  # No probe (still interruptible, in a helper thread): Intel's CPU
-                    # runtime keeps about 10 KiB for each queue that ever made an event.
-                    self._wait_for_window(_finish, "urQueueFinish", (self.handle,), None)
+                else:
+                    # Nothing ur_cffi enqueued, ever: no probe's barrier (Intel's CPU runtime
+                    # keeps about 10 KiB for each queue that ever made an event), and no
+                    # helper thread to wait in.
+                    check(_finish(self.handle), "urQueueFinish")
             except (URError, _handle.ClosedError):
                 pass  # closed by another thread meanwhile, or the release's finish reports it
             super().close()
@@ -630,6 +645,8 @@ class Queue(_handle.Resource):
                 finishers.remove(call)
             except ValueError:  # a Ctrl-C came before the note
                 pass
+            if _orphans:  # what dropped Events and closed imports held: done now
+                release_orphans()
 
     def _wait_for_window(self, blocking_call, name: str, args: tuple, probe) -> None:
         """Wait with ``blocking_call(*args)`` for everything enqueued so far: the plain
