@@ -280,7 +280,7 @@ class Kernel(_handle.Resource):
 
     __slots__ = ("program", "name", "num_args", "argument_sizes", "argument_source",
                  "parameters", "signature", "hidden_args", "work_group_memory",
-                 "_required_local_size", "timing", "_declared", "_properties", "_reusable")
+                 "_argument_checks", "_required_local_size", "timing", "_declared", "_properties", "_reusable")
     _release_function = "urKernelRelease"
 
     def __init__(self, program: Program, name: str, signature=None, *, hidden_args=(),
@@ -345,6 +345,7 @@ class Kernel(_handle.Resource):
         if parameters is not None and declared is not None:
             signatures.check_declared(name, declared, parameters)
         self.parameters = parameters
+        self._argument_checks = signatures.argument_checks(parameters) if parameters else ()
         self.signature, self._declared = signature, declared
         self.hidden_args = hidden_args
         self.work_group_memory, self._properties = work_group_memory, properties

@@ -162,40 +162,59 @@ def check_declared(name: str, declared: tuple, parameters: tuple) -> None:
                              f"kernel's SPIR-V declares {_description(parameter)} there")
 
 
+def argument_checks(parameters: tuple) -> tuple:
+    """What :func:`check_arguments` checks, worked out once per kernel from its SPIR-V
+    ``parameters``: ``(index, argument kinds taken, size in bytes or 0, whether a float or
+    None for either)`` of each parameter that is known."""
+    checks = []
+    for index, parameter in enumerate(parameters):
+        if parameter == "ptr":
+            checks.append((index, (_release.POINTER, _release.MEM_OBJ), 0, None))
+        elif parameter == "local":
+            checks.append((index, (_release.LOCAL,), 0, None))
+        elif parameter is not None:
+            checks.append((index, (_release.VALUE,), _bits(parameter) // 8,
+                           None if _widths_only(parameter) else parameter.startswith("float")))
+    return tuple(checks)
+
+
 def check_arguments(kernel, args: tuple, words) -> None:
     """Raise ``TypeError`` if an argument of a launch of ``kernel`` (which has no signature)
-    is not what its SPIR-V parameter is (``kernel.parameters``): the runtime would crash on
-    a ``Local`` for a global pointer, or read a float's bits as an integer.  ``words``: the
-    launch's argument block (``_release.new_arguments``), packed from ``args``; its
-    ``hidden_args`` are the kernel's own, not checked."""
+    is not what its SPIR-V parameter is (``kernel.parameters``, checked as ``checks``, its
+    :func:`argument_checks`): the runtime would crash on a ``Local`` for a global pointer, or
+    read a float's bits as an integer.  ``words``: the launch's argument block
+    (``_release.new_arguments``), packed from ``args``; its ``hidden_args`` are the kernel's
+    own, not checked."""
     given = len(args) - len(kernel.hidden_args)
-    for index, (arg, parameter) in enumerate(zip(args[:given], kernel.parameters)):
-        if parameter is None:
+    for index, kinds, size, is_float in kernel._argument_checks:
+        if index >= given:
+            break
+        base = index * _WORDS
+        if words[base + 2] & 0xFFFFFFFF in kinds and (not size or words[base + 3] == size) \
+                and (is_float is None or _is_float(args[index]) == is_float):
             continue
-        base = index * _release.ARGUMENT_SIZE // 8
-        kind, size = words[base + 2] & 0xFFFFFFFF, words[base + 3]
-        if parameter == "ptr":
-            fits = kind in (_release.POINTER, _release.MEM_OBJ)
-            hint = "pass a USMArray (an address needs a signature that declares 'ptr')"
-        elif parameter == "local":
-            fits = kind == _release.LOCAL
-            hint = "pass a ur_cffi.Local of its size in bytes"
-        else:
-            bits = _bits(parameter)
-            fits = kind == _release.VALUE and size * 8 == bits and (
-                _widths_only(parameter) or _is_float(arg) == parameter.startswith("float"))
-            if _widths_only(parameter):
-                hint = (f"pass a {bits}-bit numpy scalar (np.uint{bits} also carries the bits "
-                        "of a bfloat16 or float8)")
-            elif parameter.startswith("int"):
-                hint = f"pass np.int{bits}(x) or np.uint{bits}(x)"
-            else:
-                hint = f"pass np.float{bits}(x)"
-        if not fits:
-            given_text = f"{arg.dtype} {arg!r}" if isinstance(arg, np.generic) else repr(arg) \
-                if type(arg).__name__ in repr(arg) else f"{type(arg).__name__} {arg!r}"
-            raise TypeError(f"argument {index} of {kernel.name!r} is {_description(parameter)} "
-                            f"in the kernel's SPIR-V, got {given_text}: {hint}")
+        raise _argument_error(kernel, index, args[index], kernel.parameters[index])
+
+
+_WORDS = _release.ARGUMENT_SIZE // 8
+
+
+def _argument_error(kernel, index: int, arg, parameter: str) -> TypeError:
+    if parameter == "ptr":
+        hint = "pass a USMArray (an address needs a signature that declares 'ptr')"
+    elif parameter == "local":
+        hint = "pass a ur_cffi.Local of its size in bytes"
+    elif _widths_only(parameter):
+        hint = (f"pass a {_bits(parameter)}-bit numpy scalar (np.uint{_bits(parameter)} also "
+                "carries the bits of a bfloat16 or float8)")
+    elif parameter.startswith("int"):
+        hint = f"pass np.int{_bits(parameter)}(x) or np.uint{_bits(parameter)}(x)"
+    else:
+        hint = f"pass np.float{_bits(parameter)}(x)"
+    given = f"{arg.dtype} {arg!r}" if isinstance(arg, np.generic) else repr(arg) \
+        if type(arg).__name__ in repr(arg) else f"{type(arg).__name__} {arg!r}"
+    return TypeError(f"argument {index} of {kernel.name!r} is {_description(parameter)} in "
+                     f"the kernel's SPIR-V, got {given}: {hint}")
 
 
 def _is_float(value) -> bool:
