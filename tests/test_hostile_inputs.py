@@ -655,9 +655,30 @@ def test_the_spirv_check_takes_bit_carriers_and_leaves_hidden_args_alone(context
         out.fill(np.nan)
         kernel.launch(queue, local, local, out, *given).wait()
         np.testing.assert_array_equal(out.to_numpy(), expected)
+    # Bits of a bfloat16 for a 16-bit integer (OpenCL C's ushort for one); but not a number
+    # of the other kind that is no bit carrier (the kernel read float16 3.0 as 16896).
+    given = list(values)
+    given[7] = ml_dtypes.bfloat16(-2.0)  # `half`, uint16
+    program.kernel(name).launch(queue, local, local, out, *given).wait()
+    assert out.to_numpy()[7] == int(ml_dtypes.bfloat16(-2.0).view(np.uint16))
+    for index, wrong, message in ((6, np.float16(3.0), "a 16-bit integer in the kernel's "
+                                                       "SPIR-V, got float16"),
+                                  (2, np.int16(3), "a 16-bit float in the kernel's SPIR-V, "
+                                                   "got int16"),
+                                  (5, np.float32(1), "an 8-bit integer")):
+        given = list(values)
+        given[index] = wrong
+        with pytest.raises(TypeError, match=f"argument {index + 1} of '{name}' is "
+                                            f"({message})"):
+            program.kernel(name).launch(queue, local, local, out, *given)
     program, name, local = load(kernels.fill_beside_unused_pointer,
                                 {"out_ptr": "*fp32", "n": "i32", "unused_ptr": "*fp32"})
     kernel = program.kernel(name, hidden_args=(np.uint64(0),))  # a null pointer
+    with pytest.raises(TypeError, match=rf"hidden_args\[0\] \(argument 2\) of '{name}' is a "
+                                        "pointer to global memory in the kernel's SPIR-V, got "
+                                        r"Local\(8\)"):  # (the runtime crashed on it)
+        program.kernel(name, hidden_args=(ur_cffi.Local(8),)).launch(
+            queue, local, local, ur_cffi.empty(64, np.float32, queue=queue), np.int32(1))
     n = int(rng.integers(1, 64))
     out = ur_cffi.full(64, np.nan, np.float32, queue=queue)
     kernel.launch(queue, local, local, out, np.int32(n)).wait()

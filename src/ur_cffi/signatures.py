@@ -38,7 +38,7 @@ import ctypes
 
 import numpy as np
 
-from . import _release, dtypes, nvidia_binary, spirv
+from . import _release, nvidia_binary, spirv
 from ._release import BACKEND_PREFIX
 
 ADAPTERS_COUNTING_SET_ARGUMENTS = frozenset({"CUDA", "HIP"})
@@ -128,20 +128,47 @@ _DESCRIPTIONS = {"ptr": "a pointer to global memory", "local": "a pointer to loc
 def _description(parameter: str) -> str:
     if parameter in _DESCRIPTIONS:
         return _DESCRIPTIONS[parameter]
-    if parameter.startswith("int"):
-        return f"a {parameter.removeprefix('int')}-bit integer"
-    return f"a {parameter.removeprefix('float')}-bit float"
+    article = "an" if _bits(parameter) == 8 else "a"
+    return f"{article} {_bits(parameter)}-bit {'integer' if parameter[0] == 'i' else 'float'}"
 
 
-def _widths_only(parameter: str) -> bool:
-    """Whether only the width of a by-value argument for ``parameter`` is checked: 8 and 16
-    bits, where bfloat16 and float8 travel as integer bits (and Triton's SPIR-V types a bf16
+def _takes(parameter: str) -> frozenset:
+    """The kinds of number (:func:`_category`) a by-value argument for SPIR-V ``parameter``
+    may be, besides its width: 8- and 16-bit integers also take the bits of ml_dtypes'
+    bfloat16 and float8 (OpenCL C has no such types: kernels take ``ushort``), and a 16-bit
+    float the bits of a bfloat16 in an unsigned integer (Triton's SPIR-V types a bf16
     parameter as a 16-bit float)."""
-    return parameter in ("int8", "int16", "float16")
+    if parameter.startswith("int"):
+        return _INTEGERS | ({"ml"} if _bits(parameter) <= 16 else set())
+    return frozenset({"float"}) | ({"ml", "unsigned"} if _bits(parameter) == 16 else set())
+
+
+_INTEGERS = frozenset({"signed", "unsigned"})
 
 
 def _bits(parameter: str) -> int:
     return int(parameter.removeprefix("int").removeprefix("float"))
+
+
+def _category(value) -> str:
+    """``"signed"``, ``"unsigned"``, ``"float"`` (numpy's and C's) or ``"ml"`` (ml_dtypes'
+    low-precision floats) for a by-value argument (a numpy scalar or a numeric ctypes value)
+    or a numpy dtype."""
+    if isinstance(value, ctypes._SimpleCData):
+        code = value._type_
+        return "float" if code in "fd" else "unsigned" if code in "BHILQ?" else "signed"
+    dtype = value if isinstance(value, np.dtype) else value.dtype
+    kind = dtype.kind
+    if dtype.type.__module__.startswith("ml_dtypes"):  # (some give float8 the kind "f")
+        return "signed" if dtype.name.startswith("int") else "unsigned" \
+            if dtype.name.startswith("uint") else "ml"
+    if kind == "f":
+        return "float"
+    if kind in "ub":
+        return "unsigned"
+    if kind == "i":
+        return "signed"
+    return "ml"
 
 
 def check_declared(name: str, declared: tuple, parameters: tuple) -> None:
@@ -154,9 +181,7 @@ def check_declared(name: str, declared: tuple, parameters: tuple) -> None:
             fits = parameter == ("local" if entry == "local" else "ptr")
         else:
             fits = parameter != "ptr" and parameter != "local" and \
-                entry.itemsize * 8 == _bits(parameter) and (
-                    _widths_only(parameter)
-                    or (entry.kind == "f") == parameter.startswith("float"))
+                entry.itemsize * 8 == _bits(parameter) and _category(entry) in _takes(parameter)
         if not fits:
             raise ValueError(f"signature of {name!r}: entry {index} is {str(entry)!r}; the "
                              f"kernel's SPIR-V declares {_description(parameter)} there")
@@ -164,8 +189,8 @@ def check_declared(name: str, declared: tuple, parameters: tuple) -> None:
 
 def argument_checks(parameters: tuple) -> tuple:
     """What :func:`check_arguments` checks, worked out once per kernel from its SPIR-V
-    ``parameters``: ``(index, argument kinds taken, size in bytes or 0, whether a float or
-    None for either)`` of each parameter that is known."""
+    ``parameters``: ``(index, argument kinds taken, size in bytes or 0, the kinds of number
+    taken or None)`` of each parameter that is known."""
     checks = []
     for index, parameter in enumerate(parameters):
         if parameter == "ptr":
@@ -173,53 +198,48 @@ def argument_checks(parameters: tuple) -> tuple:
         elif parameter == "local":
             checks.append((index, (_release.LOCAL,), 0, None))
         elif parameter is not None:
-            checks.append((index, (_release.VALUE,), _bits(parameter) // 8,
-                           None if _widths_only(parameter) else parameter.startswith("float")))
+            checks.append((index, (_release.VALUE,), _bits(parameter) // 8, _takes(parameter)))
     return tuple(checks)
 
 
 def check_arguments(kernel, args: tuple, words) -> None:
     """Raise ``TypeError`` if an argument of a launch of ``kernel`` (which has no signature)
-    is not what its SPIR-V parameter is (``kernel.parameters``, checked as ``checks``, its
-    :func:`argument_checks`): the runtime would crash on a ``Local`` for a global pointer, or
+    is not what its SPIR-V parameter is (``kernel.parameters``, checked as its
+    ``_argument_checks``): the runtime would crash on a ``Local`` for a global pointer, or
     read a float's bits as an integer.  ``words``: the launch's argument block
-    (``_release.new_arguments``), packed from ``args``; its ``hidden_args`` are the kernel's
-    own, not checked."""
+    (``_release.new_arguments``), packed from ``args``, which end with the kernel's
+    ``hidden_args`` (an integer of a pointer's size passes for a pointer there: a null
+    scratch pointer)."""
     given = len(args) - len(kernel.hidden_args)
-    for index, kinds, size, is_float in kernel._argument_checks:
-        if index >= given:
-            break
+    for index, kinds, size, takes in kernel._argument_checks:
         base = index * _WORDS
-        if words[base + 2] & 0xFFFFFFFF in kinds and (not size or words[base + 3] == size) \
-                and (is_float is None or _is_float(args[index]) == is_float):
+        kind, arg = words[base + 2] & 0xFFFFFFFF, args[index]
+        if kind in kinds and (not size or words[base + 3] == size) \
+                and (takes is None or _category(arg) in takes):
             continue
-        raise _argument_error(kernel, index, args[index], kernel.parameters[index])
+        if index >= given and kind == _release.VALUE and words[base + 3] == 8 and \
+                kinds[0] == _release.POINTER and _category(arg) in _INTEGERS:
+            continue
+        raise _argument_error(kernel, index, arg, kernel.parameters[index], given)
 
 
 _WORDS = _release.ARGUMENT_SIZE // 8
 
 
-def _argument_error(kernel, index: int, arg, parameter: str) -> TypeError:
+def _argument_error(kernel, index: int, arg, parameter: str, given: int) -> TypeError:
     if parameter == "ptr":
         hint = "pass a USMArray (an address needs a signature that declares 'ptr')"
     elif parameter == "local":
         hint = "pass a ur_cffi.Local of its size in bytes"
-    elif _widths_only(parameter):
-        hint = (f"pass a {_bits(parameter)}-bit numpy scalar (np.uint{_bits(parameter)} also "
-                "carries the bits of a bfloat16 or float8)")
     elif parameter.startswith("int"):
-        hint = f"pass np.int{_bits(parameter)}(x) or np.uint{_bits(parameter)}(x)"
+        hint = f"pass np.int{_bits(parameter)}(x) or np.uint{_bits(parameter)}(x)" + (
+            " (or a bfloat16's or float8's bits)" if _bits(parameter) <= 16 else "")
     else:
-        hint = f"pass np.float{_bits(parameter)}(x)"
-    given = f"{arg.dtype} {arg!r}" if isinstance(arg, np.generic) else repr(arg) \
+        hint = f"pass np.float{_bits(parameter)}(x)" + (
+            " (or a bfloat16, or its bits as np.uint16)" if _bits(parameter) == 16 else "")
+    text = f"{arg.dtype} {arg!r}" if isinstance(arg, np.generic) else repr(arg) \
         if type(arg).__name__ in repr(arg) else f"{type(arg).__name__} {arg!r}"
-    return TypeError(f"argument {index} of {kernel.name!r} is {_description(parameter)} in "
-                     f"the kernel's SPIR-V, got {given}: {hint}")
-
-
-def _is_float(value) -> bool:
-    """Whether a by-value argument (a numpy scalar or a numeric ctypes value) is a float."""
-    if isinstance(value, ctypes._SimpleCData):
-        return value._type_ in "fd"
-    return isinstance(value, np.floating) or (dtypes.is_number(value)
-                                              and not isinstance(value, (np.integer, np.bool_)))
+    where = f"argument {index}" if index < given else \
+        f"hidden_args[{index - given}] (argument {index})"
+    return TypeError(f"{where} of {kernel.name!r} is {_description(parameter)} in the "
+                     f"kernel's SPIR-V, got {text}: {hint}")
