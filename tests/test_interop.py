@@ -1036,6 +1036,10 @@ def test_a_closed_import_gives_its_memory_back_once_its_queued_work_is_done(cont
             go.set()
             gc.collect()
             assert producer.deleted == 0  # the kernel still runs on its memory
+            with ur_cffi.Queue(context, device) as spare:
+                spare.finish()  # (a finish looks at what waits: a deferred release put late)
+            gc.collect()
+            assert producer.deleted == 0
         finally:
             go.set()
             ctypes.c_int32.from_address(flag.data_ptr()).value = 1
@@ -1122,3 +1126,50 @@ def test_from_pointer_strides_stay_within_int64_elements(queue):
         with pytest.raises(ValueError, match=f"from_pointer: stride {wrong} is out of range"):
             ur_cffi.from_pointer(array.data_ptr(), (1,), np.float32, queue=queue,
                                  strides=(wrong,), owner=array)
+
+
+DEFERRED_AT_TEARDOWN = """
+import ctypes, sys, threading
+import numpy as np
+import ur_cffi, crash_probe, device_under_test
+from test_interop import _Foreign
+from ur_cffi import interop
+from ur_cffi.queue import raw_enqueue_lock
+
+kernels, end = crash_probe.Path(sys.argv[1]), sys.argv[2]
+device = device_under_test.get()
+context = device.create_context()
+queue = ur_cffi.Queue(context, device)
+_, spin = crash_probe.load(context, kernels, "spin")
+backing = ur_cffi.zeros(64, np.int32, queue=queue, kind="host")
+flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
+producer = _Foreign(backing.data_ptr(), (64,), (interop.KDL_ONEAPI, 0))
+written = ctypes.c_int32.from_address(backing.data_ptr())
+producer._delete = lambda _address: print("deleted after the kernel:", written.value > 0,
+                                          flush=True)
+producer.deleter = interop._DELETER(producer._delete)
+producer.managed.deleter = producer.deleter
+imported = ur_cffi.from_dlpack(producer, queue=queue)
+spin.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag, imported,
+            crash_probe.SPIN_LIMIT, *crash_probe.spin_local(), event=False)
+with raw_enqueue_lock:  # another thread's enqueue, say: the close's barrier is put later
+    imported.close()
+del imported
+threading.Timer(0.5, lambda: setattr(ctypes.c_int32.from_address(flag.data_ptr()), "value",
+                                     1)).start()
+if end == "teardown":
+    ur_cffi.loader.teardown()
+"""
+
+
+@pytest.mark.parametrize("end", ["teardown", "exit"])
+def test_a_release_put_late_waits_for_its_queue_at_teardown(kernels, end):
+    """A closed import whose barrier waited for the enqueue lock: the teardown (and the exit's)
+    dropped it before finishing the queues, and the producer's deleter ran while a kernel
+    still wrote the memory."""
+    import crash_probe
+
+    done = crash_probe.run_child([kernels, end], code=DEFERRED_AT_TEARDOWN, check=False,
+                                 timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "deleted after the kernel: True"

@@ -217,6 +217,9 @@ class _Pool(_handle.Resource):
                 if candidate.event is None and _finishing(candidate):
                     continue  # freed while its queue was being closed: done once that is
                 if candidate.event is None and (last := _queue_of(candidate)) is not None:
+                    if self.kind == "device":
+                        continue  # (recording) its queue may still use it; device reuse reads
+                        # no event, so none is kept on the block
                     # (A close that was interrupted: done once a barrier enqueued now is.)
                     candidate.event = raw_barrier(last, keep_event=True)
                 events = [candidate.event] if candidate.event is not None else []
@@ -638,17 +641,18 @@ def _wait_for_cached_work() -> None:
     """Wait for the work that the frees of cached blocks wait for, interruptibly and without
     ``_lock`` (it waited under the lock, deaf to Ctrl-C, and every allocation with it)."""
     queues, events = {}, []
-    with _lock:  # (pools of closed contexts too: their blocks wait for their work)
-        for pool in list(_pools.values()) + _lingering:
-            for blocks in pool._free.values():
-                for block in blocks:
-                    if block.event is None and (queue := _queue_of(block)) is not None:
-                        queues[id(queue)] = queue
-                    for event in ([block.event] if block.event is not None else []) + (
-                            block.waits or []):
-                        if lib.urEventRetain(event) == 0:
-                            events.append(event)
     try:
+        with _lock:  # (pools of closed contexts too: their blocks wait for their work)
+            for pool in list(_pools.values()) + _lingering:
+                # Copies: a collection in the loop may give a block back (a new size).
+                for blocks in list(pool._free.values()):
+                    for block in list(blocks):
+                        if block.event is None and (queue := _queue_of(block)) is not None:
+                            queues[id(queue)] = queue
+                        for event in ([block.event] if block.event is not None else []) + (
+                                block.waits or []):
+                            if lib.urEventRetain(event) == 0:
+                                events.append(event)
         for queue in queues.values():
             try:
                 queue.finish()

@@ -265,9 +265,14 @@ def _forget(queue: Queue, owner, used_on: list) -> int:
     _handle.note_release()
     if owner is None or _handle._forked:
         return 0
-    queues = [queue] + [ref() for ref in used_on]
-    for index, other in enumerate(queues):
-        if other is not None and other._handle is not None and other not in queues[:index]:
+    if queue._handle is not None:
+        queue_module.release_after_barrier(queue, (owner,))
+    for ref in used_on:
+        other = ref()
+        if other is None:  # gone: until its collection's finish has returned
+            if not ref.finished:
+                queue_module.release_after_barrier(ref, (owner,))
+        elif other is not queue and other._handle is not None:
             queue_module.release_after_barrier(other, (owner,))
     return 0
 
@@ -914,20 +919,25 @@ class USMArray(_handle.Resource):
 
     def _used_on(self, queue: Queue) -> None:
         """:meth:`record_queue` for ``queue`` (of this context), unless it is the memory's
-        own queue or the memory is not the allocator's; for an array over another array's
-        memory (``from_pointer(..., owner=array)``), that array's."""
+        own queue: on the allocator's block (of a closed array too, whose memory a pin
+        keeps); for an array over another array's memory (``from_pointer(..., owner=array)``),
+        that array's; for one over memory of an owner outside ur_cffi, its own list, which
+        its release waits for (``_forget``)."""
         root = _root(self)
         if queue is not root.queue and type(root._handle) is allocator.Block:
             allocator.record_queue(root._handle, queue)
         elif _over_arrays and (owner := _over_arrays.get(root)) is not None:
             owner._used_on(queue)
-        elif root._handle is None and root._exports:  # closed, its memory kept for a pin
-            entry = _handle._live.get(root._serial)
-            if entry is not None and entry[1] is _give_back and queue is not root.queue:
-                allocator.record_queue(entry[2][1], queue)
-        elif queue is not root.queue and (used_on := _foreign_used_on.get(root)) is not None \
-                and not any(ref() is queue for ref in used_on):
-            used_on.append(queue.ref)
+        elif queue is root.queue:
+            return
+        elif root._handle is None and root._exports and \
+                (entry := _handle._live.get(root._serial)) is not None and \
+                entry[1] is _give_back:  # closed, its memory kept for a pin
+            allocator.record_queue(entry[2][1], queue)
+        elif (used_on := _foreign_used_on.get(root)) is not None and \
+                not any(ref() is queue for ref in used_on):
+            used_on[:] = [ref for ref in used_on if ref() is not None or not ref.finished]
+            used_on.append(queue.ref)  # (the same list: its release reads it)
 
     def item(self):
         """The only element as a Python number (a blocking read)."""

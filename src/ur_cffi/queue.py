@@ -153,30 +153,52 @@ def release_after_barrier(queue, keep_alive: tuple) -> None:
     """Hold ``keep_alive`` until the work submitted to ``queue`` so far has completed: after a
     barrier's event, or, where the enqueue lock is taken (another thread's enqueue, or this
     thread's, which a collection interrupted), after one that :func:`release_orphans` puts
-    later.  A queue closed meanwhile was finished: nothing more to hold."""
-    if raw_enqueue_lock.acquire(blocking=False):
-        try:
-            handle = raw_barrier(queue, keep_event=True, locked=True)
-        except URError:
-            handle = None  # (a queue in error: nothing to wait for there)
-        finally:
-            raw_enqueue_lock.release()
-        if handle is not None:
-            _release_when_complete(handle, keep_alive)
+    later.  ``queue`` may be the :class:`QueueRef` of a queue gone whose collection is still
+    finishing it: held until that finish has returned.  A queue closed meanwhile was
+    finished: nothing more to hold."""
+    if len(_orphans) > _ORPHANS_LOOKED_AT:  # (launches without Events look at none)
+        release_orphans()
+    if type(queue) is QueueRef or not raw_enqueue_lock.acquire(blocking=False):
+        with _orphans_lock:
+            _orphans.append((None, (queue, keep_alive)))
         return
-    with _orphans_lock:
-        _orphans.append((None, (queue, keep_alive)))
+    try:
+        handle = raw_barrier(queue, keep_event=True, locked=True)
+    except URError:
+        handle = None  # (a queue in error: nothing to wait for there)
+    finally:
+        raw_enqueue_lock.release()
+    if handle is not None:
+        _release_when_complete(handle, keep_alive)
+
+
+_ORPHANS_LOOKED_AT = 64
+"""How many dropped Events and held imports :func:`release_after_barrier` lets wait for the
+next Event or finish before it looks at them itself."""
 
 
 def release_orphans(wait: bool = False) -> None:
-    """Release dropped Events whose commands completed (all of them, waiting, if ``wait``)."""
+    """Release dropped Events whose commands completed (all of them, waiting, if ``wait``),
+    and what :func:`release_after_barrier` holds."""
+    if _handle._forked:  # the parent's events: not this process's to touch
+        return
     with _orphans_lock:
         pending = _orphans[:]
         del _orphans[:len(pending)]  # not those a collection during the copy added
     for handle, keep_alive in pending:
-        if handle is None:  # release_after_barrier's, when the enqueue lock was taken
-            if not wait and keep_alive[0]._handle is not None:  # (wait: all queues finished)
-                release_after_barrier(*keep_alive)
+        if handle is None:  # release_after_barrier's: (queue or QueueRef, what it holds)
+            target, held = keep_alive
+            if type(target) is QueueRef:  # a queue gone, finished by its collection
+                if not (wait or target.finished):
+                    with _orphans_lock:
+                        _orphans.append((None, keep_alive))
+            elif wait:  # (a teardown: its queue's work first)
+                retained_handle = retained(target)
+                if retained_handle is not None:
+                    lib.urQueueFinish(retained_handle)
+                    lib.urQueueRelease(retained_handle)
+            elif target._handle is not None:
+                release_after_barrier(target, held)
             continue
         if wait:
             lib.urEventWait(1, ffi.new("ur_event_handle_t[1]", [handle]))
@@ -573,11 +595,10 @@ class Queue(_handle.Resource):
             try:
                 if self._window_start or self._window:
                     self.finish()
-                else:
-                    # Nothing ur_cffi enqueued, ever: no probe's barrier (Intel's CPU runtime
-                    # keeps about 10 KiB for each queue that ever made an event), and no
-                    # helper thread to wait in.
-                    check(_finish(self.handle), "urQueueFinish")
+                else:  # Nothing ur_cffi enqueued, ever: no probe's barrier (Intel's CPU
+                    # runtime keeps about 10 KiB for each queue that ever made an event),
+                    # interruptible all the same (raw-layer or dpctl work may be long).
+                    self._wait_for_window(_finish, "urQueueFinish", (self.handle,), None)
             except (URError, _handle.ClosedError):
                 pass  # closed by another thread meanwhile, or the release's finish reports it
             super().close()
@@ -645,7 +666,7 @@ class Queue(_handle.Resource):
                 finishers.remove(call)
             except ValueError:  # a Ctrl-C came before the note
                 pass
-            if _orphans:  # what dropped Events and closed imports held: done now
+            if _orphans:  # what dropped Events and closed imports held: done now?
                 release_orphans()
 
     def _wait_for_window(self, blocking_call, name: str, args: tuple, probe) -> None:
