@@ -292,6 +292,28 @@ def test_an_array_made_while_recording_takes_no_memory_still_in_use(native, spin
             assert (made.to_numpy() == -5).all()
 
 
+def test_recordings_reuse_cached_memory_whose_work_is_done(native, context, device):
+    """Arrays made while recording take only memory whose work is done; a block whose queue
+    was idle (its work done long before) was taken for busy: every recording allocated anew
+    (reserved memory grew by each recording's arrays)."""
+    with ur_cffi.Queue(context, device) as queue:
+        def record():
+            with ur_cffi.Graph(context, native=native) as graph:
+                with graph.recording(queue):
+                    made = ur_cffi.empty(1 << 18, np.float32, queue=queue)  # 1 MiB
+                    made.fill(1.0, blocking=False)
+                graph.replay(queue).wait()
+                assert (made.to_numpy() == 1.0).all()
+            del made
+            gc.collect()
+
+        record()
+        reserved = ur_cffi.memory_stats(context)["reserved_bytes"]
+        for _ in range(4):
+            record()
+        assert ur_cffi.memory_stats(context)["reserved_bytes"] == reserved
+
+
 def test_updates_of_two_parts_of_one_launch_in_two_threads_both_apply(updatable, axpy, queue,
                                                                       rng, monkeypatch):
     """One thread updates a recorded launch's arguments, another its global size: each update

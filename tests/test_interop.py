@@ -1136,7 +1136,7 @@ from test_interop import _Foreign
 from ur_cffi import interop
 from ur_cffi.queue import raw_enqueue_lock
 
-kernels, end = crash_probe.Path(sys.argv[1]), sys.argv[2]
+kernels, end, how = crash_probe.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 device = device_under_test.get()
 context = device.create_context()
 queue = ur_cffi.Queue(context, device)
@@ -1150,9 +1150,20 @@ producer._delete = lambda _address: print("deleted after the kernel:", written.v
 producer.deleter = interop._DELETER(producer._delete)
 producer.managed.deleter = producer.deleter
 imported = ur_cffi.from_dlpack(producer, queue=queue)
-spin.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag, imported,
-            crash_probe.SPIN_LIMIT, *crash_probe.spin_local(), event=False)
-with raw_enqueue_lock:  # another thread's enqueue, say: the close's barrier is put later
+if how == "enqueue lock taken":
+    spin.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag, imported,
+                crash_probe.SPIN_LIMIT, *crash_probe.spin_local(), event=False)
+    with raw_enqueue_lock:  # another thread's enqueue, say: the close's barrier is put later
+        imported.close()
+else:  # the kernel on a queue that another thread drops: its collection finishes it
+    holder = [ur_cffi.Queue(context, device)]
+    imported.record_queue(holder[0])
+    spin.launch(holder[0], crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag, imported,
+                crash_probe.SPIN_LIMIT, *crash_probe.spin_local(), event=False)
+    ref = holder[0].ref
+    threading.Thread(target=holder.clear, daemon=True).start()
+    while ref() is not None:  # (its finish goes on until the flag is set)
+        threading.Event().wait(0.001)
     imported.close()
 del imported
 threading.Timer(0.5, lambda: setattr(ctypes.c_int32.from_address(flag.data_ptr()), "value",
@@ -1163,13 +1174,14 @@ if end == "teardown":
 
 
 @pytest.mark.parametrize("end", ["teardown", "exit"])
-def test_a_release_put_late_waits_for_its_queue_at_teardown(kernels, end):
-    """A closed import whose barrier waited for the enqueue lock: the teardown (and the exit's)
-    dropped it before finishing the queues, and the producer's deleter ran while a kernel
-    still wrote the memory."""
+@pytest.mark.parametrize("how", ["enqueue lock taken", "queue being collected"])
+def test_a_release_put_late_waits_for_its_queue_at_teardown(kernels, end, how):
+    """A closed import whose barrier waited for the enqueue lock, or for a queue another
+    thread's collection was finishing: the teardown (and the exit's) dropped it before that
+    work was done, and the producer's deleter ran while a kernel still wrote the memory."""
     import crash_probe
 
-    done = crash_probe.run_child([kernels, end], code=DEFERRED_AT_TEARDOWN, check=False,
+    done = crash_probe.run_child([kernels, end, how], code=DEFERRED_AT_TEARDOWN, check=False,
                                  timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "deleted after the kernel: True"

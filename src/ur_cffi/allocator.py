@@ -218,10 +218,17 @@ class _Pool(_handle.Resource):
                     continue  # freed while its queue was being closed: done once that is
                 if candidate.event is None and (last := _queue_of(candidate)) is not None:
                     if self.kind == "device":
-                        continue  # (recording) its queue may still use it; device reuse reads
-                        # no event, so none is kept on the block
-                    # (A close that was interrupted: done once a barrier enqueued now is.)
-                    candidate.event = raw_barrier(last, keep_event=True)
+                        # (While recording.)  Done if a barrier there completes at once; its
+                        # event is not kept on the block, whose reuse as device memory reads
+                        # no event.
+                        probe = raw_barrier(last, keep_event=True)
+                        done = probe is None or _complete(probe)
+                        if probe is not None:
+                            lib.urEventRelease(probe)
+                        if not done:
+                            continue
+                    else:  # a close that was interrupted: done once a barrier enqueued now is
+                        candidate.event = raw_barrier(last, keep_event=True)
                 events = [candidate.event] if candidate.event is not None else []
                 if all(map(_complete, events + (candidate.waits or []))):
                     block = blocks.pop(i)

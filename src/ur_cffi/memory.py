@@ -265,15 +265,12 @@ def _forget(queue: Queue, owner, used_on: list) -> int:
     _handle.note_release()
     if owner is None or _handle._forked:
         return 0
-    if queue._handle is not None:
-        queue_module.release_after_barrier(queue, (owner,))
-    for ref in used_on:
+    for ref in [queue.ref] + [ref for ref in used_on if ref is not queue.ref]:
         other = ref()
-        if other is None:  # gone: until its collection's finish has returned
-            if not ref.finished:
-                queue_module.release_after_barrier(ref, (owner,))
-        elif other is not queue and other._handle is not None:
+        if other is not None and other._handle is not None:
             queue_module.release_after_barrier(other, (owner,))
+        elif not ref.finished:  # gone or closing: until its release's finish has returned
+            queue_module.release_after_barrier(ref, (owner,))
     return 0
 
 

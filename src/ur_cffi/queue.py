@@ -153,8 +153,8 @@ def release_after_barrier(queue, keep_alive: tuple) -> None:
     """Hold ``keep_alive`` until the work submitted to ``queue`` so far has completed: after a
     barrier's event, or, where the enqueue lock is taken (another thread's enqueue, or this
     thread's, which a collection interrupted), after one that :func:`release_orphans` puts
-    later.  ``queue`` may be the :class:`QueueRef` of a queue gone whose collection is still
-    finishing it: held until that finish has returned.  A queue closed meanwhile was
+    later.  ``queue`` may be the :class:`QueueRef` of a queue gone or closing whose release is
+    still finishing it: held until that finish has returned.  A queue closed meanwhile was
     finished: nothing more to hold."""
     if len(_orphans) > _ORPHANS_LOOKED_AT:  # (launches without Events look at none)
         release_orphans()
@@ -188,8 +188,11 @@ def release_orphans(wait: bool = False) -> None:
     for handle, keep_alive in pending:
         if handle is None:  # release_after_barrier's: (queue or QueueRef, what it holds)
             target, held = keep_alive
-            if type(target) is QueueRef:  # a queue gone, finished by its collection
-                if not (wait or target.finished):
+            if type(target) is QueueRef:  # a queue gone or closing, finished by its release
+                if wait:  # (a teardown: until that finish has returned, in its thread)
+                    with _finished:
+                        _finished.wait_for(lambda target=target: target.finished)
+                elif not target.finished:
                     with _orphans_lock:
                         _orphans.append((None, keep_alive))
             elif wait:  # (a teardown: its queue's work first)
@@ -422,7 +425,7 @@ def _finish_then_release(handle, handles_lock, ref: QueueRef) -> int:
         with handles_lock:  # Device.queue_handles_lock: others retain it under the lock
             release = lib.urQueueRelease(handle)
     finally:
-        ref.finished = True
+        _note_finished(ref)
     return result or release
 
 
@@ -430,7 +433,17 @@ def _finish_at_collection(handle, _handles_lock, ref: QueueRef) -> None:
     """A collected queue's finish, at once where its release waits for the end of the
     collection (``_handle.at_collection``)."""
     lib.urQueueFinish(handle)
+    _note_finished(ref)
+
+
+_finished = threading.Condition()  # (reentrant: a collection under it may finish a queue)
+"""Notified as each queue's release has finished it (``QueueRef.finished``)."""
+
+
+def _note_finished(ref: QueueRef) -> None:
     ref.finished = True
+    with _finished:
+        _finished.notify_all()
 
 
 _handle.at_collection[_finish_then_release] = _finish_at_collection
