@@ -188,6 +188,9 @@ def release_orphans(wait: bool = False) -> None:
     for handle, keep_alive in pending:
         if handle is None:  # release_after_barrier's: (queue or QueueRef, what it holds)
             target, held = keep_alive
+            if type(target) is not QueueRef and target._handle is None:
+                target = target.ref  # closed, or closing: until its release's finish returned
+                keep_alive = (target, held)
             if type(target) is QueueRef:  # a queue gone or closing, finished by its release
                 if wait:  # (a teardown: until that finish has returned, in its thread)
                     with _finished:
@@ -200,7 +203,7 @@ def release_orphans(wait: bool = False) -> None:
                 if retained_handle is not None:
                     lib.urQueueFinish(retained_handle)
                     lib.urQueueRelease(retained_handle)
-            elif target._handle is not None:
+            else:
                 release_after_barrier(target, held)
             continue
         if wait:
