@@ -40,7 +40,7 @@ from . import _checks, _handle, _interrupts, _release, _waiting
 from ._ur import ffi, lib
 from .enums import ur_queue_flag_t, ur_result_t
 from .errors import URError, by_result, check
-from .queue import _complete, raw_barrier, raw_enqueue_lock, recording, retained
+from .queue import _complete, note_queue, raw_barrier, raw_enqueue_lock, recording, retained
 
 _NULL = ffi.NULL
 _SMALL = 1 << 20
@@ -107,6 +107,11 @@ def _queue_of(block: Block):
     see :func:`_finishing` for one that is closing or being collected)."""
     queue = block.queue_ref() if block.queue_ref is not None else None
     return queue if queue is not None and queue._handle is not None else None
+
+
+def _events_of(block: Block) -> list:
+    """The events ``block``'s next owner waits for: its free's, and other queues' work."""
+    return ([block.event] if block.event is not None else []) + (block.waits or [])
 
 
 def _finishing(block: Block) -> bool:
@@ -229,10 +234,10 @@ class _Pool(_handle.Resource):
                             continue
                     else:  # a close that was interrupted: done once a barrier enqueued now is
                         candidate.event = raw_barrier(last, keep_event=True)
-                events = [candidate.event] if candidate.event is not None else []
-                if all(map(_complete, events + (candidate.waits or []))):
+                events = _events_of(candidate)
+                if all(map(_complete, events)):
                     block = blocks.pop(i)
-                    _release_events(events + (block.waits or []))
+                    _release_events(events)
                     block.event = block.waits = None
                     return block
             return None
@@ -494,12 +499,7 @@ def record_queue(block, queue) -> None:
     with _lock:
         if block.used_on is None:
             block.used_on = []
-        if not any(ref() is queue for ref in block.used_on):
-            # Queues gone and finished order nothing: dropped, or an array used on a queue
-            # after queue (a graph's own, a replay's) keeps them all, scanned at each use.
-            block.used_on = [ref for ref in block.used_on
-                             if ref() is not None or not ref.finished]
-            block.used_on.append(queue.ref)
+        note_queue(block.used_on, queue)
 
 
 def _give_back_returned(blocking: bool = False) -> None:
@@ -551,7 +551,7 @@ def _free_done(pool: _Pool, waiting: bool = False) -> int:
     done = []
     for size, blocks in cached.items():
         for block in blocks:
-            events = ([block.event] if block.event is not None else []) + (block.waits or [])
+            events = _events_of(block)
             if not _finishing(block) and (waiting or all(map(_complete, events))):
                 done.append(block)
             else:
@@ -580,7 +580,7 @@ def _free_blocks(pool: _Pool, blocks: list[Block]) -> int:
             finished.add(id(queue))
             result = lib.urQueueFinish(handle) or result
             lib.urQueueRelease(handle)
-        events = ([block.event] if block.event is not None else []) + (block.waits or [])
+        events = _events_of(block)
         if events:
             lib.urEventWait(len(events), ffi.new("ur_event_handle_t[]", events))
             _release_events(events)
@@ -656,8 +656,7 @@ def _wait_for_cached_work() -> None:
                     for block in list(blocks):
                         if block.event is None and (queue := _queue_of(block)) is not None:
                             queues[id(queue)] = queue
-                        for event in ([block.event] if block.event is not None else []) + (
-                                block.waits or []):
+                        for event in _events_of(block):
                             if lib.urEventRetain(event) == 0:
                                 events.append(event)
         for queue in queues.values():

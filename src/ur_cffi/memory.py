@@ -931,10 +931,8 @@ class USMArray(_handle.Resource):
                 (entry := _handle._live.get(root._serial)) is not None and \
                 entry[1] is _give_back:  # closed, its memory kept for a pin
             allocator.record_queue(entry[2][1], queue)
-        elif (used_on := _foreign_used_on.get(root)) is not None and \
-                not any(ref() is queue for ref in used_on):
-            used_on[:] = [ref for ref in used_on if ref() is not None or not ref.finished]
-            used_on.append(queue.ref)  # (the same list: its release reads it)
+        elif (used_on := _foreign_used_on.get(root)) is not None:
+            queue_module.note_queue(used_on, queue)  # (the list its release reads)
 
     def item(self):
         """The only element as a Python number (a blocking read)."""

@@ -418,6 +418,16 @@ class QueueRef(weakref.ref):
         return not self.finished if queue is None else bool(queue._closers)
 
 
+def note_queue(refs: list, queue: Queue) -> None:
+    """Add ``queue``'s :class:`QueueRef` to ``refs`` (the queues some memory was used on) if
+    it is not there, dropping those of queues gone and finished: they order nothing, and an
+    array used on a queue after queue (a graph's own, a replay's) kept them all, scanned at
+    each use.  The list is changed in place (others hold it)."""
+    if not any(ref() is queue for ref in refs):
+        refs[:] = [ref for ref in refs if ref() is not None or not ref.finished]
+        refs.append(queue.ref)
+
+
 def _finish_then_release(handle, handles_lock, ref: QueueRef) -> int:
     _handle.note_release()
     try:
