@@ -446,9 +446,6 @@ def _is_shape(given) -> bool:
         isinstance(extent, (int, np.integer)) for extent in given)
 
 
-_foreign_used_on: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""Arrays over memory with an owner outside ur_cffi (``from_dlpack``...) -> weak references to
-the other queues they are used on, which their release waits for (``_forget``)."""
 _over_arrays: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Arrays over the memory of an array of their context (``from_pointer(..., owner=array)``)
 -> that array, whose memory's reuse their queues order too (:meth:`USMArray.record_queue`)."""
@@ -544,11 +541,9 @@ class USMArray(_handle.Resource):
         array._strides = strides if strides is not None else \
             _strided.contiguous_strides(shape, dtype.itemsize)
         array._base, array._exports, array._address = None, None, address
-        used_on = []  # the other queues it is used on (_used_on), which _forget waits for
-        array._own(_pointer(address), parents=(queue,), release_args=(queue, owner, used_on),
+        # (used_on: the other queues it is used on, noted by _used_on, which _forget waits for)
+        array._own(_pointer(address), parents=(queue,), release_args=(queue, owner, []),
                    release=_forget)
-        if owner is not None:
-            _foreign_used_on[array] = used_on
         return array
 
     def _view(self, shape, strides, offset: int = 0, dtype=None) -> USMArray:
@@ -918,21 +913,19 @@ class USMArray(_handle.Resource):
         """:meth:`record_queue` for ``queue`` (of this context), unless it is the memory's
         own queue: on the allocator's block (of a closed array too, whose memory a pin
         keeps); for an array over another array's memory (``from_pointer(..., owner=array)``),
-        that array's; for one over memory of an owner outside ur_cffi, its own list, which
-        its release waits for (``_forget``)."""
+        that array's; for one over memory of an owner outside ur_cffi, the list of queues its
+        release waits for (``_forget``'s ``used_on``)."""
         root = _root(self)
         if queue is not root.queue and type(root._handle) is allocator.Block:
             allocator.record_queue(root._handle, queue)
         elif _over_arrays and (owner := _over_arrays.get(root)) is not None:
             owner._used_on(queue)
-        elif queue is root.queue:
-            return
-        elif root._handle is None and root._exports and \
-                (entry := _handle._live.get(root._serial)) is not None and \
-                entry[1] is _give_back:  # closed, its memory kept for a pin
-            allocator.record_queue(entry[2][1], queue)
-        elif (used_on := _foreign_used_on.get(root)) is not None:
-            queue_module.note_queue(used_on, queue)  # (the list its release reads)
+        elif queue is not root.queue and (entry := _handle._live.get(root._serial)):
+            release, args = entry[1], entry[2]
+            if release is _give_back:  # closed, its memory kept for a pin: (pool, block, queue)
+                allocator.record_queue(args[1], queue)
+            elif release is _forget and args[1] is not None:  # (queue, owner, used_on)
+                queue_module.note_queue(args[2], queue)
 
     def item(self):
         """The only element as a Python number (a blocking read)."""
