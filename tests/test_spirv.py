@@ -376,3 +376,47 @@ def test_real_triton_module(triton_no_torch):
     # (1 + 7 words for the 27-character name) and MaxWorkgroupSizeINTEL mode (6 words).
     assert len(module) - len(fixed) == 4 * (2 + 8 + 6)
     assert "torch" not in sys.modules or sys.modules["torch"] is None
+
+
+def test_validate_rejects_what_the_cpu_compiler_crashes_on():
+    # Each of these segfaulted Intel's CPU OpenCL compiler in Program.from_il, or had two
+    # readers disagree: the runtime built the first entry point named alike, signatures read
+    # the last one's parameters.
+    body = [inst(OP_TYPE_VOID, 2), inst(OP_TYPE_INT, 4, 32, 0), inst(OP_TYPE_FUNCTION, 3, 2),
+            inst(OP_FUNCTION, 2, 7, 0, 3), inst(OP_LABEL, 8), inst(OP_RETURN),
+            inst(OP_FUNCTION_END)]
+
+    def module(*parts, byteorder="little"):
+        return to_bytes(header() + [w for part in [*CAPS, MEMORY_MODEL, *parts] for w in part],
+                        byteorder)
+
+    entry = inst(OP_ENTRY_POINT, EXEC_MODEL_KERNEL, 7, *string_words("k"))
+    spirv.validate(module(entry, *body))
+    spirv.validate(module(entry, inst(OP_ENTRY_POINT, EXEC_MODEL_KERNEL, 7,
+                                      *string_words("k2")), *body))
+    for parts, message in (
+            ((entry, entry, *body), "OpEntryPoint at word .* repeats the name 'k' of the entry "
+                                    "point at word"),
+            ((entry, *body[:1], inst(OP_TYPE_FLOAT, 5, 33), *body[1:]),
+             "OpTypeFloat at word .* is 33 bits wide"),
+            ((entry, *body[:3], inst(OP_FUNCTION, 2, 7, 0, 4), *body[4:]),
+             "OpFunction at word .*: its function type %4 is no OpTypeFunction"),
+            ((entry, *body[:3], inst(OP_FUNCTION, 2, 7, 0, 9), *body[4:]),
+             "OpFunction at word .*: its function type %9 is no OpTypeFunction"),
+            ((entry, *body[:3], inst(OP_FUNCTION, 25, 7, 0, 3), *body[4:]),
+             "OpFunction at word .*: id %25 at its word 1 is 0 or not below the module's id "
+             "bound 20"),
+            ((inst(OP_ENTRY_POINT, EXEC_MODEL_KERNEL, 0, *string_words("k")), *body[:3],
+              inst(OP_FUNCTION, 2, 0, 0, 3), *body[4:]), "id %0 at its word 2")):
+        for byteorder in ("little", "big"):
+            with pytest.raises(ValueError, match=message):
+                spirv.validate(module(*parts, byteorder=byteorder))
+
+
+def test_in_native_order():
+    little, big = to_bytes(kernel_module(), sys.byteorder), \
+        to_bytes(kernel_module(), "big" if sys.byteorder == "little" else "little")
+    assert spirv.in_native_order(little) is little
+    assert spirv.in_native_order(big) == little
+    with pytest.raises(ValueError, match="ends inside the function"):
+        spirv.in_native_order(big[:-4])

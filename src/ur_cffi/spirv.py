@@ -7,14 +7,16 @@ word count in the high 16 bits and the opcode in the low 16 bits.
 """
 
 import array
+import sys
 
 __all__ = [
     "MAGIC", "CAPABILITY_KERNEL_ATTRIBUTES_INTEL", "EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL",
     "EXTENSION_KERNEL_ATTRIBUTES_INTEL", "validate", "capabilities", "extensions",
-    "entry_points", "kernel_parameters", "drop_capabilities",
+    "entry_points", "kernel_parameters", "drop_capabilities", "in_native_order",
 ]
 
 MAGIC = 0x07230203
+_NATIVE_MAGIC = MAGIC.to_bytes(4, sys.byteorder)
 HEADER_WORDS = 5
 
 # Opcodes (SPIR-V specification, 3.52 "Instructions").
@@ -26,6 +28,7 @@ OP_EXECUTION_MODE_ID = 331
 OP_TYPE_INT = 21
 OP_TYPE_FLOAT = 22
 OP_TYPE_POINTER = 32
+OP_TYPE_FUNCTION = 33
 OP_FUNCTION = 54
 OP_FUNCTION_PARAMETER = 55
 OP_FUNCTION_END = 56
@@ -74,8 +77,11 @@ def _words(module):
         raise ValueError(f"SPIR-V reserved schema word is 0x{words[4]:08x} at word 4 (must be 0)")
     count = len(words)
     offset = HEADER_WORDS
+    bound = words[3]
     function = None  # the offset of the OpFunction whose OpFunctionEnd is still to come
     functions, entry_points = set(), {}  # result ids; function id -> OpEntryPoint's offset
+    entry_names = {}  # (execution model, name) -> OpEntryPoint's offset
+    function_types = set()
     while offset < count:
         length, opcode = words[offset] >> 16, words[offset] & 0xFFFF
         if length == 0:
@@ -90,10 +96,28 @@ def _words(module):
                                  f"at word {offset} " + ("inside the function of word "
                                  f"{function}" if function is not None else "outside a function"))
             if opcode == OP_FUNCTION:
+                # (the CPU runtime's compiler crashes on a function type that is none)
+                _check_ids(words, offset, "OpFunction", (1, 2), bound)
+                if words[offset + 4] not in function_types:
+                    raise ValueError(f"SPIR-V OpFunction at word {offset}: its function type "
+                                     f"%{words[offset + 4]} is no OpTypeFunction declared "
+                                     "before it")
                 functions.add(words[offset + 2])
             function = offset if opcode == OP_FUNCTION else None
         elif opcode == OP_ENTRY_POINT and length >= 3:
             entry_points.setdefault(words[offset + 2], offset)
+            # The specification forbids two alike: runtimes build one, signatures read another
+            key = (words[offset + 1], _string(words, offset + 3, offset + length, offset))
+            if key in entry_names:
+                raise ValueError(f"SPIR-V OpEntryPoint at word {offset} repeats the name "
+                                 f"{key[1]!r} of the entry point at word {entry_names[key]}")
+            entry_names[key] = offset
+        elif opcode == OP_TYPE_FUNCTION and length >= 3:
+            _check_ids(words, offset, "OpTypeFunction", (1,), bound)
+            function_types.add(words[offset + 1])
+        elif opcode == OP_TYPE_FLOAT and length >= 3 and words[offset + 2] not in _FLOAT_WIDTHS:
+            raise ValueError(f"SPIR-V OpTypeFloat at word {offset} is {words[offset + 2]} bits "
+                             f"wide (SPIR-V has {', '.join(map(str, sorted(_FLOAT_WIDTHS)))})")
         offset += length
     # A module cut between two instructions passes the checks above: the CPU runtime's
     # compiler crashes on it (a function without its end, an entry point with no function).
@@ -105,6 +129,19 @@ def _words(module):
         raise ValueError(f"SPIR-V OpEntryPoint at word {missing[0]} names a function the module "
                          "does not define: truncated?")
     return words, swapped
+
+
+_FLOAT_WIDTHS = frozenset({8, 16, 32, 64})  # (8: SPV_EXT_float8's, with an encoding)
+
+
+def _check_ids(words, offset, name, positions, bound):
+    """Raise if an id at ``positions`` in the instruction at ``offset`` is 0 or past the
+    module's id bound."""
+    for position in positions:
+        if not 0 < words[offset + position] < bound:
+            raise ValueError(f"SPIR-V {name} at word {offset}: id %{words[offset + position]} "
+                             f"at its word {position} is 0 or not below the module's id bound "
+                             f"{bound}")
 
 
 def _instructions(words):
@@ -135,10 +172,20 @@ def validate(module):
 
     Checks length, magic number (either byte order), version, header, id bound, that every
     instruction has a non-zero word count and ends inside the module, that every function
-    ends (OpFunctionEnd) and that every entry point's function is defined; does not check
-    semantics. Raises ValueError naming the problem and its word offset.
+    ends (OpFunctionEnd), that every entry point's function is defined and no two entry
+    points of one execution model share a name, float widths, and that each function's type
+    is a function type; does not check semantics. Raises ValueError naming the problem and its word offset.
     """
     _words(module)
+
+
+def in_native_order(module: bytes) -> bytes:
+    """``module`` with its words in this machine's byte order (runtimes read no other):
+    itself where it is, else a byte-swapped copy, validated (ValueError if malformed)."""
+    if bytes(module[:4]) == _NATIVE_MAGIC:
+        return module
+    words, swapped = _words(module)
+    return words.tobytes() if swapped else module
 
 
 def capabilities(module):
