@@ -246,6 +246,57 @@ def test_arguments_unlike_the_spirv_parameters_are_named_before_the_launch(queue
         np.testing.assert_allclose(out.to_numpy(), expected, rtol=1e-6)
 
 
+@pytest.mark.cpu_device("SPIR-V programs: the CPU device's")
+def test_spirv_read_as_the_runtime_reads_it(queue, context, kernels, rng):
+    from test_spirv import (CAPS, EXEC_MODEL_KERNEL, MEMORY_MODEL, OP_ENTRY_POINT,
+                            OP_FUNCTION, OP_FUNCTION_END, OP_FUNCTION_PARAMETER, OP_LABEL,
+                            OP_RETURN, OP_TYPE_FLOAT, OP_TYPE_FUNCTION, OP_TYPE_POINTER,
+                            OP_TYPE_VOID, STORAGE, header, inst, string_words, to_bytes)
+
+    # Kernel names are the module's own (the runtime's list is one string split at ";"), and
+    # Locals that fit one by one but not together are refused naming them (the runtime said
+    # OUT_OF_RESOURCES naming nothing), in either byte order (the runtime reads little-endian).
+    parts = [*CAPS, MEMORY_MODEL,
+             inst(OP_ENTRY_POINT, EXEC_MODEL_KERNEL, 7, *string_words("a;b")),
+             inst(OP_ENTRY_POINT, EXEC_MODEL_KERNEL, 9, *string_words("c")),
+             inst(OP_TYPE_VOID, 2), inst(OP_TYPE_FLOAT, 4, 32),
+             inst(OP_TYPE_POINTER, 5, STORAGE["Workgroup"], 4), inst(OP_TYPE_FUNCTION, 3, 2, 5, 5),
+             inst(OP_TYPE_FUNCTION, 6, 2),
+             inst(OP_FUNCTION, 2, 7, 0, 3), inst(OP_FUNCTION_PARAMETER, 5, 10),
+             inst(OP_FUNCTION_PARAMETER, 5, 11), inst(OP_LABEL, 8), inst(OP_RETURN),
+             inst(OP_FUNCTION_END),
+             inst(OP_FUNCTION, 2, 9, 0, 6), inst(OP_LABEL, 12), inst(OP_RETURN),
+             inst(OP_FUNCTION_END)]
+    words = header() + [word for part in parts for word in part]
+    local_mem_size = queue.device.local_mem_size
+    for byteorder in ("little", "big"):
+        program = ur_cffi.Program.from_il(context, to_bytes(words, byteorder))
+        assert program.kernel_names == ["a;b", "c"]
+        kernel = program.kernel("a;b")
+        kernel.launch(queue, 1, 1, ur_cffi.Local(16), ur_cffi.Local(local_mem_size // 2)).wait()
+        half = local_mem_size // 2 + 1
+        with pytest.raises(ValueError, match=f"kernel 'a;b': local memory of {2 * half} bytes "
+                                             rf"\(argument 0: Local\({half}\), argument 1: "
+                                             rf"Local\({half}\)\) exceeds the device's "
+                                             f"{local_mem_size} bytes"):
+            kernel.launch(queue, 1, 1, ur_cffi.Local(half), ur_cffi.Local(half))
+    # A real kernel's module in the other byte order computes as it does in its own.
+    index = json.loads((Path(kernels) / "kernels.json").read_text())["axpy"]
+    module = (Path(kernels) / "axpy.bin").read_bytes()
+    other_order = np.frombuffer(module, dtype=np.uint32).byteswap().tobytes()
+    program = ur_cffi.Program.from_il(context, other_order)
+    kernel = program.kernel(index["entry"])
+    x = ur_cffi.asarray(rng.standard_normal(LOCAL).astype(np.float32), queue=queue)
+    y = ur_cffi.asarray(rng.standard_normal(LOCAL).astype(np.float32), queue=queue)
+    out = ur_cffi.full(LOCAL, np.nan, np.float32, queue=queue)
+    kernel.launch(queue, LOCAL, LOCAL, x, y, out, np.float32(3.0), np.int32(LOCAL)).wait()
+    np.testing.assert_allclose(out.to_numpy(), 3.0 * x.to_numpy().astype(np.float64)
+                               + y.to_numpy(), rtol=1e-6, atol=1e-6)
+    for call, name in ((ur_cffi.Program.from_il, "il"), (ur_cffi.Program.from_binary, "binary")):
+        with pytest.raises(ValueError, match=rf"{name} is empty \(0 bytes\)"):
+            call(context, b"")
+
+
 def test_values_that_do_not_fit_their_parameter_raise(queue, context, kernels):
     program, kernel = crash_probe.load(context, kernels, "axpy")
     x = ur_cffi.zeros(BLOCK, queue=queue)

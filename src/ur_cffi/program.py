@@ -58,6 +58,8 @@ class Program(_handle.Resource):
         il = _bytes("il", il)
         # (Validates SPIR-V too: the CPU runtime crashes on truncated modules.)
         parameters = signatures.il_parameters(il)
+        if parameters is not None:
+            il = spirv.in_native_order(il)
         out = ffi.new("ur_program_handle_t *")
         with section:
             check(lib.urProgramCreateWithIL(context.handle, il, len(il), ffi.NULL, out),
@@ -123,8 +125,11 @@ class Program(_handle.Resource):
 
     @property
     def kernel_names(self) -> list[str]:
-        """The names of the program's kernels (from its binary where the adapter cannot say:
-        see ``ur_cffi.signatures``)."""
+        """The names of the program's kernels: from its SPIR-V where it was made from one
+        (its names are exact: the runtime's list is one string, split at ``;``), else from
+        the runtime, or from its binary where the adapter cannot say (``ur_cffi.signatures``)."""
+        if self.kernel_parameters is not None:
+            return list(self.kernel_parameters)
         try:
             names = query("urProgramGetInfo", self.handle,
                           ur_program_info_t.UR_PROGRAM_INFO_KERNEL_NAMES)
@@ -201,7 +206,10 @@ def _check_context(context, name: str = "context") -> None:
 def _bytes(name: str, data) -> bytes:
     if isinstance(data, str) or not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"{name} must be bytes, not {type(data).__name__}")
-    return bytes(data)
+    data = bytes(data)
+    if not data:
+        raise ValueError(f"{name} is empty (0 bytes)")
+    return data
 
 
 _SIGNATURE_WORDS = ("ptr", "local", "mem")
@@ -597,7 +605,7 @@ class Kernel(_handle.Resource):
         """``(argument block, its argument list for the launch, the by-value buffers it points
         into)`` (see ``_release.new_arguments``)."""
         block, arguments, words = _release.new_arguments(len(args))
-        value_buffers = []
+        value_buffers, locals_given = [], []
         for index, arg in enumerate(args):
             declared = self._declared[index] if self._declared else None
             if isinstance(arg, USMArray):
@@ -616,6 +624,7 @@ class Kernel(_handle.Resource):
                     raise ValueError(f"argument {index} of {self.name!r}: Local({arg.nbytes}) "
                                      "exceeds the device's local memory of "
                                      f"{queue.device.local_mem_size} bytes")
+                locals_given.append((index, arg.nbytes))
                 write_argument(words, index, LOCAL, arg.nbytes)
             elif isinstance(arg, Buffer):
                 if not _accepts(declared, "mem"):
@@ -632,12 +641,25 @@ class Kernel(_handle.Resource):
                 buffer, size = _value_buffer(self.name, index, arg, declared)
                 value_buffers.append(buffer)
                 write_argument(words, index, VALUE, size, _address(buffer))
+        if locals_given:
+            self._check_local_total(locals_given, queue.device.local_mem_size)
         if self.argument_sizes is not None:
             signatures.check_sizes(self, words, len(args))
         if self.parameters is not None and self._declared is None:
             signatures.check_arguments(self, args, words)
         return block, arguments, tuple(value_buffers)
 
+
+    def _check_local_total(self, locals_given: list, local_mem_size: int) -> None:
+        """Raise if the ``(index, bytes)`` of the Local arguments and ``work_group_memory``
+        together exceed the device's local memory (the runtime's refusal names nothing)."""
+        total = sum(nbytes for _, nbytes in locals_given) + self.work_group_memory
+        if total > local_mem_size:
+            parts = [f"argument {index}: Local({nbytes})" for index, nbytes in locals_given]
+            if self.work_group_memory:
+                parts.append(f"work_group_memory={self.work_group_memory}")
+            raise ValueError(f"kernel {self.name!r}: local memory of {total} bytes ("
+                             f"{', '.join(parts)}) exceeds the device's {local_mem_size} bytes")
 
     def _address_argument(self, index: int, arg, queue: Queue) -> int:
         """An integer given for a ``"ptr"`` argument: 0 (a null pointer) or an address UR
