@@ -157,6 +157,17 @@ def test_constructor_defaults_and_checks(queue):
     # ...nor a datetime for a timedelta or the other way: numpy took the count (1500 s)
     (np.datetime64(1500, "ms"), "m8[s]", "is a datetime64; the elements are timedelta64.s."),
     (np.timedelta64(3, "D"), "M8[D]", "is a timedelta64; the elements are datetime64.D."),
+    # Strings and records: numpy truncated the text (12345 into U2 stored "12") and stored
+    # a fraction in each integer field
+    ("abcdef", "U2", "does not fit in <U2: numpy would store .*'ab'"),
+    (12345, "U2", "does not fit in <U2: numpy would store .*'12'"),
+    (1.5, "S2", "does not fit in |S2: numpy would store .*b'1.'"),
+    (1.5, "i4,f4", "\\(into field 'f0'\\) 1.5 is not an integer"),
+    (-1, "u1,f4", "\\(into field 'f0'\\) -1 does not fit in uint8"),
+    # ml_dtypes' bcomplex32 is of numpy's kind "V": its complex values were refused as complex,
+    # and an overflow stored infinity
+    (1e39, ml_dtypes.bcomplex32, "does not fit in bcomplex32"),
+    (complex(1, 1e39), ml_dtypes.complex32, "does not fit in complex32"),
 ])
 def test_fill_values_are_refused_where_they_would_change(queue, value, dtype, error):
     """``full`` and ``fill`` store a value exactly or refuse it, naming it: a fraction is no
@@ -186,7 +197,14 @@ def test_fill_values_that_fit_are_stored_as_numpy_stores_them(queue):
                          (-8, ml_dtypes.int4), (10**400, np.longdouble),
                          (float("inf"), "float16"), (complex(np.inf, 1), "complex64"),
                          (np.datetime64("2020-01-01T10:00"), "M8[m]"), ("ab", "U4"),
-                         (np.datetime64(2000, "ms"), "M8[s]"), (np.timedelta64(5, "us"), "m8[ns]")):
+                         (np.datetime64(2000, "ms"), "M8[s]"), (np.timedelta64(5, "us"), "m8[ns]"),
+                         # (the ml_dtypes complex types: complex32's check listed its 2**32
+                         # values, 32 GiB; bcomplex32's refused complex values; byte-swapped
+                         # datetimes compared the swapped count)
+                         (complex(1, 2), ml_dtypes.complex32), (1.5, ml_dtypes.complex32),
+                         (complex(1, 2), ml_dtypes.bcomplex32), (1, ">M8[s]"),
+                         (np.int64(86400), ">m8[ms]"), ("abc", "S3"), (12, "U2"),
+                         (7, "i4,f4")):
         expected = np.full(3, value, ur_cffi.dtypes.dtype(dtype))
         made = ur_cffi.full(3, value, dtype, queue=queue)
         assert made.dtype == expected.dtype
@@ -207,6 +225,27 @@ def test_a_dtype_of_no_bytes_is_refused(queue, dtype):
         ur_cffi.full(3, "ab", dtype, queue=queue)
     with pytest.raises(TypeError, match="of 0 bytes"):
         ur_cffi.zeros(4, np.uint8, queue=queue).view(dtype)
+
+
+def test_arange_rounds_once_and_refuses_what_full_refuses(queue):
+    # numpy steps by dtype(start + step) - dtype(start): in bfloat16 from 256 that is 0
+    for start, stop, step, dtype in ((256, 300, 1, "bfloat16"), (16, 40, 1, "float8_e4m3fn"),
+                                     (2048, 2060, 1, "float16"), (2**24, 2**24 + 6, 1,
+                                                                  "float32"),
+                                     (0.1, 2.3, 0.1, "float16"), (10, -10, -3, "int8"),
+                                     (2**63, 2**63 + 4, 1, "uint64"), (0, 2, 1, "bool"),
+                                     (0, 4, 1, ml_dtypes.complex32), (5, 5, 1, "int8")):
+        expected = np.arange(start, stop, step).astype(ur_cffi.dtypes.dtype(dtype))
+        made = ur_cffi.arange(start, stop, step, dtype=dtype, queue=queue).to_numpy()
+        assert made.dtype == expected.dtype and made.tobytes() == expected.tobytes(), \
+            (start, stop, step, dtype)
+    for args, dtype, error in (((120, 135), "int8", r"from 120 to 134 do not all fit in int8"),
+                               ((250, 260), "uint8", "do not all fit in uint8"),
+                               ((0, 1, 0.25), "int64", "its values are not all integers"),
+                               ((440, 480, 8), "float8_e4m3fn", "do not all fit"),
+                               ((6e4, 7e4, 1e3), "float16", "do not all fit in float16")):
+        with pytest.raises(ValueError, match=rf"arange\(.*{error}"):
+            ur_cffi.arange(*args, dtype=dtype, queue=queue)
 
 
 def test_ones_takes_no_dtype_none_and_huge_empty_shapes_are_refused(queue):

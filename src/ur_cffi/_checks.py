@@ -96,7 +96,7 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
     if (not isinstance(value, (int, float, complex, np.generic)) and not text) or (
             numeric and isinstance(value, (np.datetime64, np.timedelta64, np.void))):
         raise TypeError(f"{name} must be a number, not {type(value).__name__} {value!r}")
-    if isinstance(value, (complex, np.complexfloating)) and dtype.kind != "c":
+    if isinstance(value, (complex, np.complexfloating)) and not dtypes.is_complex(dtype):
         if value.imag:
             raise ValueError(f"{name} {value!r} is complex; the elements are {dtype}")
         value = value.real
@@ -112,7 +112,11 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
         if not low <= number <= high:
             raise ValueError(f"{name} {value!r} does not fit in {dtype}")
         return np.array(number, dtype=dtype)
-    if dtype.kind not in "fc" and not dtypes.is_floating(dtype):
+    if dtype.names and not (isinstance(value, np.void) and value.dtype == dtype):
+        # numpy stores a number in every field
+        for field in dtype.names:
+            scalar(f"{name} (into field {field!r})", value, dtype.fields[field][0])
+    if dtype.kind not in "fc" and not dtypes.is_floating(dtype) and not dtypes.is_complex(dtype):
         if isinstance(value, (np.datetime64, np.timedelta64)) and \
                 dtype.kind != ("M" if isinstance(value, np.datetime64) else "m"):
             raise TypeError(f"{name} {value!r} is a {type(value).__name__}; the elements "
@@ -129,9 +133,12 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
         if dtype.kind in "mM" and not text and (
                 converted.astype(value.dtype) != value and not np.isnat(value)
                 if isinstance(value, (np.datetime64, np.timedelta64))
-                else int(converted.view(np.int64)) != value):  # numpy truncates, or wraps
+                else int(converted.astype(dtype.newbyteorder("=")).view(np.int64)) != value):
             raise ValueError(f"{name} {value!r} is not exactly a {dtype} (a finer unit, a "
                              f"fraction, or out of its range): numpy would store "
+                             f"{converted[()]!r}")
+        if dtype.kind in "SU" and converted != np.array(value, dtype=dtype.kind):
+            raise ValueError(f"{name} {value!r} does not fit in {dtype}: numpy would store "
                              f"{converted[()]!r}")
         return converted
     if isinstance(value, (int, np.integer)):
@@ -164,7 +171,7 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
         if magnitude >= bound:
             raise ValueError(f"{name} {value!r} does not fit in {dtype}")
     if not finite:  # compared wide: float4_e2m1fn's own == saturates inf to 6 on both sides
-        wide = converted.astype(np.complex128 if dtype.kind == "c" else np.float64)
+        wide = converted.astype(np.complex128 if dtypes.is_complex(dtype) else np.float64)
         holds = bool(np.isnan(wide)) if value != value else bool(wide == value)
     if not finite and not holds:
         raise ValueError(f"{name} {value!r} cannot be stored in {dtype}, which holds no "

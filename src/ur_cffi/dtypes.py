@@ -121,12 +121,18 @@ def is_integer(value: np.dtype) -> bool:
                                    and value.name.startswith(("int", "uint")))
 
 
+def is_complex(value: np.dtype) -> bool:
+    """Whether ``value`` is a complex dtype, numpy's or ``ml_dtypes``' (``complex32``, and
+    ``bcomplex32``, of numpy's kind ``"V"``)."""
+    return value.kind == "c" or (_of_ml_dtypes(value) and "complex" in value.name)
+
+
 def saturation_bound(value: np.dtype) -> float | None:
     """For a floating dtype that holds neither infinity nor NaN (``ml_dtypes``'
     ``float4_e2m1fn``, ``float6_*``: a conversion saturates, 1e6 makes 6), the magnitude from
     which a value rounds past its largest one; None for the others, whose overflow shows as
     infinity or NaN."""
-    if not _of_ml_dtypes(value):
+    if not _of_ml_dtypes(value) or not is_floating(value):  # (complex32: 2**32 values)
         return None
     try:
         return _SATURATION[value]
