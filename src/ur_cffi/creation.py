@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks, _strided
+from . import _checks, _strided, dtypes
 from .memory import USMArray, _dtype, _relaid, asarray, empty, zeros
 
 __all__ = ["ones", "full", "arange", "empty_like", "zeros_like", "ones_like", "full_like"]
@@ -46,12 +46,46 @@ def arange(start, stop=None, step=1, dtype=None, *, queue, kind: str = "device")
                             f"{value!r}")
     if step == 0:
         raise ValueError("arange: step must not be zero")
-    host = np.arange(start, stop, step, dtype=None if dtype is None else _dtype(dtype))
+    target = None if dtype is None else _dtype(dtype)
+    numeric = target is not None and (dtypes.is_integer(target) or dtypes.is_floating(target)
+                                      or dtypes.is_complex(target))
+    # numpy steps by dtype(start + step) - dtype(start): bfloat16 from 256 repeats 256
+    host = np.arange(start, stop, step, dtype=None if numeric else target)
+    if numeric and host.dtype != target:
+        host = _cast_range(host, target, (start, stop, step))
     if host.dtype.hasobject:
         raise TypeError(f"arange({start!r}, {stop!r}, {step!r}): numpy makes Python objects of "
                         f"{'these (numbers beyond 64 bits)' if dtype is None else 'dtype object'}"
                         "; device memory holds numbers")
     return asarray(host, queue=queue, kind=kind)
+
+
+def _cast_range(host: np.ndarray, dtype: np.dtype, arguments: tuple) -> np.ndarray:
+    """``arange``'s values, computed wide, in ``dtype``, refusing what ``full`` refuses:
+    fractions or values past an integer dtype's range, values past a float dtype's."""
+    call = f"arange{tuple(argument for argument in arguments if argument is not None)!r}"
+    if not host.size:
+        return host.astype(dtype)
+    if dtypes.is_integer(dtype):
+        if host.dtype.kind in "fc" and not np.all(np.trunc(host) == host):
+            raise ValueError(f"{call}: its values are not all integers; the elements are "
+                             f"{dtype}")
+        low, high = dtypes.integer_bounds(dtype)
+        if not (low <= min(host[0], host[-1]) and max(host[0], host[-1]) <= high):
+            raise ValueError(f"{call}: its values from {host[0]} to {host[-1]} do not all "
+                             f"fit in {dtype}")
+        return host.astype(dtype)
+    if host.dtype.kind == "c" and not dtypes.is_complex(dtype):
+        raise ValueError(f"{call}: its values are complex; the elements are {dtype}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = host.astype(dtype)
+    bound = dtypes.saturation_bound(dtype)
+    if not np.all(np.isfinite(cast.astype(np.complex128 if dtypes.is_complex(dtype) else
+                                          np.float64))) or \
+            (bound is not None and max(abs(host[0]), abs(host[-1])) >= bound):
+        raise ValueError(f"{call}: its values from {host[0]} to {host[-1]} do not all fit "
+                         f"in {dtype}")
+    return cast
 
 
 def _like(array, dtype, queue, kind, order, make) -> USMArray:
