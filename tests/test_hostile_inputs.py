@@ -396,9 +396,24 @@ def test_wrong_objects_get_clear_type_errors(queue, context):
                           (lambda: array.fill(1.0, queue="q"), "queue must be a ur_cffi Queue"),
                           (lambda: ur_cffi.empty(3, None, queue=queue), "dtype None"),
                           (lambda: ur_cffi.Program.from_il("ctx", b""), "context must be"),
-                          (lambda: ur_cffi.Program.from_il(context, "text"), "il must be bytes")):
+                          (lambda: ur_cffi.Program.from_il(context, "text"), "il must be bytes"),
+                          # (asarray said "'NoneType' object has no attribute 'out_of_order'")
+                          (lambda: ur_cffi.asarray([1, 2], queue=None),
+                           "queue must be a ur_cffi Queue, not NoneType"),
+                          (lambda: ur_cffi.asarray(array, queue=context),
+                           "queue must be a ur_cffi Queue, not Context"),
+                          (lambda: ur_cffi.asarray(np.zeros((2, 2))[:, ::2], queue=None),
+                           "queue must be a ur_cffi Queue, not NoneType")):
         with pytest.raises(TypeError, match=message):
             call()
+    # Assignment: a ctypes number as fill takes it (numpy read c_double(2.5) as text), and a
+    # value that does not broadcast is named as assignment's (numpy's "remapped shapes")
+    array[1] = ctypes.c_double(2.5)
+    array[2] = ctypes.c_int(-3)
+    assert array.to_numpy().tolist() == [0.0, 2.5, -3.0, 0.0]
+    with pytest.raises(ValueError, match=r"a\[key\] = value: a value of shape \(3,\) does not "
+                                         r"broadcast to the target's shape \(2,\)"):
+        array[:2] = np.ones(3)
 
 
 def test_overlapping_copies_onto_itself_are_refused(queue):

@@ -9,6 +9,7 @@ fit raises instead of writing past an allocation.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
 import weakref
@@ -724,6 +725,8 @@ class USMArray(_handle.Resource):
                             "C-contiguous, of the target's shape and dtype")
             host = np.asarray(value, dtype=self._dtype)  # numpy's checks of Python numbers
         else:  # numpy's assignment of one value: truncated, wrapped or refused as numpy does
+            if isinstance(value, ctypes._SimpleCData):  # (numpy reads c_double(2.5) as text)
+                value = value.value
             cell = np.empty((), self._dtype)
             cell[()] = value
             self.fill(cell, queue=queue)
@@ -734,7 +737,12 @@ class USMArray(_handle.Resource):
                 raise ValueError(f"a[key] = value: a value of shape {host.shape} does not "
                                  f"broadcast to the target's shape {self._shape}")
             host = host.reshape(host.shape[leading:])
-        self.copy_from(np.ascontiguousarray(np.broadcast_to(host, self._shape)), queue=queue)
+        try:
+            host = np.broadcast_to(host, self._shape)
+        except ValueError:
+            raise ValueError(f"a[key] = value: a value of shape {host.shape} does not broadcast "
+                             f"to the target's shape {self._shape}") from None
+        self.copy_from(np.ascontiguousarray(host), queue=queue)
 
     def reshape(self, *shape) -> USMArray:
         """This array in ``shape`` (one extent may be -1): a view where strides can express it
@@ -1342,6 +1350,7 @@ def asarray(array, dtype=None, *, queue: Queue, kind: str = "device",
     where one is needed).  A USMArray of the queue's context is copied on the device as
     :meth:`USMArray.copy` does, through the host where the dtype changes or the context
     differs."""
+    _check_queue(queue)
     copy = _checks.optional_flag("asarray: copy", copy)
     dtype = None if dtype is None else _dtype(dtype)
     if isinstance(array, USMArray):
