@@ -956,10 +956,8 @@ def test_empty_cache_waits_without_the_allocators_lock(device, kernels, closed):
     used = ur_cffi.empty(23_457, np.int32, queue=queue)  # a size of its own
     spinning = Spinning(kernel, queue, used)
     spinning.out = None
-    if closed:
-        kernel.close()
-        program.close()
-        context.close()
+    if closed:  # (its kernel and program later: on CUDA the program's release unloads its
+        context.close()  # module, which waits for the kernel)
     del used
     gc.collect()
     emptied, allocated = threading.Event(), threading.Event()
@@ -981,3 +979,5 @@ def test_empty_cache_waits_without_the_allocators_lock(device, kernels, closed):
             emptying.join()
     assert emptied.is_set()
     queue.close()
+    kernel.close()
+    program.close()
