@@ -208,6 +208,35 @@ def test_a_child_forked_before_any_use_uses_ur_normally():
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
 
 
+EXIT_STATUS = REAP + textwrap.dedent("""
+    import os, sys, time
+    import device_under_test
+
+    device_under_test.get()  # UR initialised before the fork
+    pid = os.fork()
+    if pid == 0:
+        exec(sys.argv[2])
+    else:
+        _, status = reap(pid, time.monotonic() + float(sys.argv[1]))
+        print("child:", status)
+""")
+
+
+def test_a_forked_child_ends_with_the_status_python_gives_it():
+    # Only sys.exit's status was kept: raise SystemExit(3), exit(3), quit(4) ended with 0, and
+    # sys.exit("message") printed its message twice.
+    for code, status, stderr in (("sys.exit(3)", 3, ""), ("raise SystemExit(3)", 3, ""),
+                                 ("exit(3)", 3, ""), ("quit(4)", 4, ""), ("pass", 0, ""),
+                                 ("raise ValueError('no')", 1, "ValueError: no"),
+                                 ("sys.exit('said once')", 1, "said once")):
+        done = crash_probe.run_child([CHILD_SECONDS, code], code=EXIT_STATUS, check=False,
+                                     timeout=50)
+        assert done.returncode == 0 and done.stdout.strip().endswith(f"child: {status}"), \
+            (code, done.stdout, done.stderr[-2000:])
+        assert done.stderr.count(stderr) == 1 if stderr else not done.stderr, \
+            (code, done.stderr)
+
+
 SPAWN = textwrap.dedent("""
     import multiprocessing, sys
     import numpy as np

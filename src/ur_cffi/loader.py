@@ -248,8 +248,9 @@ def _exit_past_the_runtime() -> None:
 
     Intel's CPU OpenCL runtime waits at exit for its worker threads, which a forked child does
     not have: with work in flight at the fork, the child would never exit.  Python's own exit
-    steps (atexit functions, flushing) still run; then ``os._exit`` ends the process with the
-    status ``sys.exit`` was given (1 after an uncaught exception), skipping the C-level ones.
+    steps still run; then the C library's ``exit`` calls ``_exit`` with Python's status first
+    (glibc's ``on_exit``), or, without it, ``os._exit`` ends the process after the atexit
+    functions with the status ``sys.exit`` was given (1 after an uncaught exception).
     """
     parent_exit = sys.exit
 
@@ -287,6 +288,9 @@ _ON_EXIT, _EXIT_NOW = _c_exit_functions()  # found in the parent: the child only
 def _leave_child() -> None:
     atexit.unregister(_leave_child)
     atexit._run_exitfuncs()  # the others, as Python would run them after this one
+    if _ON_EXIT is not None:
+        return  # Python ends with its own status and message (raise SystemExit(3) too), which
+        # the C library's exit gives _exit (on_exit), before the runtime's handlers
     status = _child_exit.get("status")
     if getattr(sys, "last_value", None) is not None and status is None:
         status = 1  # an uncaught exception, already printed
