@@ -130,6 +130,16 @@ def test_exceptions_pickle():
     error = errors.InvalidBinaryError(ur_result_t.UR_RESULT_ERROR_INVALID_BINARY, "urX", "why")
     again = pickle.loads(pickle.dumps(error))
     assert type(again) is errors.InvalidBinaryError and str(again) == str(error)
+    # The loader's own: DeviceSelectorError did not unpickle (a multiprocessing pool's result
+    # thread died of it, and map() waited forever); ValidationError's message came back split
+    # into its characters.
+    from ur_cffi import loader
+
+    for error in (loader.DeviceSelectorError("opencl:xyz", "is malformed: 'xyz'"),
+                  loader.ValidationError(["UR leak: context", "UR leak: queue"])):
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and str(again) == str(error) and \
+            vars(again) == vars(error)
 
 
 def test_wrong_kernel_name_raises_from_the_device(build_triton):

@@ -94,13 +94,16 @@ class ValidationError(RuntimeError):
         super().__init__(f"UR's validation layer reported {len(problems)} problem(s):\n"
                          + "\n".join(problems))
 
+    def __reduce__(self):  # (pickle: a pool's worker raising it)
+        return type(self), (self.problems,)
+
 
 class DeviceSelectorError(ValueError):
     """``ONEAPI_DEVICE_SELECTOR`` is malformed, or UR refused it; ``.selector`` is its value,
     and ``reason`` (``"is malformed: ..."``) follows it in the message."""
 
     def __init__(self, selector: str, reason: str):
-        self.selector = selector
+        self.selector, self.reason = selector, reason
         backends = ", ".join(_selector_backends())
         super().__init__(
             f"{SELECTOR_ENV}={selector!r} {reason}. The form is "
@@ -108,6 +111,9 @@ class DeviceSelectorError(ValueError):
             f"{backends}; device: *, cpu, gpu, fpga or an index, optionally followed by "
             "'.sub-device' and '.sub-sub-device', each an index or *), e.g. 'opencl:cpu', "
             f"'level_zero:0,1' or '!opencl:gpu'; unset {SELECTOR_ENV} to select every device")
+
+    def __reduce__(self):  # (unpickled without its reason, a pool's result thread died)
+        return type(self), (self.selector, self.reason)
 
 
 def _selector_backends() -> list[str]:
