@@ -129,6 +129,7 @@ class Program(_handle.Resource):
         (its names are exact: the runtime's list is one string, split at ``;``), else from
         the runtime, or from its binary where the adapter cannot say (``ur_cffi.signatures``)."""
         if self.kernel_parameters is not None:
+            self.handle  # noqa: B018 - raises ClosedError
             return list(self.kernel_parameters)
         try:
             names = query("urProgramGetInfo", self.handle,
