@@ -220,6 +220,62 @@ def test_a_second_validated_initialisation_says_its_reports_go_unread(tmp_path):
     assert len(list((tmp_path / "logs").glob("ur_cffi-validation-*.log"))) == 1
 
 
+SECOND_INIT_LEAK = textwrap.dedent("""
+    import ur_cffi
+    import device_under_test
+    from ur_cffi import ffi, lib
+
+    device_under_test.get()
+    ur_cffi.loader.teardown()
+    device = device_under_test.get()  # initialised again, validated
+    context = device.create_context()
+    lib.urContextRetain(context.handle)
+    print("leaked", hex(int(ffi.cast("uintptr_t", context.handle))))
+""")
+
+
+def test_a_second_validated_initialisation_reports_to_stderr(tmp_path):
+    # Its warning said so, and UR reported nowhere: it writes to stderr only when told.
+    script = tmp_path / "second.py"
+    script.write_text(SECOND_INIT_LEAK)
+    done = crash_probe.run_child(script=script, check=False, timeout=120,
+                                 env=validation_env(tmp_path / "logs"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    context = done.stdout.split("leaked ")[1].split()[0]
+    assert f"Retained 1 reference(s) to handle {context}" in done.stderr
+
+
+@pytest.mark.parametrize("variable", ["UR_CFFI_VALIDATION_LOG_DIR", "TMPDIR"])
+def test_a_log_path_urs_setting_would_split_is_refused(tmp_path, variable):
+    # UR's log setting splits at ':' too: it logged nowhere, and a leak passed unseen.
+    directory = tmp_path / "logs:here"
+    directory.mkdir()
+    env = validation_env(tmp_path / "logs")
+    if variable == "TMPDIR":
+        env.pop("UR_CFFI_VALIDATION_LOG_DIR")
+    env[variable] = str(directory)
+    done = crash_probe.run_child(code="import ur_cffi; ur_cffi.devices()", check=False,
+                                 timeout=120, env=env)
+    assert done.returncode == 1 and "ValueError" in done.stderr
+    assert "',', ';' or ':'" in done.stderr.splitlines()[-1]
+    assert ("UR_CFFI_VALIDATION_LOG_DIR=" if variable != "TMPDIR" else "(TMPDIR;") in \
+        done.stderr.splitlines()[-1]
+
+
+def test_the_variable_counts_at_initialisation_only(tmp_path):
+    # A value set after it made every later devices() raise.
+    done = crash_probe.run_child(code=textwrap.dedent("""
+        import os
+        import ur_cffi
+        ur_cffi.devices()
+        for value in ("1", "maybe"):
+            os.environ["UR_CFFI_VALIDATION"] = value
+            ur_cffi.devices(), ur_cffi.init(), ur_cffi.loader.adapters()
+        print(ur_cffi.loader.validation_enabled())
+    """), env=crash_probe.child_env(UR_CFFI_VALIDATION="0"))
+    assert done.stdout.split() == ["False"]
+
+
 def test_a_validation_log_of_the_users_own_is_left_alone(tmp_path):
     # UR_LOG_VALIDATION set by the user: UR logs where they said; ur_cffi reads nothing.
     done = run_leaker(tmp_path, "leak", "exit",

@@ -416,9 +416,8 @@ def init(validation: bool | None = None) -> list[Adapter]:
     and leak-checking layers; it can only be chosen before the first initialisation.
     Raises :class:`DeviceSelectorError` if ``ONEAPI_DEVICE_SELECTOR`` is malformed.
     """
-    if validation is None:
-        validation = _checks.env_flag(VALIDATION_ENV, False)
-    validation = _checks.flag("init: validation", validation)
+    if validation is not None:
+        validation = _checks.flag("init: validation", validation)
     with _lock, section:  # a lock a waiting teardown may hold; then Ctrl-C is held back
         if _state["forked"]:
             raise _handle.ClosedError(
@@ -429,6 +428,8 @@ def init(validation: bool | None = None) -> list[Adapter]:
             if validation and not _state["validation"]:
                 raise RuntimeError("the UR loader is already initialised without validation")
             return _state["adapters"]
+        if validation is None:  # (read at this initialisation only: a later change is not
+            validation = _checks.env_flag(VALIDATION_ENV, False)  # an error at each call)
         selector = os.environ.get(SELECTOR_ENV)
         terms = device_selector(selector or "")  # urLoaderInit reads it: refuse a malformed one
         _state["selector"] = selector
@@ -478,6 +479,8 @@ def _loader_init(validation: bool, every_adapter: bool = False) -> None:
         # UR's logger takes its output once a process: after a teardown it writes to stderr,
         # whatever UR_LOG_VALIDATION says (seen with oneAPI 2026.2).
         _state["log"], _state["own_log"] = None, False
+        if "UR_LOG_VALIDATION" not in os.environ:  # (without it UR reports nowhere)
+            log_setting = "level:warning;flush:warning;output:stderr"
         warnings.warn("the UR loader is initialised again in validation mode: UR's validation "
                       "layer now reports to stderr only, so ur_cffi cannot read its reports "
                       "and teardown() will raise no ValidationError for this initialisation "
@@ -517,6 +520,9 @@ def _caller_outside_ur_cffi() -> int:
     return level
 
 
+_LOG_SETTING_SEPARATORS = ",;:"  # (UR's setting syntax; with one of them UR logs nowhere)
+
+
 def _open_validation_log() -> str | None:
     """Make the validation log's file and return the UR_LOG_VALIDATION setting naming it;
     None if the user set UR_LOG_VALIDATION (then UR logs where they said, unread by us)."""
@@ -526,20 +532,25 @@ def _open_validation_log() -> str | None:
     directory = os.environ.get(VALIDATION_LOG_DIR_ENV) or None
     if directory:
         directory = os.path.expanduser(directory)
-        if any(c in directory for c in ",;"):  # UR's setting syntax separates with these
+        if any(c in directory for c in _LOG_SETTING_SEPARATORS):
             raise ValueError(f"{VALIDATION_LOG_DIR_ENV}={directory!r}: UR's log setting "
-                             "cannot hold a path with ',' or ';'")
+                             "cannot hold a path with ',', ';' or ':'")
         try:
             os.makedirs(directory, exist_ok=True)
         except OSError as error:
             raise ValueError(f"{VALIDATION_LOG_DIR_ENV}={directory!r}: {error}") from None
-    descriptor, path = tempfile.mkstemp(prefix=f"ur_cffi-validation-{os.getpid()}-",
-                                        suffix=".log", dir=directory)
+    where = f"{VALIDATION_LOG_DIR_ENV}={directory!r}" if directory else \
+        f"the temporary directory (TMPDIR; {VALIDATION_LOG_DIR_ENV} names another)"
+    try:
+        descriptor, path = tempfile.mkstemp(prefix=f"ur_cffi-validation-{os.getpid()}-",
+                                            suffix=".log", dir=directory)
+    except OSError as error:
+        raise ValueError(f"the validation log cannot be made in {where}: {error}") from None
     os.close(descriptor)
-    if any(c in path for c in ",;"):  # UR's setting syntax separates with these
+    if any(c in path for c in _LOG_SETTING_SEPARATORS):
         os.unlink(path)
-        raise ValueError(f"{VALIDATION_LOG_DIR_ENV}: the path {path!r} may not contain ',' "
-                         "or ';'")
+        raise ValueError(f"the validation log's path {path!r}, in {where}, may not contain "
+                         "',', ';' or ':' (UR reads no log there: its setting's separators)")
     _state["log"], _state["own_log"] = path, directory is None
     # Every message at warning level and above, flushed as it is written.
     return f"level:warning;flush:warning;output:file,{path}"
