@@ -250,6 +250,16 @@ def test_the_listing_tool_names_ocl_icd_vendors_where_it_leaves_no_device(tmp_pa
     assert "pip install intel-opencl-rt" not in done.stdout
 
 
+def test_the_listing_tool_names_ur_adapters_force_load_where_it_leaves_no_adapter(tmp_path):
+    missing = tmp_path / "libur_adapter_none.so"
+    done = subprocess.run([sys.executable, "-m", "ur_cffi"],
+                          env={**os.environ, "UR_ADAPTERS_FORCE_LOAD": str(missing)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"UR_ADAPTERS_FORCE_LOAD={missing} is set: UR's loader loads the adapters it " \
+           "names, and no others" in done.stdout
+
+
 def test_the_selector_is_the_one_the_loader_read_at_initialisation():
     # It was read again from os.environ later: devices("default") raised for a value set after
     # UR read the variable, and default_device() named a value UR never saw.

@@ -18,6 +18,9 @@ def _gib(nbytes: int) -> str:
 
 def _why_no_devices() -> list[str]:
     reasons = []
+    if os.environ.get("UR_ADAPTERS_FORCE_LOAD"):
+        reasons.append(f"UR_ADAPTERS_FORCE_LOAD={os.environ['UR_ADAPTERS_FORCE_LOAD']} is set: "
+                       "UR's loader loads the adapters it names, and no others")
     if os.environ.get("ONEAPI_DEVICE_SELECTOR"):
         reasons.append(f"ONEAPI_DEVICE_SELECTOR={os.environ['ONEAPI_DEVICE_SELECTOR']} may "
                        "filter every device out")
