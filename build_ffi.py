@@ -149,9 +149,15 @@ def preprocess(header: Path, include_dirs: list[Path] = ()) -> str:
 # --------------------------------------------------------------------------------------------
 # Constant folding for enumerator values (cffi wants plain integers)
 
+def _c_quotient(a: int, b: int) -> int:
+    """C's integer division: truncated toward zero (Python's // floors), exact for any size."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
 _BINARY = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "/": lambda a, b: int(a / b), "%": lambda a, b: a % b,
+    "/": _c_quotient, "%": lambda a, b: a - b * _c_quotient(a, b),
     "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
     "&": lambda a, b: a & b, "|": lambda a, b: a | b, "^": lambda a, b: a ^ b,
 }  # fmt: skip

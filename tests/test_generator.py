@@ -145,6 +145,17 @@ def test_identical_repeated_declarations_are_folded(tmp_path):
     ffi.cdef(bindings.cdef)  # cffi itself refuses a function declared twice
 
 
+def test_enumerators_fold_as_c_computes_them(tmp_path):
+    # Python's % and a float division gave -7 % 2 == 1 (C: -1), 7 % -2 == -1 (C: 1), and lost
+    # digits past 2**53 in a quotient.
+    header = tmp_path / "fold.h"
+    header.write_text("typedef enum fold_t {\n FOLD_A = -7 % 2, FOLD_B = 7 % -2, FOLD_C = -7 / 2,"
+                      " FOLD_D = 0x7fffffffffffffff / 3, FOLD_E = -(1 << 4) % 5\n} fold_t;\n")
+    assert build_ffi.generate_from_header(header).enums["fold_t"] == {
+        "FOLD_A": -1, "FOLD_B": 1, "FOLD_C": -3, "FOLD_D": 0x7fffffffffffffff // 3,
+        "FOLD_E": -1}
+
+
 def test_conflicting_repeated_declarations_name_both_lines(tmp_path):
     header = tmp_path / "conflict.h"
     header.write_text("#include <stdint.h>\ntypedef int r_t;\n"
