@@ -877,6 +877,44 @@ def test_the_exit_frees_no_memory_numpy_still_uses():
         assert done.stdout.split("\n")[:2] == ["main ends", f"at exit {2.0 * (1 << 20)}"]
 
 
+LAUNCHING_AT_EXIT = textwrap.dedent("""
+    import sys, threading
+    import numpy as np
+    import ur_cffi
+    import crash_probe
+    import device_under_test
+
+    device = device_under_test.get()
+    context = device.create_context()
+    _, axpy = crash_probe.load(context, sys.argv[1], "axpy")
+    x = ur_cffi.ones(1 << 16, np.float32, queue=ur_cffi.Queue(context, device))
+    started = threading.Event()
+
+
+    def keep_launching():
+        queue = ur_cffi.Queue(context, device)
+        while True:
+            axpy.launch(queue, x.size // crash_probe.BLOCK * crash_probe.LOCAL_SIZE,
+                        crash_probe.LOCAL_SIZE, x, x, x, np.float32(0.5), np.int32(x.size))
+            started.set()
+
+
+    for _ in range(2):
+        threading.Thread(target=keep_launching, daemon=True).start()
+    started.wait()
+    print("main ends", flush=True)
+""")
+
+
+def test_the_exit_ends_with_daemon_threads_still_launching(kernels):
+    # The teardown at exit finished each queue while these enqueued more: it never returned.
+    # (Not validated: an Event a thread makes after the teardown's release is reported leaked.)
+    done = crash_probe.run_child([kernels], code=LAUNCHING_AT_EXIT, check=False, timeout=60,
+                                 env=crash_probe.child_env(UR_CFFI_VALIDATION="0"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "main ends"
+
+
 def test_objects_are_closed_after_loader_teardown():
     done = crash_probe.run_child(code=TEARDOWN, check=False, timeout=50)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -675,11 +675,18 @@ def _teardown(if_shown: str) -> int:
 
 
 def _finish_open_queues() -> None:
-    for open_queue in _handle.live_owners(queue.Queue):
-        handle = queue.retained(open_queue)  # (another thread may close it meanwhile)
-        if handle is not None:
-            lib.urQueueFinish(handle)  # (an error: nothing more to wait for)
-            lib.urQueueRelease(handle)
+    """Close every open queue to enqueues, then wait for its work (a thread launching in a
+    loop, a daemon thread at exit, kept a finish from ever returning)."""
+    handles = []
+    with queue.enqueue_lock:
+        for open_queue in _handle.live_owners(queue.Queue):
+            handle = queue.retained(open_queue)  # (another thread may close it meanwhile)
+            open_queue._handle = None  # (its release is the registry's, later)
+            if handle is not None:
+                handles.append(handle)
+    for handle in handles:
+        lib.urQueueFinish(handle)  # (an error: nothing more to wait for)
+        lib.urQueueRelease(handle)
 
 
 def _teardown_at_exit() -> None:
