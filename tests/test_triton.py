@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from decimal import Decimal
 
 import numpy as np
 import pytest
@@ -716,6 +717,38 @@ def test_a_kernel_with_a_tuple_argument_launched_by_hand_checks_its_shape(tq, rn
     np.testing.assert_allclose(out.to_numpy(), 2 * x.to_numpy().astype(np.float64), rtol=1e-6)
 
 
+def test_a_compiled_kernel_launched_by_hand_refuses_what_it_was_not_compiled_for(tq, rng):
+    """A CompiledKernel called by hand skips Triton's specialization: an n not divisible by 16
+    given to a kernel compiled for one wrote past n, an n compiled in as 1 copied one element
+    of 200, and an unaligned view loaded as if aligned."""
+    n = 16 * int(rng.integers(20, 60))
+    x = ur_cffi.asarray(random32(rng, n + 16), queue=tq)
+    out = poisoned(n + 16, tq)
+    compiled = scale[(triton.cdiv(n, 256),)](x, out, 2.0, n, BLOCK=256)
+    one = scale[(1,)](x, out, 2.0, 1, BLOCK=256)
+    tq.finish()
+    out.fill(np.nan)
+    before = ur_triton.last_event()
+    grid = (triton.cdiv(n, 256), 1, 1)
+    for kernel, args, message in (
+            (compiled, (x[1:], out, 2.0, n, 256), "argument 'x_ptr' of kernel 'scale': address "
+             "0x[0-9a-f]+ is not 16-byte aligned, which Triton compiled the kernel for"),
+            (compiled, (x, out, 2.0, n - 1, 256), f"argument 'n' of kernel 'scale': {n - 1} is "
+             "not divisible by 16, which Triton compiled the kernel for"),
+            (compiled, (x, out, 2.0, n, 128), "argument 'BLOCK' of kernel 'scale': 128, where "
+             "Triton compiled the kernel with 256"),
+            (one, (x, out, 2.0, 200, 256), "argument 'n' of kernel 'scale': 200, where Triton "
+             r"compiled the kernel with 1: launch it with kernel\[grid\]")):
+        with pytest.raises(ValueError, match=message):
+            kernel[grid](*args)
+    assert_nothing_launched(out, before)
+    compiled[grid](x, out, 2.0, n, 256)  # what it was compiled for
+    tq.finish()
+    np.testing.assert_allclose(out.to_numpy()[:n], 2 * x.to_numpy()[:n].astype(np.float64),
+                               rtol=1e-6)
+    assert np.isnan(out.to_numpy()[n:]).all()
+
+
 def test_wrong_pointer_dtype(tq, rng):
     from triton.compiler import ASTSource
 
@@ -1270,6 +1303,32 @@ def test_a_numpy_grid_is_checked_as_python_ints_are(tq):
     scale[(np.int64(8),)](x, y, 2.0, n, BLOCK=128)
     tq.finish()
     assert np.array_equal(y.to_numpy(), np.full(n, 2.0, np.float32))
+
+
+def test_odd_grids_queues_and_addresses_are_named(tq, context):
+    """A Decimal grid after a numpy one raised "argument must be an integer" (the comparison
+    with the block's key); activate(42) named neither the queue nor 42; a reinterpreted byte
+    view at an odd address launched float32 loads from it (GPUs fault on them)."""
+    n = 64
+    x = ur_cffi.asarray(np.ones(n, np.float32), queue=tq)
+    y = poisoned(n, tq)
+    scale[(np.int64(1),)](x, y, 2.0, n, BLOCK=64)
+    scale[(np.int64(1),)](x, y, 2.0, n, BLOCK=64)
+    with pytest.raises(TypeError, match=r"grid \(Decimal\('1'\), 1, 1\): cell must be an "
+                                        "integer, not Decimal"):
+        scale[(Decimal(1),)](x, y, 2.0, n, BLOCK=64)
+    for call in (lambda: ur_triton.activate(42), lambda: ur_triton.using("q").__enter__()):
+        with pytest.raises(TypeError, match="queue must be a ur_cffi Queue .*, not (int 42|"
+                                            "str 'q')"):
+            call()
+    raw = ur_cffi.zeros(4 * n + 4, np.int8, queue=tq)
+    with pytest.raises(ValueError, match="argument 'x_ptr' of kernel 'scale': address "
+                                         "0x[0-9a-f]*[13579bdf] is not aligned to the 4-byte "
+                                         r"elements of \*fp32"):
+        scale[(1,)](triton.reinterpret(raw[1:], tl.float32), y, 2.0, n, BLOCK=64)
+    scale[(1,)](triton.reinterpret(raw[4:], tl.float32), y, 2.0, n, BLOCK=64)  # aligned: runs
+    tq.finish()
+    assert np.array_equal(y.to_numpy(), np.zeros(n, np.float32))
 
 
 def test_a_launch_error_names_its_own_argument_beside_a_numpy_float(tq):

@@ -143,6 +143,25 @@ def divisible_parameters(src) -> frozenset | None:
     return frozenset(found)
 
 
+def compiled_constants(src) -> list[tuple[int, str, object]]:
+    """``(position in the launcher's flattened *args, name, value)`` of each number Triton
+    compiled in: constexpr parameters, and integers it specialized as 1 (``src.constants``,
+    keyed by their path in ``src.signature``; 3.3 to 3.6)."""
+    constants = getattr(src, "constants", None)
+    if not isinstance(constants, dict):
+        return []
+    names = list(src.signature)
+    positions = {name: position for position, (name, _) in
+                 enumerate(_named(src.signature.items()))}
+    found = []
+    for path, value in constants.items():
+        if isinstance(path, tuple) and path and type(value) in (int, float, bool):
+            name = names[path[0]] + "".join(f"[{index}]" for index in path[1:])
+            if name in positions:
+                found.append((positions[name], name, value))
+    return found
+
+
 def has_tuples(signature: dict) -> bool:
     """Whether any argument is a tuple (the launcher then flattens ``*args`` first)."""
     return any(isinstance(ty, tuple) for ty in signature.values())

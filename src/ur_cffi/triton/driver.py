@@ -52,7 +52,8 @@ class Scope:
 
     def __init__(self, queue: Queue, wait_for=()):
         if not isinstance(queue, Queue):
-            raise TypeError(f"Triton launches need a ur_cffi Queue, not {type(queue).__name__}")
+            raise TypeError(f"queue must be a ur_cffi Queue (where Triton launches go), not "
+                            f"{type(queue).__name__} {queue!r:.60}")
         queue.handle  # noqa: B018 - raises ClosedError for a closed queue
         self.queue = queue
         self.device_key = (queue.context, queue.device)

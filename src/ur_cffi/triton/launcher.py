@@ -28,6 +28,7 @@ an integer parameter (the original demo's raw addresses, which the kernel casts 
 from __future__ import annotations
 
 import collections.abc as abc
+import re
 import struct
 import weakref
 from operator import itemgetter
@@ -140,10 +141,21 @@ class Launcher:
                 self.scalars.append(position)
                 value_index += 1
         self._scalars_of = _getter(self.scalars)
+        # What Triton compiled the kernel for, which a CompiledKernel launched by hand
+        # (compiled[grid](...)) may contradict: numbers compiled in, 16-byte alignment and
+        # divisibility by 16 (pointers: their index in self.pointers; scalars: in the values)
+        self.constants = abi.compiled_constants(src)
+        self._constants_of = _getter([position for position, _, _ in self.constants])
+        divisible = self.divisible or ()
+        self._aligned = [(index, name) for index, (_, _, name, _) in enumerate(self.pointers)
+                         if name in divisible]
+        self._divisible = [(index, name) for index, name in enumerate(
+            name for kind, _, name, _ in entries if kind == "value") if name in divisible]
         # What the shared block was last filled from, where a launch with the very same
         # objects (and grid, context, release count) may skip filling it again.
         self._key_of = _key_function([position for _, position, _, _ in self.pointers]
-                                     + self.scalars)
+                                     + self.scalars
+                                     + [position for position, _, _ in self.constants])
         self._block_key, self._block_args = None, ()
         # Bytes of each argument as passed (None: local memory), checked against the binary.
         self.argument_sizes = [struct.calcsize("<" + rules.scalar_format(ty)) if kind == "value"
@@ -205,7 +217,11 @@ class Launcher:
             self._check_function(function, context)
         key = self._key_of(args, grid_x, grid_y, grid_z, context, _handle.released)
         block_key = self._block_key
-        if key == block_key and type(grid_x) is int and type(grid_y) is int \
+        try:
+            same = key == block_key
+        except TypeError:  # a grid of Decimals against a numpy one: _check_grid names it
+            same = False
+        if same and type(grid_x) is int and type(grid_y) is int \
                 and type(grid_z) is int:  # the shared block holds these (16.0 == 16: checked)
             addresses = values = None
         else:
@@ -293,8 +309,8 @@ class Launcher:
         where the block is kept) whose callback forgets the block as the array goes, before
         its id can be another object's."""
         forget = self._forget_block
-        return self._scalars_of(args), [weakref.ref(args[position], forget)
-                                        for _, position, _, _ in self.pointers]
+        return self._scalars_of(args), self._constants_of(args), \
+            [weakref.ref(args[position], forget) for _, position, _, _ in self.pointers]
 
     def _forget_block(self, _reference) -> None:
         self._block_key = None
@@ -330,6 +346,8 @@ class Launcher:
                 addresses.append((word, self._address(arg, name, element, stream)))
                 stable = False
         values = self._scalars_of(args)
+        if self._aligned or self._divisible or self.constants:
+            self._check_specialization(args, addresses, values)
         if stable:  # a plain loop: every launch that does not reuse the block passes here
             for value in values:
                 if type(value) not in _KEPT_VALUES and not isinstance(value, np.generic):
@@ -338,6 +356,26 @@ class Launcher:
         if self.conversions:
             values = self._converted(values)
         return addresses, values, stable
+
+    def _check_specialization(self, args, addresses: list, values: tuple) -> None:
+        """Raise where an argument contradicts what Triton compiled the kernel for (only a
+        CompiledKernel launched by hand can: ``kernel[grid]`` specializes for each call)."""
+        relaunch = "launch it with kernel[grid](...), which compiles for each call's arguments"
+        hint = f"which Triton compiled the kernel for: {relaunch}"
+        for index, name in self._aligned:
+            if addresses[index][1] % 16:
+                raise ValueError(f"argument {name!r} of kernel {self.name!r}: address "
+                                 f"0x{addresses[index][1]:x} is not 16-byte aligned, {hint}")
+        for index, name in self._divisible:
+            value = values[index]
+            if isinstance(value, (int, np.integer)) and value % 16:
+                raise ValueError(f"argument {name!r} of kernel {self.name!r}: {value!r} is not "
+                                 f"divisible by 16, {hint}")
+        for position, name, value in self.constants:
+            given = args[position]
+            if isinstance(given, (int, float, np.number)) and given != value:
+                raise ValueError(f"argument {name!r} of kernel {self.name!r}: {given!r}, where "
+                                 f"Triton compiled the kernel with {value!r}: {relaunch}")
 
     def _scratch_memory(self, addresses: list, stream, instances: int, fresh: bool) -> list:
         """Add ``(word, address)`` of this launch's scratch memory to ``addresses``; returns
@@ -444,6 +482,9 @@ class Launcher:
                 _refuse_another_context(where, base)  # (as a USMArray's: whatever UR says)
         else:
             address = arg
+        if address % _element_bytes(element):  # (triton.reinterpret(b8[1:], tl.float32))
+            raise ValueError(f"{where}: address 0x{address:x} is not aligned to the "
+                             f"{_element_bytes(element)}-byte elements of *{element}")
         if address and not is_usm(queue.context, address):
             memory = memory_of(arg) if not isinstance(arg, int) else None
             if memory is not None and memory.context is not queue.context:
@@ -466,6 +507,13 @@ class Launcher:
                                 f"{ty}") from None
         raise ValueError(f"kernel {self.name!r}: grid {grid} must be non-negative integers and "
                          f"grid[0] * {self.local_size} must fit in size_t")
+
+
+def _element_bytes(element: str) -> int:
+    """Bytes of one element of Triton's type ``element`` (``"fp32"``: 4, ``"fp8e4nv"``: 1,
+    ``"i1"``: 1)."""
+    bits = re.match(r"[a-z]+(\d+)", element)
+    return max(1, int(bits.group(1)) // 8) if bits else 1
 
 
 def _key_function(positions: list[int]):
