@@ -204,7 +204,8 @@ def test_fill_values_that_fit_are_stored_as_numpy_stores_them(queue):
                          (complex(1, 2), ml_dtypes.complex32), (1.5, ml_dtypes.complex32),
                          (complex(1, 2), ml_dtypes.bcomplex32), (1, ">M8[s]"),
                          (np.int64(86400), ">m8[ms]"), ("abc", "S3"), (12, "U2"),
-                         (7, "i4,f4")):
+                         (7, "i4,f4"), (5, [("a", "f4", (3,)), ("b", "i4")]),
+                         (np.zeros((), ">i4,>f4")[()], "<i4,<f4")):
         expected = np.full(3, value, ur_cffi.dtypes.dtype(dtype))
         made = ur_cffi.full(3, value, dtype, queue=queue)
         assert made.dtype == expected.dtype
@@ -234,8 +235,16 @@ def test_arange_rounds_once_and_refuses_what_full_refuses(queue):
                                                                   "float32"),
                                      (0.1, 2.3, 0.1, "float16"), (10, -10, -3, "int8"),
                                      (2**63, 2**63 + 4, 1, "uint64"), (0, 2, 1, "bool"),
-                                     (0, 4, 1, ml_dtypes.complex32), (5, 5, 1, "int8")):
-        expected = np.arange(start, stop, step).astype(ur_cffi.dtypes.dtype(dtype))
+                                     (0, 4, 1, ml_dtypes.complex32), (5, 5, 1, "int8"),
+                                     # (exact past 2**53: float64 made 2**63 three times)
+                                     (2**64 - 4, 2**64, 1, "uint64"), (-7, 9, 4, ml_dtypes.int4),
+                                     (5, None, 1, "int16")):
+        if isinstance(start, int) and isinstance(stop, (int, type(None))):  # Python's, exact
+            bounds = (0, start) if stop is None else (start, stop)
+            expected = np.array(list(range(*bounds, step)), dtype=object)
+        else:
+            expected = np.arange(start, stop, step)
+        expected = expected.astype(ur_cffi.dtypes.dtype(dtype))
         made = ur_cffi.arange(start, stop, step, dtype=dtype, queue=queue).to_numpy()
         assert made.dtype == expected.dtype and made.tobytes() == expected.tobytes(), \
             (start, stop, step, dtype)
@@ -243,9 +252,13 @@ def test_arange_rounds_once_and_refuses_what_full_refuses(queue):
                                ((250, 260), "uint8", "do not all fit in uint8"),
                                ((0, 1, 0.25), "int64", "its values are not all integers"),
                                ((440, 480, 8), "float8_e4m3fn", "do not all fit"),
-                               ((6e4, 7e4, 1e3), "float16", "do not all fit in float16")):
+                               ((6e4, 7e4, 1e3), "float16", "do not all fit in float16"),
+                               ((2**63, 2**63 + 3), "int64", "do not all fit in int64")):
         with pytest.raises(ValueError, match=rf"arange\(.*{error}"):
             ur_cffi.arange(*args, dtype=dtype, queue=queue)
+    for dtype in ("float32", "int32"):  # (numpy's step 1+0j made no values, with a warning)
+        with pytest.raises(TypeError, match=f"arange: a complex start, stop or step for {dtype}"):
+            ur_cffi.arange(0, 5, 1 + 0j, dtype=dtype, queue=queue)
 
 
 def test_ones_takes_no_dtype_none_and_huge_empty_shapes_are_refused(queue):

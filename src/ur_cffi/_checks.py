@@ -112,10 +112,11 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
         if not low <= number <= high:
             raise ValueError(f"{name} {value!r} does not fit in {dtype}")
         return np.array(number, dtype=dtype)
-    if dtype.names and not (isinstance(value, np.void) and value.dtype == dtype):
-        # numpy stores a number in every field
-        for field in dtype.names:
-            scalar(f"{name} (into field {field!r})", value, dtype.fields[field][0])
+    if dtype.names and not isinstance(value, np.void):  # (a record numpy converts itself)
+        for field in dtype.names:  # numpy stores a number in every field (each element of one
+            base = dtype.fields[field][0].base  # array; raw bytes as numpy makes them)
+            if base.kind != "V" or base.names:
+                scalar(f"{name} (into field {field!r})", value, base)
     if dtype.kind not in "fc" and not dtypes.is_floating(dtype) and not dtypes.is_complex(dtype):
         if isinstance(value, (np.datetime64, np.timedelta64)) and \
                 dtype.kind != ("M" if isinstance(value, np.datetime64) else "m"):

@@ -49,15 +49,37 @@ def arange(start, stop=None, step=1, dtype=None, *, queue, kind: str = "device")
     target = None if dtype is None else _dtype(dtype)
     numeric = target is not None and (dtypes.is_integer(target) or dtypes.is_floating(target)
                                       or dtypes.is_complex(target))
-    # numpy steps by dtype(start + step) - dtype(start): bfloat16 from 256 repeats 256
-    host = np.arange(start, stop, step, dtype=None if numeric else target)
-    if numeric and host.dtype != target:
-        host = _cast_range(host, target, (start, stop, step))
+    given = [value for value in (start, stop, step) if value is not None]
+    if numeric and not dtypes.is_complex(target) and \
+            any(isinstance(value, (complex, np.complexfloating)) for value in given):
+        raise TypeError(f"arange: a complex start, stop or step for {target} elements")
+    if numeric and dtypes.is_integer(target) and \
+            all(isinstance(value, (int, np.integer)) for value in given):
+        host = _integer_range(start, stop, step, target)
+    else:
+        # numpy steps by dtype(start + step) - dtype(start): bfloat16 from 256 repeats 256
+        host = np.arange(start, stop, step, dtype=None if numeric else target)
+        if numeric and host.dtype != target:
+            host = _cast_range(host, target, (start, stop, step))
     if host.dtype.hasobject:
         raise TypeError(f"arange({start!r}, {stop!r}, {step!r}): numpy makes Python objects of "
                         f"{'these (numbers beyond 64 bits)' if dtype is None else 'dtype object'}"
                         "; device memory holds numbers")
     return asarray(host, queue=queue, kind=kind)
+
+
+def _integer_range(start, stop, step, dtype: np.dtype) -> np.ndarray:
+    """``arange`` of integers into an integer dtype: exact (float64 loses them past 2**53),
+    refusing values past the dtype's range."""
+    first, last = (0, int(start)) if stop is None else (int(start), int(stop))
+    values = range(first, last, int(step))
+    low, high = dtypes.integer_bounds(dtype)
+    if values and not (low <= min(values[0], values[-1]) and max(values[0], values[-1]) <= high):
+        raise ValueError(f"arange({start!r}, {stop!r}, {step!r}): its values from {values[0]} "
+                         f"to {values[-1]} do not all fit in {dtype}")
+    if dtype.kind in "biu":
+        return np.arange(first, last, int(step), dtype=dtype)
+    return np.arange(first, last, int(step)).astype(dtype)  # (ml_dtypes' int4...)
 
 
 def _cast_range(host: np.ndarray, dtype: np.dtype, arguments: tuple) -> np.ndarray:
