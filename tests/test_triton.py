@@ -717,6 +717,12 @@ def test_a_kernel_with_a_tuple_argument_launched_by_hand_checks_its_shape(tq, rn
     np.testing.assert_allclose(out.to_numpy(), 2 * x.to_numpy().astype(np.float64), rtol=1e-6)
 
 
+@triton.jit
+def pad_with(x_ptr, y_ptr, n, PAD: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n, other=PAD))
+
+
 def test_a_compiled_kernel_launched_by_hand_refuses_what_it_was_not_compiled_for(tq, rng):
     """A CompiledKernel called by hand skips Triton's specialization: an n not divisible by 16
     given to a kernel compiled for one wrote past n, an n compiled in as 1 copied one element
@@ -742,6 +748,9 @@ def test_a_compiled_kernel_launched_by_hand_refuses_what_it_was_not_compiled_for
         with pytest.raises(ValueError, match=message):
             kernel[grid](*args)
     assert_nothing_launched(out, before)
+    padded = pad_with[(1,)](x, out, n, PAD=float("nan"), BLOCK=256)  # (NaN != NaN: refused)
+    padded[(1, 1, 1)](x, out, n, float("nan"), 256)
+    tq.finish()
     compiled[grid](x, out, 2.0, n, 256)  # what it was compiled for
     tq.finish()
     np.testing.assert_allclose(out.to_numpy()[:n], 2 * x.to_numpy()[:n].astype(np.float64),
