@@ -222,6 +222,34 @@ EXIT_STATUS = REAP + textwrap.dedent("""
 """)
 
 
+EXIT_STEPS = textwrap.dedent("""
+    import atexit, os, sys
+    import numpy as np
+    import ur_cffi
+    import device_under_test
+
+    queue = ur_cffi.Queue(device_under_test.get().create_context())
+    held = ur_cffi.zeros(1000, np.float32, queue=queue)  # objects of the parent's
+    atexit.register(lambda: os.write(1, b"parent's exit function\\n"))
+    pid = os.fork()
+    if pid == 0:
+        atexit.register(lambda: os.write(1, b"child's exit function\\n"))
+        sys.exit(3)
+    _, status = os.waitpid(pid, 0)
+    print("child:", os.waitstatus_to_exitcode(status))
+""")
+
+
+def test_a_forked_childs_exit_runs_each_exit_function_once_and_says_nothing():
+    # Its exit functions ran twice (ur_cffi's ran the rest from inside one), and its end,
+    # through Python's own, printed "Exception ignored in _collected" for the parent's objects.
+    done = crash_probe.run_child(code=EXIT_STEPS, check=False, timeout=50)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["child's exit function", "parent's exit function",
+                                        "child: 3", "parent's exit function"], done.stdout
+    assert "Exception" not in done.stderr, done.stderr
+
+
 def test_a_forked_child_ends_with_the_status_python_gives_it():
     # Only sys.exit's status was kept: raise SystemExit(3), exit(3), quit(4) ended with 0, and
     # sys.exit("message") printed its message twice.

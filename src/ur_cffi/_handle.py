@@ -92,6 +92,8 @@ def _release_entry(serial: int) -> int:
 
 @_interrupts.hold_back_in  # a weak reference's callback
 def _collected(owner_ref: _OwnerRef) -> None:
+    if _live is None:  # the interpreter's end cleared this module (a forked child's end)
+        return
     entry = _live.pop(owner_ref.serial, None)  # _release_entry, inlined: a hot path
     if entry is not None and not _forked:
         if collecting[0] is not None and collecting[0] == get_ident():  # in_collection(),

@@ -258,6 +258,9 @@ def _exit_past_the_runtime() -> None:
     (glibc's ``on_exit``), or, without it, ``os._exit`` ends the process after the atexit
     functions with the status ``sys.exit`` was given (1 after an uncaught exception).
     """
+    _exit_before_the_runtime_in_c()
+    if _ON_EXIT is not None:
+        return
     parent_exit = sys.exit
 
     def child_exit(status=None):
@@ -266,7 +269,6 @@ def _exit_past_the_runtime() -> None:
 
     sys.exit = child_exit
     atexit.register(_leave_child)
-    _exit_before_the_runtime_in_c()
 
 
 def _exit_before_the_runtime_in_c() -> None:
@@ -294,9 +296,6 @@ _ON_EXIT, _EXIT_NOW = _c_exit_functions()  # found in the parent: the child only
 def _leave_child() -> None:
     atexit.unregister(_leave_child)
     atexit._run_exitfuncs()  # the others, as Python would run them after this one
-    if _ON_EXIT is not None:
-        return  # Python ends with its own status and message (raise SystemExit(3) too), which
-        # the C library's exit gives _exit (on_exit), before the runtime's handlers
     status = _child_exit.get("status")
     if getattr(sys, "last_value", None) is not None and status is None:
         status = 1  # an uncaught exception, already printed
