@@ -73,29 +73,36 @@ def _integer_range(start, stop, step, dtype: np.dtype) -> np.ndarray:
     refusing values past the dtype's range."""
     first, last = (0, int(start)) if stop is None else (int(start), int(stop))
     values = range(first, last, int(step))
-    low, high = dtypes.integer_bounds(dtype)
-    if values and not (low <= min(values[0], values[-1]) and max(values[0], values[-1]) <= high):
-        raise ValueError(f"arange({start!r}, {stop!r}, {step!r}): its values from {values[0]} "
-                         f"to {values[-1]} do not all fit in {dtype}")
+    if values:
+        _refuse_past_bounds((start, stop, step), values[0], values[-1], dtype)
     if dtype.kind in "biu":
         return np.arange(first, last, int(step), dtype=dtype)
     return np.arange(first, last, int(step)).astype(dtype)  # (ml_dtypes' int4...)
 
 
+def _call(arguments: tuple) -> str:
+    return f"arange{tuple(argument for argument in arguments if argument is not None)!r}"
+
+
+def _refuse_past_bounds(arguments: tuple, first, last, dtype: np.dtype) -> None:
+    """Raise unless values from ``first`` to ``last`` fit in integer ``dtype``."""
+    low, high = dtypes.integer_bounds(dtype)
+    if not (low <= min(first, last) and max(first, last) <= high):
+        raise ValueError(f"{_call(arguments)}: its values from {first} to {last} do not all "
+                         f"fit in {dtype}")
+
+
 def _cast_range(host: np.ndarray, dtype: np.dtype, arguments: tuple) -> np.ndarray:
     """``arange``'s values, computed wide, in ``dtype``, refusing what ``full`` refuses:
     fractions or values past an integer dtype's range, values past a float dtype's."""
-    call = f"arange{tuple(argument for argument in arguments if argument is not None)!r}"
+    call = _call(arguments)
     if not host.size:
         return host.astype(dtype)
     if dtypes.is_integer(dtype):
         if host.dtype.kind in "fc" and not np.all(np.trunc(host) == host):
             raise ValueError(f"{call}: its values are not all integers; the elements are "
                              f"{dtype}")
-        low, high = dtypes.integer_bounds(dtype)
-        if not (low <= min(host[0], host[-1]) and max(host[0], host[-1]) <= high):
-            raise ValueError(f"{call}: its values from {host[0]} to {host[-1]} do not all "
-                             f"fit in {dtype}")
+        _refuse_past_bounds(arguments, host[0], host[-1], dtype)
         return host.astype(dtype)
     if host.dtype.kind == "c" and not dtypes.is_complex(dtype):
         raise ValueError(f"{call}: its values are complex; the elements are {dtype}")
