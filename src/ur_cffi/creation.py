@@ -73,11 +73,18 @@ def _integer_range(start, stop, step, dtype: np.dtype) -> np.ndarray:
     refusing values past the dtype's range."""
     first, last = (0, int(start)) if stop is None else (int(start), int(stop))
     values = range(first, last, int(step))
-    if values:
-        _refuse_past_bounds((start, stop, step), values[0], values[-1], dtype)
-    if dtype.kind in "biu":
-        return np.arange(first, last, int(step), dtype=dtype)
-    return np.arange(first, last, int(step)).astype(dtype)  # (ml_dtypes' int4...)
+    if not values:
+        return np.empty(0, dtype)
+    _refuse_past_bounds((start, stop, step), values[0], values[-1], dtype)
+    if dtype.kind not in "iu":  # bool, ml_dtypes' int4...: a few values
+        return np.array(list(values)).astype(dtype)
+    # Modulo 2**64, which holds every step between values of the dtype (numpy 1.26 takes no
+    # bound past int64 in arange), then the dtype's low bits: exact, the values being in it.
+    offsets = np.arange(len(values), dtype=np.uint64) * np.uint64(abs(values.step))
+    origin = np.uint64(values[0] % 2**64)
+    with np.errstate(over="ignore"):
+        wrapped = origin + offsets if values.step > 0 else origin - offsets
+    return wrapped.astype(dtype)
 
 
 def _call(arguments: tuple) -> str:
