@@ -171,6 +171,12 @@ def test_constructor_defaults_and_checks(queue):
     (12345, "U2", "does not fit in <U2: numpy would store .*'12'"),
     (1.5, "S2", "does not fit in |S2: numpy would store .*b'1.'"),
     (1.5, "i4,f4", "\\(into field 'f0'\\) 1.5 is not an integer"),
+    # ...nor a record of other fields that numpy converts each unchecked: (inf, 44) was stored
+    (np.array((1e300, 300), "f8,i8")[()], "f4,i1", "\\(into field 'f0'\\) .*1e\\+300.* does "
+     "not fit in float32"),
+    (np.array((2.5, -1), "f8,i8")[()], "i4,u1", "\\(into field 'f0'\\) .*2.5.* is not an "
+     "integer"),
+    (np.array((1, 2, 3), "i4,i4,i4")[()], "i4,i4", "has 3 fields; the elements are"),
     (-1, "u1,f4", "\\(into field 'f0'\\) -1 does not fit in uint8"),
     # ml_dtypes' bcomplex32 is of numpy's kind "V": its complex values were refused as complex,
     # and an overflow stored infinity
@@ -213,7 +219,8 @@ def test_fill_values_that_fit_are_stored_as_numpy_stores_them(queue):
                          (complex(1, 2), BCOMPLEX32), (1, ">M8[s]"),
                          (np.int64(86400), ">m8[ms]"), ("abc", "S3"), (12, "U2"),
                          (7, "i4,f4"), (5, [("a", "f4", (3,)), ("b", "i4")]),
-                         (np.zeros((), ">i4,>f4")[()], "<i4,<f4")):
+                         (np.zeros((), ">i4,>f4")[()], "<i4,<f4"),
+                         (np.array((7, 300), "i8,i8")[()], "i4,i2")):
         if dtype is None:
             continue
         expected = np.full(3, value, ur_cffi.dtypes.dtype(dtype))
@@ -248,10 +255,16 @@ def test_arange_rounds_once_and_refuses_what_full_refuses(queue):
                                      (0, 4, 1, COMPLEX32 or "complex64"), (5, 5, 1, "int8"),
                                      # (exact past 2**53: float64 made 2**63 three times)
                                      (2**64 - 4, 2**64, 1, "uint64"), (-7, 9, 4, ml_dtypes.int4),
-                                     (5, None, 1, "int16")):
-        if isinstance(start, int) and isinstance(stop, (int, type(None))):  # Python's, exact
-            bounds = (0, start) if stop is None else (start, stop)
-            expected = np.array(list(range(*bounds, step)), dtype=object)
+                                     (5, None, 1, "int16"), (0, 5, 2**64, "int16"),
+                                     (2**63 - 3, 2**63, 1, "int64"),
+                                     # (integral floats: exact too; numpy repeated 2**53, and
+                                     # computed in a float32 argument's own precision)
+                                     (2.0**53, 2.0**53 + 6, 1.0, "int64"),
+                                     (np.float32(2**24), 2**24 + 4, 1, "int32"),
+                                     (np.float32(2**24), 2**24 + 4, 1, "float64")):
+        if all(float(value).is_integer() for value in (start, stop, step) if value is not None):
+            bounds = (0, int(start)) if stop is None else (int(start), int(stop))
+            expected = np.array(list(range(*bounds, int(step))), dtype=object)  # Python's
         else:
             expected = np.arange(start, stop, step)
         expected = expected.astype(ur_cffi.dtypes.dtype(dtype))
@@ -266,6 +279,9 @@ def test_arange_rounds_once_and_refuses_what_full_refuses(queue):
                                ((2**63, 2**63 + 3), "int64", "do not all fit in int64")):
         with pytest.raises(ValueError, match=rf"arange\(.*{error}"):
             ur_cffi.arange(*args, dtype=dtype, queue=queue)
+    with pytest.raises(ValueError, match=r"arange\(0, 18446744073709551615, 1\): more values "
+                                         "than an array holds"):
+        ur_cffi.arange(0, 2**64 - 1, dtype="uint64", queue=queue)
     for dtype in ("float32", "int32"):  # (numpy's step 1+0j made no values, with a warning)
         with pytest.raises(TypeError, match=f"arange: a complex start, stop or step for {dtype}"):
             ur_cffi.arange(0, 5, 1 + 0j, dtype=dtype, queue=queue)

@@ -112,11 +112,9 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
         if not low <= number <= high:
             raise ValueError(f"{name} {value!r} does not fit in {dtype}")
         return np.array(number, dtype=dtype)
-    if dtype.names and not isinstance(value, np.void):  # (a record numpy converts itself)
-        for field in dtype.names:  # numpy stores a number in every field (each element of one
-            base = dtype.fields[field][0].base  # array; raw bytes as numpy makes them)
-            if base.kind != "V" or base.names:
-                scalar(f"{name} (into field {field!r})", value, base)
+    if dtype.names and not (isinstance(value, np.void) and
+                            np.can_cast(value.dtype, dtype, "safe")):  # (byte-swapped, aligned)
+        _check_fields(name, value, dtype)
     if dtype.kind not in "fc" and not dtypes.is_floating(dtype) and not dtypes.is_complex(dtype):
         if isinstance(value, (np.datetime64, np.timedelta64)) and \
                 dtype.kind != ("M" if isinstance(value, np.datetime64) else "m"):
@@ -179,6 +177,24 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
                          f"{'NaN' if value != value else 'infinity'} (it would read "
                          f"{converted[()]!r})")
     return converted
+
+
+def _check_fields(name: str, value, dtype: np.dtype) -> None:
+    """Raise unless each field of record ``dtype`` holds its part of ``value`` exactly: a number
+    goes into every field (each element of an array field), a record of other fields field by
+    field, in order; raw-byte fields are numpy's to fill."""
+    record = isinstance(value, np.void) and value.dtype.names is not None
+    if record and len(value.dtype.names) != len(dtype.names):
+        raise TypeError(f"{name} {value!r} has {len(value.dtype.names)} fields; the elements "
+                        f"are {dtype}, of {len(dtype.names)}")
+    for index, field in enumerate(dtype.names):
+        base = dtype.fields[field][0].base
+        part = value[index] if record else value
+        if record and np.ndim(part):
+            raise TypeError(f"{name} {value!r}: its field {index} is an array; the elements "
+                            f"are {dtype} (give a record of that dtype)")
+        if base.kind != "V" or base.names:
+            scalar(f"{name} (into field {field!r})", part, base)
 
 
 def read_only(owner: str, name: str, what: str) -> property:

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import _checks, _strided, dtypes
@@ -49,12 +51,14 @@ def arange(start, stop=None, step=1, dtype=None, *, queue, kind: str = "device")
     target = None if dtype is None else _dtype(dtype)
     numeric = target is not None and (dtypes.is_integer(target) or dtypes.is_floating(target)
                                       or dtypes.is_complex(target))
+    if numeric:  # computed in float64 (numpy computes in a float32 argument's precision)
+        start, stop, step = (float(value) if isinstance(value, np.floating) and
+                             value.dtype.itemsize < 8 else value for value in (start, stop, step))
     given = [value for value in (start, stop, step) if value is not None]
     if numeric and not dtypes.is_complex(target) and \
             any(isinstance(value, (complex, np.complexfloating)) for value in given):
         raise TypeError(f"arange: a complex start, stop or step for {target} elements")
-    if numeric and dtypes.is_integer(target) and \
-            all(isinstance(value, (int, np.integer)) for value in given):
+    if numeric and dtypes.is_integer(target) and all(map(_integral, given)):
         host = _integer_range(start, stop, step, target)
     else:
         # numpy steps by dtype(start + step) - dtype(start): bfloat16 from 256 repeats 256
@@ -68,19 +72,35 @@ def arange(start, stop=None, step=1, dtype=None, *, queue, kind: str = "device")
     return asarray(host, queue=queue, kind=kind)
 
 
+def _integral(value) -> bool:
+    """Whether ``value`` is an integer, or a float with an integer's value."""
+    if isinstance(value, (int, np.integer)):
+        return True
+    return isinstance(value, (float, np.floating)) and math.isfinite(value) and \
+        value == math.floor(value)
+
+
 def _integer_range(start, stop, step, dtype: np.dtype) -> np.ndarray:
-    """``arange`` of integers into an integer dtype: exact (float64 loses them past 2**53),
-    refusing values past the dtype's range."""
+    """``arange`` of integers (or floats of their values) into an integer dtype: exact
+    (float64 loses them past 2**53), refusing values past the dtype's range."""
     first, last = (0, int(start)) if stop is None else (int(start), int(stop))
     values = range(first, last, int(step))
     if not values:
         return np.empty(0, dtype)
     _refuse_past_bounds((start, stop, step), values[0], values[-1], dtype)
+    try:
+        count = len(values)
+    except OverflowError:
+        raise ValueError(f"{_call((start, stop, step))}: more values than an array holds") \
+            from None
     if dtype.kind not in "iu":  # bool, ml_dtypes' int4...: a few values
         return np.array(list(values)).astype(dtype)
+    if all(-2**63 <= bound < 2**63 for bound in (first, last, values.step)):
+        host = np.arange(first, last, values.step, dtype=np.int64)
+        return host if dtype == host.dtype else host.astype(dtype)
     # Modulo 2**64, which holds every step between values of the dtype (numpy 1.26 takes no
     # bound past int64 in arange), then the dtype's low bits: exact, the values being in it.
-    offsets = np.arange(len(values), dtype=np.uint64) * np.uint64(abs(values.step))
+    offsets = np.arange(count, dtype=np.uint64) * np.uint64(abs(values.step) % 2**64)
     origin = np.uint64(values[0] % 2**64)
     with np.errstate(over="ignore"):
         wrapped = origin + offsets if values.step > 0 else origin - offsets
