@@ -732,11 +732,8 @@ class USMArray(_handle.Resource):
             self.fill(cell, queue=queue)
             return
         leading = host.ndim - self.ndim
-        if leading > 0:  # numpy drops a value's leading axes of extent 1
-            if any(extent != 1 for extent in host.shape[:leading]):
-                raise ValueError(f"a[key] = value: a value of shape {host.shape} does not "
-                                 f"broadcast to the target's shape {self._shape}")
-            host = host.reshape(host.shape[leading:])
+        if leading > 0 and all(extent == 1 for extent in host.shape[:leading]):
+            host = host.reshape(host.shape[leading:])  # numpy drops such leading axes
         try:
             host = np.broadcast_to(host, self._shape)
         except ValueError:

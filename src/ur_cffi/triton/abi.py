@@ -139,8 +139,14 @@ def divisible_parameters(src) -> frozenset | None:
     found = set()
     for path, values in attrs.items():
         if any(value and value[0] == "tt.divisibility" for value in values):
-            found.add(names[path[0]] + "".join(f"[{index}]" for index in path[1:]))
+            found.add(_path_name(names, path))
     return frozenset(found)
+
+
+def _path_name(names: list, path: tuple) -> str:
+    """The name (as :meth:`Rules.parameters` gives it) of the parameter at ``path`` in a
+    signature of ``names``: ``"t[0]"`` for ``(index of t, 0)``."""
+    return names[path[0]] + "".join(f"[{index}]" for index in path[1:])
 
 
 def compiled_constants(src) -> list[tuple[int, str, object]]:
@@ -156,7 +162,7 @@ def compiled_constants(src) -> list[tuple[int, str, object]]:
     found = []
     for path, value in constants.items():
         if isinstance(path, tuple) and path and type(value) in (int, float, bool):
-            name = names[path[0]] + "".join(f"[{index}]" for index in path[1:])
+            name = _path_name(names, path)
             if name in positions:
                 found.append((positions[name], name, value))
     return found

@@ -149,8 +149,6 @@ class Launcher:
         divisible = self.divisible or ()
         self._aligned = [(index, name) for index, (_, _, name, _) in enumerate(self.pointers)
                          if name in divisible]
-        self._divisible = [(index, name) for index, name in enumerate(
-            name for kind, _, name, _ in entries if kind == "value") if name in divisible]
         # What the shared block was last filled from, where a launch with the very same
         # objects (and grid, context, release count) may skip filling it again.
         self._key_of = _key_function([position for _, position, _, _ in self.pointers]
@@ -163,6 +161,8 @@ class Launcher:
                                for kind, _, _, ty in entries]
         self.value_types = [ty for kind, _, _, ty in entries if kind == "value"]
         self.value_names = [name for kind, _, name, _ in entries if kind == "value"]
+        self._divisible = [(index, name) for index, name in enumerate(self.value_names)
+                           if name in divisible]
         self._checked_function = self._checked_context = None
         # Every launch's, under the driver's lock, rewritten for each.
         self._shared_block = self._new_block(volatile=True)
