@@ -5,6 +5,7 @@ its ``__sycl_usm_array_interface__``)."""
 import gc
 import sys
 import threading
+import types
 import weakref
 
 import ml_dtypes
@@ -554,12 +555,21 @@ def test_a_malformed_sycl_usm_array_interface_is_named(queue):
     for change, message in (({"typestr": None}, "no 'typestr'"),
                             ({"data": None}, "data must be"),
                             ({"offset": None}, "offset must be an integer"),
-                            ({"strides": (1.5,)}, "stride must be an integer, not float 1.5")):
+                            ({"strides": (1.5,)}, "stride must be an integer, not float 1.5"),
+                            ({"typestr": "zz"}, "from_sycl_usm_array_interface: the "
+                                                "interface's dtype 'zz' is not"),
+                            ({"shape": "abc"}, "from_sycl_usm_array_interface: the "
+                                               "interface's shape 'abc' must be")):
         interface = {**good, **change}
         if change.get("typestr", 0) is None:
             del interface["typestr"]
         with pytest.raises((TypeError, ValueError), match=message):
             interop.from_sycl_usm_array_interface(_Interface(**interface), queue=queue)
+    for interface in ([1, 2], None):  # (it said "has no __sycl_usm_array_interface__")
+        holder = types.SimpleNamespace(__sycl_usm_array_interface__=interface)
+        with pytest.raises(TypeError, match=f"__sycl_usm_array_interface__ of SimpleNamespace "
+                                            f"must be a dict, not {type(interface).__name__}"):
+            interop.from_sycl_usm_array_interface(holder, queue=queue)
 
 
 class _Capsule:
@@ -686,7 +696,10 @@ def test_from_dlpack_refuses_malformed_tensors_naming_the_field(queue):
             (_Foreign(0, (4,)), r"shape \(4,\) with a NULL data pointer"),
             (_Foreign(values.ctypes.data, (3,), ndim=-1), "ndim -1"),
             (_Foreign(values.ctypes.data, (3,), shape_pointer=False), "a NULL shape pointer"),
-            (_Foreign(values.ctypes.data, (-3,)), r"shape \(-3,\)")):
+            (_Foreign(values.ctypes.data, (-3,)), r"shape \(-3,\)"),
+            # (its shape was read first: 2**30 entries of a 1-entry array crashed the process)
+            (_Foreign(values.ctypes.data, (3,), ndim=1 << 30), "ndim 1073741824: numpy's"),
+            (_Foreign(values.ctypes.data, (3,), ndim=1000), "ndim 1000: numpy's")):
         with pytest.raises(BufferError, match=message):
             ur_cffi.from_dlpack(producer, queue=queue)
         assert producer.deleted == 0  # not taken: its producer's to delete

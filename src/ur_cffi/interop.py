@@ -33,8 +33,8 @@ from .errors import check
 from .program import _check_context
 from .queue import recording
 from .memory import (ExportPin, USMArray, _after_earlier_work, _check_queue, _dtype,
-                     _element_stride, _no_objects, _over_arrays, _shape, _usm_type, asarray,
-                     show)
+                     _MAX_DIMENSIONS, _element_stride, _no_objects, _over_arrays, _shape,
+                     _usm_type, asarray, show)
 
 KDL_CPU, KDL_ONEAPI = 1, 14
 _NULL = ffi.NULL
@@ -533,6 +533,9 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     if tensor.ndim < 0 or (tensor.ndim and not tensor.shape):
         raise BufferError(f"from_dlpack: a DLPack tensor of ndim {tensor.ndim} with "
                           f"{'a NULL' if not tensor.shape else 'its'} shape pointer")
+    if tensor.ndim > _MAX_DIMENSIONS:  # before its shape is read
+        raise BufferError(f"from_dlpack: a DLPack tensor of ndim {tensor.ndim}: numpy's "
+                          f"arrays have at most {_MAX_DIMENSIONS} dimensions")
     if any(tensor.shape[i] < 0 for i in range(tensor.ndim)):
         raise BufferError(f"from_dlpack: a DLPack tensor of shape "
                           f"{tuple(tensor.shape[i] for i in range(tensor.ndim))}")
@@ -817,21 +820,27 @@ def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:
     The flag in ``data`` is not read: the protocol calls it read-only, but dpctl's memory
     objects set it True for writable memory (their documentation says so), so it cannot
     tell the two apart."""
-    interface = getattr(obj, "__sycl_usm_array_interface__", None)
+    what = "from_sycl_usm_array_interface"
+    if not hasattr(obj, "__sycl_usm_array_interface__"):
+        raise TypeError(f"{what}: {type(obj).__name__} has no __sycl_usm_array_interface__")
+    interface = obj.__sycl_usm_array_interface__
     if not isinstance(interface, dict):
-        raise TypeError(f"{type(obj).__name__} has no __sycl_usm_array_interface__")
+        raise TypeError(f"{what}: the __sycl_usm_array_interface__ of {type(obj).__name__} "
+                        f"must be a dict, not {type(interface).__name__} {interface!r}")
     if queue is None:
         syclobj = interface.get("syclobj")
         if not hasattr(syclobj, "sycl_context"):
             raise TypeError("from_sycl_usm_array_interface: give queue= (the interface names "
                             f"{type(syclobj).__name__}, not a dpctl SyclQueue)")
         queue = queue_from_dpctl(syclobj)
-    what = "from_sycl_usm_array_interface"
     missing = [key for key in ("data", "shape", "typestr") if key not in interface]
     if missing:
         raise ValueError(f"{what}: the interface has no {', '.join(map(repr, missing))}")
-    dtype = _dtype(interface["typestr"])
-    shape = _shape(interface["shape"])
+    try:
+        dtype = _dtype(interface["typestr"])
+        shape = _shape(interface["shape"])
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{what}: the interface's {error}") from None
     strides = interface.get("strides")
     if strides is not None:  # in elements
         strides = tuple(_checks.integer(f"{what}: stride", s, minimum=-(1 << 62),
