@@ -18,7 +18,7 @@ import pytest
 import crash_probe
 import ur_cffi
 from concurrency import run_in_threads
-from ur_cffi import _handle
+from ur_cffi import _handle, allocator
 from ur_cffi.allocator import _Pool
 from ur_cffi.enums import ur_event_status_t
 from ur_cffi.errors import InvalidUsmSizeError
@@ -943,6 +943,64 @@ def test_an_owner_of_another_context_is_not_ordered_by_the_wrappers_queue(device
         gc.collect()
         again = ur_cffi.zeros(1000, np.float32, queue=a_queue)
         assert np.array_equal(again.to_numpy(), np.zeros(1000, np.float32))
+
+
+def _inside(thread: threading.Thread, code) -> bool:
+    """Whether ``thread`` runs ``code`` or what it called."""
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None and frame.f_code is not code:
+        frame = frame.f_back
+    return frame is not None
+
+
+@pytest.mark.parametrize("waiting_in", ["allocation past the memory limit", "context close"])
+def test_waits_for_cached_work_leave_other_allocations_alone(device, kernels, waiting_in):
+    """An allocation past the memory limit (which empties the cache) and a context's close
+    (which frees its cached memory) waited for the work of the cached blocks under the
+    allocator's lock: another thread's cache hit on an idle queue of another context waited
+    for a kernel that used none of its memory."""
+    busy_context = device.create_context()
+    program, kernel = crash_probe.load(busy_context, kernels, "spin")
+    busy = ur_cffi.Queue(busy_context, device)
+    cached = ur_cffi.empty(1 << 20, np.uint8, queue=busy)
+    spinning = Spinning(kernel, busy)
+    cached.close()  # last used on busy, whose kernel spins
+    outcome = []
+
+    def wait():
+        try:
+            if waiting_in == "context close":
+                busy_context.close()
+            else:
+                ur_cffi.empty(2 << 20, np.uint8, queue=busy)
+        except MemoryError as error:
+            outcome.append(error)
+
+    with device.create_context() as other, ur_cffi.Queue(other, device) as idle:
+        ur_cffi.empty(1000, np.float32, queue=idle).close()  # the cache hit to come
+        if waiting_in != "context close":
+            # (2 MiB more passes it with the cache emptied: in use now, and 1.5 MiB)
+            ur_cffi.set_memory_limit(ur_cffi.memory_stats()["allocated_bytes"] + (3 << 19))
+        waiting = threading.Thread(target=wait)
+        try:
+            waiting.start()
+            while not _inside(waiting, allocator._wait_for_cached_work.__code__):
+                assert waiting.is_alive() and spinning.running
+                time.sleep(1e-3)
+            ur_cffi.empty(1000, np.float32, queue=idle).close()
+            assert spinning.running, f"an allocation waited for the {waiting_in}'s wait"
+        finally:
+            spinning.release()
+            waiting.join()
+            ur_cffi.set_memory_limit(None)
+    if waiting_in == "context close":
+        assert busy_context.closed and not outcome
+    else:
+        assert "would pass the limit" in str(outcome[0])
+        busy.close()
+        busy_context.close()
+    kernel.close()
+    program.close()
 
 
 @pytest.mark.parametrize("closed", [False, True], ids=["open context", "closed context"])

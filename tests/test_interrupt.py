@@ -102,6 +102,19 @@ SCRIPT = textwrap.dedent("""
             gc.collect()
             interrupt_inside(waiting)
             ur_cffi.empty_cache()
+        elif wait == "allocation past the memory limit":  # empties the cache first
+            cached = ur_cffi.empty(12_345, np.int32, queue=queue)
+            event = spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS,
+                                *crash_probe.spin_local())
+            lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 1000)
+            del cached
+            gc.collect()
+            ur_cffi.set_memory_limit(ur_cffi.memory_stats()["reserved_bytes"] + 1000)
+            interrupt_inside(waiting)
+            try:
+                ur_cffi.empty(1 << 20, np.uint8, queue=queue)
+            finally:
+                ur_cffi.set_memory_limit(None)
         elif wait == "with block":  # leaving the block on Ctrl-C closes (finishes) `inner`
             with ur_cffi.Queue(context, device) as inner:
                 # Done before the kernel spins: the CPU runtime need not run another queue's
@@ -195,7 +208,8 @@ def interrupt(tmp_path, kernels, wait, after, validation="0") -> dict:
 
 @pytest.mark.parametrize("wait", [
     "finish", "event.wait", "synchronize", "with block", "blocking copy",
-    "finish after dropped launches", "graph update", "graph close", "empty_cache"])
+    "finish after dropped launches", "graph update", "graph close", "empty_cache",
+    "allocation past the memory limit"])
 def test_ctrl_c_interrupts_a_wait_promptly_and_the_queue_still_works(tmp_path, kernels, wait):
     """Promptness is timed against the child's control, and retried (see the module's text);
     everything else is decided by order, in every run."""

@@ -89,6 +89,14 @@ def rounded(nbytes: int) -> int:
     return min((nbytes + (1 << 17) - 1) & ~((1 << 17) - 1), _SIZE_MAX)  # (UR refuses that)
 
 
+class EmptyCacheFirst(Exception):
+    """Raised by :meth:`_Pool.take`, having taken nothing, where the allocation needs the
+    cache emptied: the caller empties it (:func:`empty_cache`) outside the code that holds
+    back Ctrl-C and takes again with ``emptied=True``, so that the wait for the cached
+    blocks' work is interruptible and made without ``_lock``: under it every other thread's
+    allocation waited for that work too."""
+
+
 class Block:
     """One USM allocation: its address, rounded size, and, while cached, the queue that last
     used it (its ``Queue.ref``) and for host and shared memory the event of its free; in use,
@@ -165,10 +173,11 @@ class _Pool(_handle.Resource):
 
     # -- taking and giving back ------------------------------------------------------------
 
-    def take(self, queue, nbytes: int, array=None) -> Block:
+    def take(self, queue, nbytes: int, array=None, emptied: bool = False) -> Block:
         """A block of at least ``nbytes`` usable by commands on ``queue`` submitted from now on
         (call where Ctrl-C is held back: ``_interrupts``); the shape and dtype of ``array``
-        (the USMArray it is for) are named in errors."""
+        (the USMArray it is for) are named in errors.  Raises :class:`EmptyCacheFirst`, having
+        taken nothing, where the cache must be emptied for it, unless ``emptied``."""
         size = 512 if nbytes <= 512 else (nbytes + 511) & ~511 if nbytes < _SMALL \
             else rounded(nbytes)  # rounded(), its small sizes inlined: a hot path
         _lock.acquire()  # not ``with``: a hot path, and Ctrl-C is held back here
@@ -194,7 +203,7 @@ class _Pool(_handle.Resource):
                 if block is None and size >= _SMALL:
                     block = self._cached_larger(queue, size, completed)
             if block is None:
-                block = self._allocate(queue, size, array)
+                block = self._allocate(queue, size, array, emptied)
             else:
                 self.cache_hits += 1
             size = block.size
@@ -298,10 +307,12 @@ class _Pool(_handle.Resource):
                     lib.urEventRelease(event)
         queue._last_event = None  # Queue.finish's probe: the latest command has no Event
 
-    def _allocate(self, queue, size: int, array) -> Block:
+    def _allocate(self, queue, size: int, array, emptied: bool) -> Block:
         detail = f"shape {array.shape} of {array.dtype}: " if array is not None else ""
         limit = _totals["limit"]
         if limit is not None and _totals["reserved"] + size > limit:
+            if not emptied:
+                raise EmptyCacheFirst
             empty_cache()
             if _totals["reserved"] + size > limit:
                 raise by_result[_LIMIT_RESULT](
@@ -313,6 +324,8 @@ class _Pool(_handle.Resource):
         result = self._ur_allocate(queue, size, out)
         if result in _OUT_OF_MEMORY:  # free what the cache holds, then try once more
             self.stats["oom_retries"] += 1
+            if not emptied:
+                raise EmptyCacheFirst
             empty_cache()
             result = self._ur_allocate(queue, size, out)
         if result:
@@ -631,7 +644,7 @@ def empty_cache() -> None:
     if _handle._forked:
         raise _handle.ClosedError("the cached memory belongs to the parent process (forked)")
     forget_unused_exports()
-    _wait_for_cached_work()
+    _wait_for_cached_work(None)
     with _lock:
         _give_back_returned(blocking=True)
         pools = list(_pools.values())
@@ -644,13 +657,14 @@ def empty_cache() -> None:
     check(result, "urUSMFree")
 
 
-def _wait_for_cached_work() -> None:
-    """Wait for the work that the frees of cached blocks wait for, interruptibly and without
-    ``_lock`` (it waited under the lock, deaf to Ctrl-C, and every allocation with it)."""
+def _wait_for_cached_work(pools: list | None) -> None:
+    """Wait for the work that the frees of the cached blocks of ``pools`` (None: all) wait
+    for, interruptibly and without ``_lock`` (it waited under the lock, deaf to Ctrl-C, and
+    every allocation with it)."""
     queues, events = {}, []
     try:
         with _lock:  # (pools of closed contexts too: their blocks wait for their work)
-            for pool in list(_pools.values()) + _lingering:
+            for pool in list(_pools.values()) + _lingering if pools is None else pools:
                 # Copies: a collection in the loop may give a block back (a new size).
                 for blocks in list(pool._free.values()):
                     for block in list(blocks):
@@ -680,6 +694,7 @@ def release_pools_of(context) -> None:
     they hold on it."""
     with _lock:
         pools = [pool for pool in _pools.values() if pool.context_ref() is context]
+    _wait_for_cached_work(pools)
     _release_pools(pools)
 
 

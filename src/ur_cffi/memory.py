@@ -512,16 +512,20 @@ class USMArray(_handle.Resource):
         self._strides = (dtype.itemsize,) if len(shape) == 1 else \
             _strided.contiguous_strides(shape, dtype.itemsize)
         self._base = self._exports = None
-        self._take_memory(queue, kind, nbytes or 1)  # empty: a block still
+        try:
+            self._take_memory(queue, kind, nbytes or 1)  # empty: a block still
+        except allocator.EmptyCacheFirst:  # (at a memory limit, or out of memory)
+            allocator.empty_cache()
+            self._take_memory(queue, kind, nbytes or 1, True)
         if _interrupts.resend is not None:  # Ctrl-C held back in an allocation or a release:
             _interrupts.deliver_held()  # raised here (a loop would take each re-send in one)
 
     @hold_back_in  # Ctrl-C waits until this array owns the memory (_interrupts)
-    def _take_memory(self, queue: Queue, kind: str, nbytes: int) -> None:
+    def _take_memory(self, queue: Queue, kind: str, nbytes: int, emptied: bool = False) -> None:
         if _interrupts._installed is None:  # hold_back_in needs it: the main thread's first use
             _interrupts.install()
         pool = allocator.pool_for(queue, kind)
-        block = pool.take(queue, nbytes, self)
+        block = pool.take(queue, nbytes, self, emptied)
         try:
             self._own(block, (queue,), (pool, block, queue), _give_back)
         except BaseException:  # before this array owned the memory (MemoryError)
