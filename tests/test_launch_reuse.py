@@ -574,6 +574,40 @@ def test_an_address_argument_is_checked_again_after_a_release(queue, context, ke
     program.close()
 
 
+@pytest.mark.parametrize("between", ["close", "close and a launch"])
+def test_a_prepared_launch_checks_its_address_arguments_after_a_release(queue, context, kernels,
+                                                                        rng, between):
+    """A prepared launch checked an integer address once, at prepare(): after the memory was
+    freed it launched the kernel into it (glibc aborted: "corrupted double-linked list").
+    With a launch between the close and the free (the block cached then: it passes, as an
+    address would in C), the free itself must make the next call check again."""
+    program, kernel = crash_probe.load(context, kernels, "axpy")  # (ptr, ptr, ptr, f32, i32)
+    n = crash_probe.BLOCK
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    dx, dy, doomed = ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue), \
+        poisoned(n, queue)
+    a, count, local = np.float32(2.0), np.int32(n), crash_probe.LOCAL_SIZE
+    address = doomed.data_ptr()
+    prepared = kernel.prepare(queue, local, local, dx, dy, address, a, count)
+    prepared().wait()
+    assert np.allclose(doomed.to_numpy(), (np.float64(a) * x + y).astype(np.float32),
+                       rtol=1e-6)
+    doomed.close()
+    if between == "close and a launch":
+        prepared(event=False)
+        queue.finish()
+    ur_cffi.empty_cache()  # the memory is gone, not only back in the cache
+    if ur_cffi.memory.is_usm(context, address):
+        pytest.skip("this runtime still reports the freed address as USM memory of the "
+                    "context: there is nothing to refuse")
+    for event in (True, False):
+        with pytest.raises(ValueError, match=f"argument 2 of 'axpy': address 0x{address:x} "
+                                             "is not USM memory of the launch queue's context"):
+            prepared(event=event)
+    kernel.close()
+    program.close()
+
+
 def test_a_launch_on_a_queue_closed_while_recording_raises(add, queue, context, device, rng):
     kernel, compiled = add
     n = BLOCK

@@ -603,6 +603,8 @@ def _free_blocks(pool: _Pool, blocks: list[Block]) -> int:
         _totals["reserved"] -= block.size
         pool.stats["reserved_bytes"] -= block.size
         pool.stats["ur_frees"] += 1
+    if blocks:  # launches prepared with an address in them check it again
+        _handle.note_release()
     return result
 
 

@@ -688,7 +688,7 @@ class PreparedLaunch:
     enqueues it.  It holds its kernel, queue and arguments."""
 
     __slots__ = ("kernel", "queue", "args", "launcher", "_call_args", "_buffers", "_released",
-                 "_launch_args", "_memories")
+                 "_launch_args", "_memories", "_addresses")
 
     def __init__(self, kernel: Kernel, queue: Queue, args: tuple, call_args: tuple,
                  held: tuple, launcher=None):
@@ -700,6 +700,10 @@ class PreparedLaunch:
         self._launch_args = _without_event(call_args)
         self._released, self._buffers = held
         self._memories = tuple(map(memory_of, args))  # (an array, or one under a wrapper)
+        declared = kernel._declared
+        self._addresses = tuple((index, arg) for index, arg in enumerate(args)
+                                if declared and declared[index] == "ptr" and
+                                isinstance(arg, (int, np.integer)))  # (checked after a release)
 
     def __call__(self, *, wait_for=(), event: bool = True) -> Event | None:
         """Enqueue the launch; returns its Event, or None with ``event=False``.  Raises
@@ -712,6 +716,8 @@ class PreparedLaunch:
                     raise _handle.ClosedError(
                         f"prepared launch of {self.kernel.name!r}, argument {index}: "
                         f"{type(memory).__name__} is closed")
+            for index, address in self._addresses:  # (raises if no longer USM memory)
+                self.kernel._address_argument(index, address, self.queue)
             self._released = _handle.released
         if wait_for is _NO_EVENTS and not event and not recording:
             launch_args, items = self._launch_args  # (a call with * would not be inlined)
