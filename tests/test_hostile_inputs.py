@@ -745,6 +745,15 @@ def test_the_spirv_check_takes_bit_carriers_and_leaves_hidden_args_alone(context
                                         r"Local\(8\)"):  # (the runtime crashed on it)
         program.kernel(name, hidden_args=(ur_cffi.Local(8),)).launch(
             queue, local, local, ur_cffi.empty(64, np.float32, queue=queue), np.int32(1))
+    # With a signature for the others, the hidden ones were checked by nothing: an int32 for
+    # the pointer launched, a 4-byte value where the kernel reads 8.
+    hidden = program.kernel(name, ("ptr", "int32"), hidden_args=(np.int32(5),))
+    with pytest.raises(TypeError, match=rf"hidden_args\[0\] \(argument 2\) of '{name}' is a "
+                                        "pointer to global memory in the kernel's SPIR-V, got "
+                                        r"int32 np.int32\(5\)"):
+        hidden.launch(queue, local, local, ur_cffi.empty(64, np.float32, queue=queue), 1)
+    program.kernel(name, ("ptr", "int32"), hidden_args=(np.uint64(0),)).launch(
+        queue, local, local, ur_cffi.empty(64, np.float32, queue=queue), 1).wait()
     n = int(rng.integers(1, 64))
     out = ur_cffi.full(64, np.nan, np.float32, queue=queue)
     kernel.launch(queue, local, local, out, np.int32(n)).wait()

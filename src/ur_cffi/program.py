@@ -354,7 +354,9 @@ class Kernel(_handle.Resource):
         if parameters is not None and declared is not None:
             signatures.check_declared(name, declared, parameters)
         self.parameters = parameters
-        self._argument_checks = signatures.argument_checks(parameters) if parameters else ()
+        # (With a signature, the hidden arguments only: check_declared did the rest.)
+        self._argument_checks = signatures.argument_checks(
+            parameters, len(signature) if signature is not None else 0) if parameters else ()
         self.signature, self._declared = signature, declared
         self.hidden_args = hidden_args
         self.work_group_memory, self._properties = work_group_memory, properties
@@ -646,7 +648,7 @@ class Kernel(_handle.Resource):
             self._check_local_total(locals_given, queue.device.local_mem_size)
         if self.argument_sizes is not None:
             signatures.check_sizes(self, words, len(args))
-        if self.parameters is not None and self._declared is None:
+        if self._argument_checks:
             signatures.check_arguments(self, args, words)
         return block, arguments, tuple(value_buffers)
 

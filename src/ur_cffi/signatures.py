@@ -187,12 +187,15 @@ def check_declared(name: str, declared: tuple, parameters: tuple) -> None:
                              f"kernel's SPIR-V declares {_description(parameter)} there")
 
 
-def argument_checks(parameters: tuple) -> tuple:
+def argument_checks(parameters: tuple, declared: int) -> tuple:
     """What :func:`check_arguments` checks, worked out once per kernel from its SPIR-V
     ``parameters``: ``(index, argument kinds taken, size in bytes or 0, the kinds of number
-    taken or None)`` of each parameter that is known."""
+    taken or None)`` of each parameter that is known, after the ``declared`` first (those a
+    signature declares)."""
     checks = []
     for index, parameter in enumerate(parameters):
+        if index < declared:
+            continue
         if parameter == "ptr":
             checks.append((index, (_release.POINTER, _release.MEM_OBJ), 0, None))
         elif parameter == "local":
@@ -203,8 +206,8 @@ def argument_checks(parameters: tuple) -> tuple:
 
 
 def check_arguments(kernel, args: tuple, words) -> None:
-    """Raise ``TypeError`` if an argument of a launch of ``kernel`` (which has no signature)
-    is not what its SPIR-V parameter is (``kernel.parameters``, checked as its
+    """Raise ``TypeError`` if an argument of a launch of ``kernel`` (a hidden one only,
+    where it has a signature) is not what its SPIR-V parameter is (``kernel.parameters``, checked as its
     ``_argument_checks``): the runtime would crash on a ``Local`` for a global pointer, or
     read a float's bits as an integer.  ``words``: the launch's argument block
     (``_release.new_arguments``), packed from ``args``, which end with the kernel's
