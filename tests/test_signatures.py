@@ -8,8 +8,10 @@ used, as before.
 """
 
 import struct
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,6 +119,40 @@ def test_ptx_forms_beyond_the_usual():
     for length in ("9" * 19, "9" * 5000):
         with pytest.raises(ValueError, match=f"'v': the array length of .* is too large"):
             nvidia_binary.ptx_entries(head + f".entry v(.param .b8 a[{length}])\n{{ ret; }}")
+
+
+def test_ptx_array_lengths_are_ptx_integers():
+    """Lengths were read as decimal digits only: [0x10] and [16U] as 1, [010] (octal) as 10,
+    and [] or [2,3] as 1, where ptxas reads 16, 16 and 8, or refuses."""
+    head = ".version 8.4\n.target sm_90\n"
+    forms = {"a": "0x10", "b": "0X1f", "c": "010", "d": "16U", "e": "0b10000", "f": " 7 ",
+             "g": "0"}
+    text = head + "".join(f".entry {name}(.param .b8 p[{length}][2])\n{{ ret; }}\n"
+                          for name, length in forms.items())
+    assert nvidia_binary.ptx_entries(text) == {"a": (32,), "b": (62,), "c": (16,),
+                                               "d": (32,), "e": (32,), "f": (14,), "g": (0,)}
+    for length in ("", "x", "0x", "08", "1.5", "2,3", "-4"):
+        with pytest.raises(ValueError, match="'k': cannot read the array length"):
+            nvidia_binary.ptx_entries(head + f".entry k(.param .b8 a[{length}])\n{{ ret; }}")
+
+
+def test_cubin_entries_of_kernels_past_4_kib_of_parameters(tmp_path):
+    """ptxas describes the parameters of a kernel of more than 4 KiB of them with
+    EIATTR_KPARAM_INFO_V2, which was not read: such a kernel took no parameters."""
+    import triton.backends.nvidia
+
+    ptxas = Path(triton.backends.nvidia.__file__).parent / "bin" / "ptxas"
+    if not ptxas.is_file():  # (triton-xpu ships it, and Triton's CUDA wheels)
+        pytest.skip(f"this Triton has no ptxas at {ptxas}")
+    ptx = (".version 8.4\n.target sm_90\n.address_size 64\n"
+           ".visible .entry two4k(.param .b8 a[4096], .param .b8 b[4096], .param .u32 n)\n"
+           "{ ret; }\n.visible .entry small(.param .u64 x, .param .b8 s[0x10])\n{ ret; }\n")
+    (tmp_path / "k.ptx").write_text(ptx)
+    subprocess.run([str(ptxas), "-arch=sm_90", str(tmp_path / "k.ptx"), "-o",
+                    str(tmp_path / "k.cubin")], check=True, capture_output=True)
+    expected = {"two4k": (4096, 4096, 4), "small": (8, 16)}
+    assert nvidia_binary.ptx_entries(ptx) == expected
+    assert nvidia_binary.entries((tmp_path / "k.cubin").read_bytes()) == expected
 
 
 def _cubin_of_symbols(name_offsets, strings: bytes, info_of=(), info=b"") -> bytes:

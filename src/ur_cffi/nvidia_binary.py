@@ -8,7 +8,8 @@ has (``signatures.py`` says which adapters need this); the binary it was given s
   ``.param .align 2 .b8 h[2]`` (2: how LLVM declares an fp16 or bf16 scalar).
 - **cubin** (an ELF file, machine ``EM_CUDA``): each kernel is a function symbol marked
   ``STO_CUDA_ENTRY``, and its ``.nv.info.<name>`` section holds one ``EIATTR_KPARAM_INFO``
-  attribute per parameter (ordinal, offset, size), as ``cuobjdump -elf`` prints them.
+  attribute per parameter (ordinal, offset, size), as ``cuobjdump -elf`` prints them, or,
+  for a kernel of more than 4 KiB of parameters, one ``EIATTR_KPARAM_INFO_V2``.
 
 :func:`entries` takes either and returns ``{kernel name: (parameter sizes in bytes, ...)}``,
 or None for anything else (SPIR-V, another vendor's ELF, a fat binary), so a caller can tell
@@ -25,9 +26,10 @@ EM_CUDA = 190
 STO_CUDA_ENTRY = 0x10
 STT_FUNC = 2
 
-# EIATTR attribute formats (the first byte of each attribute) and the one attribute read here.
+# EIATTR attribute formats (the first byte of each attribute) and the attributes read here.
 _EIFMT_SVAL = 0x04  # a 16-bit size, then that many bytes; every other format is 4 bytes in all
 _EIATTR_KPARAM_INFO = 0x17
+_EIATTR_KPARAM_INFO_V2 = 0x45
 
 # PTX parameter types by the width they declare (.b128: PTX 8.3), and the opaque handles a
 # kernel may take (64-bit in the unified texture mode, the only one sm_30 and later have).
@@ -41,7 +43,9 @@ _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$%]*)\s*(\(([^()]*)\))?")
 _PARAM = re.compile(r"\.param\b([^,]*)")
 _TYPE = re.compile(r"\.(?:[bsuf](8|16|32|64)|b(128)|(texref|samplerref|surfref))\b")
 _VECTOR = re.compile(r"\.v(2|4)\b")
-_ARRAY = re.compile(r"\[\s*(\d+)\s*\]")
+_ARRAY = re.compile(r"\[([^\]]*)\]")
+# PTX's integer literals: hexadecimal, binary, octal (a leading 0) or decimal, U for unsigned.
+_INTEGER = re.compile(r"\s*(?:0[xX]([0-9a-fA-F]+)|0[bB]([01]+)|(0[0-7]*)|([1-9][0-9]*))U?\s*")
 _LEADING_COMMENTS = re.compile(rb"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
 
 
@@ -93,12 +97,27 @@ def _ptx_param_size(declaration: str, kernel: str) -> int:
     vector = _VECTOR.search(declaration)
     if vector is not None:  # .v2 .f32: 8 bytes
         size *= int(vector.group(1))
+    if declaration.count("[") != declaration.count("]"):  # (.b8 s[2,3]: cut at the comma)
+        raise ValueError(f"PTX entry {kernel!r}: cannot read the array length of "
+                         f"'.param{declaration}'")
     for length in _ARRAY.findall(declaration):  # .b8 s[2][4]: 8 bytes
-        if len(length) > 18:
-            raise ValueError(f"PTX entry {kernel!r}: the array length of "
-                             f"'.param{declaration}' is too large")
-        size *= int(length)
+        size *= _array_length(length, declaration, kernel)
     return size
+
+
+def _array_length(text: str, declaration: str, kernel: str) -> int:
+    """The value of ``text``, an array length (PTX integer literal) in ``declaration``."""
+    literal = _INTEGER.fullmatch(text[:80])
+    if literal is None:
+        raise ValueError(f"PTX entry {kernel!r}: cannot read the array length [{text}] of "
+                         f"'.param{declaration}'")
+    hexadecimal, binary, octal, decimal = literal.groups()
+    length = int(hexadecimal, 16) if hexadecimal else int(binary, 2) if binary else \
+        int(octal, 8) if octal else int(decimal)
+    if len(text) > 80 or length >= 1 << 32:  # (a kernel's parameters take 32 KiB at most)
+        raise ValueError(f"PTX entry {kernel!r}: the array length of '.param{declaration}' "
+                         "is too large")
+    return length
 
 
 def cubin_entries(binary: bytes) -> dict[str, tuple[int, ...]]:
@@ -148,8 +167,8 @@ def _entry_symbols(binary: bytes, sections) -> list[str]:
 
 
 def _parameter_sizes(binary: bytes, offset: int, size: int) -> tuple[int, ...]:
-    """Parameter sizes by ordinal from the ``EIATTR_KPARAM_INFO`` attributes of one
-    ``.nv.info.<kernel>`` section."""
+    """Parameter sizes by ordinal from the ``EIATTR_KPARAM_INFO`` (or ``_V2``) attributes of
+    one ``.nv.info.<kernel>`` section."""
     by_ordinal = {}
     position, end = offset, offset + size
     while position + 4 <= end:
@@ -162,6 +181,10 @@ def _parameter_sizes(binary: bytes, offset: int, size: int) -> tuple[int, ...]:
             # index (32 bits), ordinal (16), offset (16), then flags with the size in bits 18+.
             _, ordinal, _, flags = struct.unpack_from("<IHHI", binary, position + 4)
             by_ordinal[ordinal] = (flags >> 18) & 0x3FFF
+        elif attribute == _EIATTR_KPARAM_INFO_V2:
+            # index (32 bits), ordinal (16), offset (16), then the size (32).
+            _, ordinal, _, by_ordinal[ordinal] = struct.unpack_from("<IHHI", binary,
+                                                                    position + 4)
         position += 4 + length
     if sorted(by_ordinal) != list(range(len(by_ordinal))):
         raise ValueError(f"parameter ordinals {sorted(by_ordinal)} are not 0 to n-1")
