@@ -1041,3 +1041,30 @@ def test_constructors_name_a_value_numpy_has_no_number_type_for(q):
     with pytest.raises(TypeError, match=f"full: fill_value {2**70} fits no numpy number type"):
         ur_cffi.full(3, 2**70, queue=q)
     assert ur_cffi.full(3, 2**70, np.float64, queue=q).to_numpy().tolist() == [2.0**70] * 3
+
+
+@pytest.mark.parametrize("write", ["copy_from", "assignment", "fill", "copy_to"])
+def test_writes_into_elements_that_share_memory_are_refused(q, rng, write):
+    """A stride of 0 (from_pointer, a DLPack producer's expand()) makes elements share
+    memory: writing three different rows into one kept an unspecified one of them, with no
+    word (numpy's broadcast views are read-only; PyTorch refuses writes to expanded ones).
+    Reading such an array, and writing views whose elements are apart, still work."""
+    row = rng.standard_normal(4).astype(np.float32)
+    base = ur_cffi.asarray(row, queue=q)
+    rows = ur_cffi.from_pointer(base.data_ptr(), (3, 4), np.float32, queue=q, strides=(0, 4),
+                                owner=base)
+    values = rng.standard_normal((3, 4)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"strides \(0, 4\)\) share memory"):
+        if write == "copy_from":
+            rows.copy_from(values)
+        elif write == "assignment":
+            rows[...] = values
+        elif write == "fill":
+            rows.fill(1.0)
+        else:
+            ur_cffi.asarray(values, queue=q).copy_to(rows)
+    assert np.array_equal(base.to_numpy(), row)  # nothing written
+    np.testing.assert_array_equal(rows.to_numpy(), np.broadcast_to(row, (3, 4)))
+    columns = ur_cffi.full((4, 6), np.nan, np.float32, queue=q)[:, ::2]
+    columns[...] = values.T
+    np.testing.assert_array_equal(columns.to_numpy(), values.T)

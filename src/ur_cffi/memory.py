@@ -704,6 +704,8 @@ class USMArray(_handle.Resource):
     def _assign(self, value, queue: Queue | None) -> None:
         """``self[...] = value`` on ``queue`` (None: the array's own)."""
         on = self._queue if queue is None else queue
+        if not self.is_contiguous():
+            self._check_written("a[key] = value")
         if isinstance(value, USMArray):
             if value.context is not self.context:
                 raise ValueError("a[key] = value: the value array belongs to another context")
@@ -1064,6 +1066,7 @@ class USMArray(_handle.Resource):
                 return _enqueue_memcpy(queue, self.data_ptr() + offset * self.itemsize,
                                        source.data_ptr(), source.nbytes, blocking, wait_for,
                                        (source, self))
+            self._check_written("copy_from")
             self._same_shape("copy_from", source.shape, offset)
             self._check_overlap(source, "copy_from")
             if _staged_on_host(self, source) and not (recording and queue in recording):
@@ -1097,6 +1100,7 @@ class USMArray(_handle.Resource):
             return _enqueue_memcpy(queue, self.data_ptr() + offset * self.itemsize,
                                    host.ctypes.data, host.nbytes, blocking, wait_for,
                                    (host, self))
+        self._check_written("copy_from")
         self._same_shape("copy_from", host.shape, offset)
         if blocking and _through_span(self, host, False) and \
                 not (recording and queue in recording):
@@ -1111,6 +1115,16 @@ class USMArray(_handle.Resource):
         _wait_before_pageable_copy(queue, host, wait_for)
         return self._strided_copy(queue, self.data_ptr(), self._strides, host.ctypes.data,
                                   host.strides, blocking, wait_for, (host, self))
+
+    def _check_written(self, what: str) -> None:
+        """Raise where elements of this (non-contiguous) array share memory (a stride of 0
+        from ``from_pointer`` or DLPack, PyTorch's ``expand``): a write would leave one of
+        the values written there, unspecified which (numpy and PyTorch refuse it too)."""
+        if _strided.may_overlap(self._shape, self._strides, self.itemsize):
+            raise ValueError(f"{what}: the elements of this array (shape {self._shape}, "
+                             f"strides {self._strides}) share memory, and a write to them "
+                             "would keep one value of those written there: write to the "
+                             "memory's own array, or to a copy")
 
     def _same_shape(self, what: str, shape, offset) -> None:
         if _checks.integer(f"{what}: offset", offset):
@@ -1246,6 +1260,7 @@ class USMArray(_handle.Resource):
             if offset or count is not None:
                 raise ValueError("fill: offset and count need a contiguous array; index the "
                                  "view instead")
+            self._check_written("fill")
             pattern = _checks.scalar("fill: value", value, self._dtype)
             return self.copy_from(np.full(self._shape, pattern), queue=queue,
                                   blocking=blocking, wait_for=wait_for)
