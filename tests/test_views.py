@@ -891,6 +891,10 @@ def test_numpys_other_spellings_of_axes_values_and_its_dimension_bound(q, rng):
                                                                            (1, 6), 6)
     with pytest.raises(TypeError, match="flip: axis must be an integer, not float64"):
         array.flip(np.array(0.5))
+    for method in ("flip", "squeeze"):  # ("'float' object is not iterable")
+        with pytest.raises(TypeError, match=f"{method}: axis must be an integer or a sequence "
+                                            "of integers, not float 1.5"):
+            getattr(array, method)(axis=1.5)
     row = ur_cffi.zeros(4, np.float32, queue=q)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PendingDeprecationWarning)  # np.matrix's own

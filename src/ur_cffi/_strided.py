@@ -192,7 +192,11 @@ def axis_set(ndim: int, given, what: str) -> set[int]:
     """The axes ``given`` names (an int or a sequence of them, negative allowed), each once."""
     single = isinstance(given, (int, np.generic)) or (isinstance(given, np.ndarray)
                                                       and given.ndim == 0)
-    listed = [given] if single else list(given)
+    try:
+        listed = [given] if single else list(given)
+    except TypeError:  # (a float: "'float' object is not iterable")
+        raise TypeError(f"{what}: axis must be an integer or a sequence of integers, not "
+                        f"{type(given).__name__} {given!r}") from None
     axes = [axis_index(ndim, a, what) for a in listed]
     if len(set(axes)) != len(axes):
         raise ValueError(f"{what}: axis {tuple(listed)} repeats an axis")
