@@ -578,6 +578,15 @@ def test_an_empty_or_single_last_axis_changes_item_size_as_numpy_does(q):
                            (ur_cffi.from_pointer(base.data_ptr() + 8, (2,), "V4", queue=q,
                                                  owner=base), np.float32)):
         assert aligned.view(wider).data_ptr() == aligned.data_ptr()
+    # Of another size, the dtype's alignment too (it was its size: complex128 needed 16
+    # bytes where numpy and kernels take 8, S3 3 where they take 1).
+    floats = ur_cffi.zeros(9, np.float64, queue=q)
+    assert floats[1:].view(np.complex128).shape == (4,)
+    text = ur_cffi.zeros((3, 16), np.uint8, queue=q)[:, 1:13].view("S3")
+    assert (text.shape, text.strides) == ((3, 4), (16, 3))
+    with pytest.raises(ValueError, match="the address 0x.* is not a multiple of its "
+                                         "alignment, 8 bytes"):
+        ur_cffi.zeros(36, np.uint8, queue=q)[4:].view(np.complex128)
 
 
 @pytest.mark.parametrize("name, value", [

@@ -811,13 +811,14 @@ class USMArray(_handle.Resource):
             raise ValueError(f"view as {dtype}: the last axis of {last} bytes is not a "
                              f"multiple of {new}")
         strides = (*self._strides[:-1], new)
+        alignment = dtype.alignment  # (as a kernel loads it: complex128's is 8, S3's 1)
         # (an axis of one element uses no stride, as numpy sees it)
-        if self._size and any(s % new for s, n in zip(strides, self._shape) if n > 1):
+        if self._size and any(s % alignment for s, n in zip(strides, self._shape) if n > 1):
             raise ValueError(f"view as {dtype}: strides {strides} are not multiples of its "
-                             f"{new} bytes")
-        if self._size and self._address % new:
+                             f"alignment, {alignment} bytes")
+        if self._size and self._address % alignment:
             raise ValueError(f"view as {dtype}: the address 0x{self._address:x} is not a "
-                             f"multiple of its {new} bytes")
+                             f"multiple of its alignment, {alignment} bytes")
         return self._view((*self._shape[:-1], last // new), strides, dtype=dtype)
 
     def transpose(self, *axes) -> USMArray:
