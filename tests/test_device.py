@@ -257,3 +257,50 @@ def test_an_adapter_made_from_a_handle_holds_a_reference_of_its_own(device):
     for wrong in (None, ffi.NULL, "opencl", device.handle):
         with pytest.raises(TypeError, match="Adapter takes a non-null ur_adapter_handle_t"):
             loader.Adapter(wrong)
+
+
+def test_a_device_handle_has_one_owner_and_a_root_synchronizes_its_sub_devices(device,
+                                                                              kernels):
+    """A second Device of one handle (a sub-device read back from its context, say) made two
+    owners, each releasing it: dropping one crashed the process at the other's next use.
+    Without urDeviceWaitExp, root.synchronize() finished the root's own queues only: it
+    returned while a kernel still ran on a sub-device's queue."""
+    import threading
+
+    import crash_probe
+    from ur_cffi.device import Device
+    from ur_cffi.enums import ur_device_partition_t, ur_structure_type_t
+
+    with pytest.raises(ValueError, match="is owned already, by <Device"):
+        Device(device.handle, device.platform)
+    part = ffi.new("ur_device_partition_property_t[1]")
+    part[0].type = ur_device_partition_t.UR_DEVICE_PARTITION_BY_COUNTS
+    part[0].value.count = 1
+    properties = ffi.new("ur_device_partition_properties_t *", {
+        "stype": ur_structure_type_t.UR_STRUCTURE_TYPE_DEVICE_PARTITION_PROPERTIES,
+        "pProperties": part, "PropCount": 1})
+    handles = ffi.new("ur_device_handle_t[1]")
+    if ur_cffi.lib.urDevicePartition(device.handle, properties, 1, handles, ffi.NULL):
+        pytest.skip(f"{device!r} is not partitioned by counts here (the CUDA adapter's GPUs)")
+    sub = Device(handles[0], device.platform)
+    with pytest.raises(ValueError, match="is owned already"):
+        Device(handles[0], device.platform)
+    with device.create_context() as context, \
+            pytest.raises(ValueError, match=r"Queue: device <Device .*> \(handle .*\) is not one "
+                                            r"of the context's devices \(handles \[<cdata"):
+        ur_cffi.Queue(context, sub)  # (their reprs are alike: the handles tell them apart)
+    local = crash_probe.LOCAL_SIZE
+    with sub.create_context() as context, ur_cffi.Queue(context, sub) as queue:
+        program, spin = crash_probe.load(context, kernels, "spin")
+        flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
+        out = ur_cffi.empty(1, np.int32, queue=queue)
+        event = spin.launch(queue, local, local, flag, out, crash_probe.SPIN_LIMIT,
+                            *crash_probe.spin_local())
+        release = threading.Timer(
+            0.3, lambda: setattr(ctypes.c_int32.from_address(flag.data_ptr()), "value", 1))
+        release.start()
+        device.synchronize()
+        assert event.status == ur_event_status_t.UR_EVENT_STATUS_COMPLETE
+        release.join()
+        spin.close()
+        program.close()

@@ -136,6 +136,11 @@ def test_device_types_in_capitals_where_the_loader_reads_them_or_not(selector, u
     else:
         assert found["devices"] == []
         assert CAPITALS in found["default_error"][2]
+        # python -m ur_cffi gives the same hint (it said "may filter every device out")
+        env = {**os.environ, "ONEAPI_DEVICE_SELECTOR": selector}
+        listing = subprocess.run([sys.executable, "-m", "ur_cffi"], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert listing.returncode == 1 and CAPITALS in listing.stdout, listing.stdout
 
 
 @pytest.mark.parametrize("selector, reason", [
@@ -291,3 +296,30 @@ def test_the_selector_is_the_one_the_loader_read_at_initialisation():
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "no UR device is selected by ONEAPI_DEVICE_SELECTOR='*:fpga'" in done.stdout
+
+
+def test_a_context_of_devices_of_two_platforms_is_refused_naming_them():
+    """UR refused it as UR_RESULT_ERROR_UNKNOWN, naming nothing.  Two platforms: the CPU
+    runtime named twice to the ICD loader (by its name and by its versioned file)."""
+    from ur_cffi import _libraries
+
+    runtime = _libraries._first(_libraries.CPU_RUNTIME_NAME)
+    versioned = sorted(runtime.parent.glob(runtime.name + ".[0-9]*")) if runtime else []
+    if not versioned:
+        pytest.skip("needs the intel-opencl-rt wheel's CPU runtime and its versioned file")
+    child = textwrap.dedent("""
+        import ur_cffi
+        devices = ur_cffi.devices("cpu")
+        assert len({id(d.platform) for d in devices}) == 2, devices
+        try:
+            ur_cffi.Context(devices)
+        except ValueError as error:
+            print(error)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "ONEAPI_DEVICE_SELECTOR"}
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                          timeout=120, env={**env, "OCL_ICD_FILENAMES":
+                                            f"{runtime}:{versioned[0]}"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("a Context's devices must be of one platform: <Device ") and \
+        done.stdout.count("of <Platform") == 2, done.stdout

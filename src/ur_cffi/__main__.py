@@ -8,7 +8,7 @@ import sys
 
 import ur_cffi
 from ur_cffi import _checks, _libraries, loader
-from ur_cffi.device import devices
+from ur_cffi.device import _selector_name, devices
 from ur_cffi.info import HEADER_FACTS
 
 
@@ -22,8 +22,11 @@ def _why_no_devices() -> list[str]:
         reasons.append(f"UR_ADAPTERS_FORCE_LOAD={os.environ['UR_ADAPTERS_FORCE_LOAD']} is set: "
                        "UR's loader loads the adapters it names, and no others")
     if os.environ.get("ONEAPI_DEVICE_SELECTOR"):
+        hint = loader.selector_hint(frozenset(
+            _selector_name(platform) for adapter in loader.init()
+            for platform in adapter.platforms()))
         reasons.append(f"ONEAPI_DEVICE_SELECTOR={os.environ['ONEAPI_DEVICE_SELECTOR']} may "
-                       "filter every device out")
+                       f"filter every device out{f' ({hint})' if hint else ''}")
     if not any(_libraries._first(name) for name in ("libze_loader.so.1", "libze_loader.so")):
         reasons.append("no Level Zero GPU driver (libze_loader) was found: no Intel GPU")
     icd, vendors = os.environ.get("OCL_ICD_FILENAMES"), os.environ.get("OCL_ICD_VENDORS")

@@ -33,21 +33,32 @@ _DEVICE_HANDLE = ffi.typeof("ur_device_handle_t")
 
 
 class Device(_handle.Resource):
-    """A root UR device.  Owned by the loader: released at teardown, not by ``close()``."""
+    """A UR device.  Those ``ur_cffi.devices()`` lists are released at ``loader.teardown()``;
+    one made by hand (a sub-device from ``urDevicePartition``) owns the caller's reference,
+    released when it is collected or at the teardown.  ``close()`` releases neither."""
 
     __slots__ = ("platform", "queues_lock", "queue_handles_lock", "_queues", "_device_wait",
-                 "_properties", "pageable_copies_wait", "copies_rows_one_by_one")
+                 "_properties", "pageable_copies_wait", "copies_rows_one_by_one",
+                 "_sub_devices")
     _release_function = "urDeviceRelease"
 
     def __init__(self, handle, platform: loader.Platform):
+        """Own ``handle``, the caller's reference to a device of ``platform``."""
         if not isinstance(handle, ffi.CData) or ffi.typeof(handle) is not _DEVICE_HANDLE or \
                 handle == ffi.NULL or not isinstance(platform, loader.Platform):
             raise TypeError(f"Device takes a non-null ur_device_handle_t and its "
                             f"loader.Platform, not {handle!r} and {platform!r} (ur_cffi.devices() "
                             "lists the devices)")
+        key = int(ffi.cast("uintptr_t", handle))
+        owner = _devices_by_handle.get(key)
+        if owner is not None and not owner.closed:  # (each would release it: a crash)
+            raise ValueError(f"Device: handle {handle!r} is owned already, by {owner!r}: use "
+                             "that Device")
         self._own(handle)
+        _devices_by_handle[key] = self
         self.platform = platform
         self._queues = weakref.WeakSet()  # ur_cffi's open queues on this device
+        self._sub_devices = weakref.WeakSet()  # Devices made of its partitions
         self.queues_lock = threading.RLock()
         """Held to add to the queues and to list them.  Reentrant: a queue collected while
         its thread holds the lock removes itself under it."""
@@ -65,6 +76,14 @@ class Device(_handle.Resource):
         self.copies_rows_one_by_one = _release.copies_rows_one_by_one(self.platform.backend)
         """Whether a 2D copy on this device costs a copy per row
         (``_release.copies_rows_one_by_one``)."""
+        try:
+            parent = self.info(ur_device_info_t.UR_DEVICE_INFO_PARENT_DEVICE)
+        except URError:  # (an adapter that cannot say: synchronize() finds no parent)
+            parent = ffi.NULL
+        if parent != ffi.NULL:
+            parent_device = _devices_by_handle.get(int(ffi.cast("uintptr_t", parent)))
+            if parent_device is not None:
+                parent_device._sub_devices.add(self)  # its synchronize() finishes ours too
 
     def close(self) -> None:
         """Root devices live as long as the loader; they are released at ``loader.teardown()``."""
@@ -166,8 +185,8 @@ class Device(_handle.Resource):
         """Wait for all work on the device.
 
         Uses ``urDeviceWaitExp`` where the adapter supports it; otherwise (the OpenCL CPU
-        device, for one) finishes every queue ur_cffi created on this device and has not
-        closed.  Work submitted by other libraries' queues is only covered in the first case.
+        device, for one) finishes every queue ur_cffi created on this device, or on a Device
+        made of its partitions, and has not closed.  Work submitted by other libraries' queues is only covered in the first case.
         """
         from .queue import retained
 
@@ -183,8 +202,10 @@ class Device(_handle.Resource):
                 if error.result not in UNSUPPORTED:
                     raise
                 self._device_wait = False
-        with self.queues_lock:
-            queues = list(self._queues)
+        queues = []
+        for device in self._with_sub_devices():
+            with device.queues_lock:
+                queues += device._queues
         handles = []  # our own references: another thread may close the queues meanwhile
         try:
             for queue in queues:
@@ -196,6 +217,13 @@ class Device(_handle.Resource):
         finally:
             for handle in handles:
                 lib.urQueueRelease(handle)
+
+    def _with_sub_devices(self) -> list:
+        """This device and the Devices made of its partitions, theirs too."""
+        found = [self]
+        for device in found:  # (grows as it goes)
+            found += [sub for sub in list(device._sub_devices) if sub not in found]
+        return found
 
     def _expected_seconds(self) -> float:
         """How long the work submitted to ur_cffi's open queues on this device since their
@@ -215,6 +243,12 @@ class Device(_handle.Resource):
             return "<Device closed>"
         return f"<Device {self.name!r} {self.type.name} {self.backend.name}>"
 
+
+_SELECTED_PER_DEVICE = 64
+"""Devices a selector may select per root device (its sub-devices and theirs)."""
+
+_devices_by_handle: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+"""The Device of each handle (as an integer)."""
 
 _cache_lock = _interrupts.Lock()  # Ctrl-C cannot leave it held
 _cache: dict = {"generation": None, "devices": []}
@@ -254,19 +288,28 @@ def _device_handles(name: str, platform, device_type) -> tuple[int, list]:
     Where a term of the selector names the platform's backend or ``*``, the loader's
     ``urDeviceGetSelected`` fetches all the platform's devices with ``urDeviceGet`` and never
     releases those it does not return; UR's leak checker counts them, so they are released
-    here.  It fills an array as long as ``urDeviceGet`` counts the platform's devices,
-    with no count of its own: its count-only call would take a reference of every device."""
+    here.  It fills an array with no count of its own (its count-only call would take a
+    reference of every device): ``_SELECTED_PER_DEVICE`` entries for each device
+    ``urDeviceGet`` counts, as sub-device terms (``level_zero:0.*``) select more devices than
+    the platform's roots, and it copies no more than the array holds."""
     count = ffi.new("uint32_t *")
     selected = name == "urDeviceGetSelected"
     counted = ur_device_type_t.UR_DEVICE_TYPE_ALL if selected else device_type
     result = lib.urDeviceGet(platform.handle, counted, 0, ffi.NULL, count)
     if result or not count[0]:
         return result, []
-    handles = ffi.new("ur_device_handle_t[]", count[0])  # (NULLs)
-    result = getattr(lib, name)(platform.handle, device_type, count[0], handles, ffi.NULL)
+    entries = count[0] * _SELECTED_PER_DEVICE if selected else count[0]
+    handles = ffi.new("ur_device_handle_t[]", entries)  # (NULLs)
+    result = getattr(lib, name)(platform.handle, device_type, entries, handles, ffi.NULL)
     if result:  # (a refused selector fails before the loader fetches any device)
         return result, []
     found = [handle for handle in handles if handle != ffi.NULL]
+    if selected and len(found) == entries:
+        for handle in found:
+            lib.urDeviceRelease(handle)
+        raise loader.DeviceSelectorError(
+            loader.selector_text() or "", f"selects {entries} or more devices of {platform!r} "
+            f"({count[0]} root devices): more than ur_cffi reads ({entries})")
     if selected and _loader_fetches_devices_of(platform):
         every = ffi.new("ur_device_handle_t[]", count[0])
         if not lib.urDeviceGet(platform.handle, counted, count[0], every, ffi.NULL):

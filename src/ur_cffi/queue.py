@@ -560,6 +560,7 @@ class Queue(_handle.Resource):
                  profiling: bool = False):
         """Create a queue on ``device`` (default: the context's first device)."""
         from .context import Context
+        from .device import Device
 
         if not isinstance(context, Context):
             raise TypeError(f"context must be a ur_cffi Context, not {type(context).__name__} "
@@ -567,8 +568,13 @@ class Queue(_handle.Resource):
         out_of_order = _checks.flag("Queue: out_of_order", out_of_order)
         profiling = _checks.flag("Queue: profiling", profiling)
         device = context.devices[0] if device is None else device
-        if device not in context.devices:
-            raise ValueError(f"{device!r} is not a device of {context!r}")
+        if not any(device is known for known in context.devices):
+            if not isinstance(device, Device):
+                raise TypeError(f"Queue: device must be a ur_cffi Device of the context, not "
+                                f"{type(device).__name__} {device!r}")
+            raise ValueError(f"Queue: device {device!r} (handle {device.handle!r}) is not one "
+                             f"of the context's devices (handles "
+                             f"{[known.handle for known in context.devices]!r})")
         flags = ur_queue_flag_t(0)
         if out_of_order:
             flags |= ur_queue_flag_t.UR_QUEUE_FLAG_OUT_OF_ORDER_EXEC_MODE_ENABLE
