@@ -262,7 +262,7 @@ def test_reversed_and_transposed_views_copy_through_their_span_exactly(q, rng, k
     """Such views move as one copy of the bytes they span (memory.py, _through_span), not
     one UR copy per element; a write does so only where no gap between the elements would be
     overwritten, a read where it reads at most twice the elements' bytes, or, on a device
-    that copies row by row, less than 32 KiB a row (a[:, ::3] of 3000 x 3000 floats took
+    that copies row by row, less than 4 KiB a row (a[:, ::3] of 3000 x 3000 floats took
     17.5 s as 3,000,000 copies)."""
     host = rng.standard_normal((30, 40))
     array = ur_cffi.asarray(host, queue=q, kind=kind)
@@ -286,6 +286,18 @@ def test_reversed_and_transposed_views_copy_through_their_span_exactly(q, rng, k
         view.copy_from(value)
         view_of(host)[...] = value
         assert np.array_equal(array.to_numpy(), host)  # the gaps of a[:, ::-2] kept
+    # A span past _SPAN_PART_BYTES is read in parts along its outermost axis (the host holds
+    # one part's bytes at a time): made small here, the views above read in many.
+    part_bytes, memory._SPAN_PART_BYTES = memory._SPAN_PART_BYTES, 1000
+    try:
+        for key in (every_third_column, np.s_[::-3, ::-2], np.s_[5:, 1::7]):
+            view = array[key]
+            if memory._through_span(view, np.empty(view.shape), reading=True):
+                out = np.full(view.shape, np.nan)
+                view.copy_to(out)
+                assert np.array_equal(out, host[key]), key
+    finally:
+        memory._SPAN_PART_BYTES = part_bytes
     wide = ur_cffi.asarray(rng.standard_normal((4, 100_000)), queue=q, kind=kind)
     column = wide[:, :1]  # 4 rows of 8 bytes over 2.4 MB: row by row
     assert not memory._through_span(column, np.empty(column.shape), reading=True)

@@ -383,7 +383,7 @@ def _through_span(array: USMArray, host: np.ndarray, reading: bool) -> bool:
     if _span_fits(array, reading):
         return True
     # Reading more than twice the bytes still beats a copy per row where the device makes
-    # one (a[:, ::3] of 3000 x 3000 floats: 17.5 s as 3,000,000 row copies).
+    # one (a[:, ::3] of 3000 x 3000 floats: 17.5 s as 3,000,000 row copies, 0.03 s read whole).
     if not reading or array.dtype.fields is not None or \
             not array._queue.device.copies_rows_one_by_one:
         return False
@@ -391,9 +391,14 @@ def _through_span(array: USMArray, host: np.ndarray, reading: bool) -> bool:
     return high - low <= rows * _ROW_READ_BYTES
 
 
-_ROW_READ_BYTES = 32768
-"""What one row's copy costs, in bytes read: a copy per row takes microseconds on the CPU
-device (5.8 us per row in the 3,000,000 above), in which it reads some 32 KiB."""
+_ROW_READ_BYTES = 4096
+"""What a row's copy costs, in bytes read instead (on devices that copy rows one by one): 5.8
+us per row above; reading and placing the 36 MB span took 0.8 ns a byte, and a larger span's
+fresh pages cost more (a[::32000] of 512 MiB of int8 took 2 to 3.5 s so, 0.05 s by rows)."""
+
+_SPAN_PART_BYTES = 16 << 20
+"""The most host memory a read through a view's span holds at once: a larger span is read
+in parts along its outermost axis."""
 
 
 _STAGED_ROWS = 32
@@ -1217,14 +1222,29 @@ class USMArray(_handle.Resource):
         if any(s < 0 for s in host.strides):
             raise ValueError("copy_to needs a numpy array with non-negative strides")
         if blocking and _through_span(self, host, True) and not (recording and queue in recording):
+            return self._read_through_span(queue, host, wait_for)
+        _wait_before_pageable_copy(queue, host, wait_for)
+        return self._strided_copy(queue, host.ctypes.data, host.strides, self.data_ptr(),
+                                  self._strides, blocking, wait_for, (host, self))
+
+    def _read_through_span(self, queue: Queue, host: np.ndarray, wait_for) -> Event:
+        """Read this view into ``host`` through the bytes it spans (:func:`_through_span`), in
+        parts along its outermost axis where those are more than ``_SPAN_PART_BYTES``."""
+        low, high = _strided.span(self._shape, self._strides, self.itemsize)
+        outer = max(range(self.ndim), key=lambda axis: abs(self._strides[axis])
+                    if self._shape[axis] > 1 else -1, default=None)
+        if high - low <= _SPAN_PART_BYTES or outer is None or self._shape[outer] <= 1:
             staging, low = self._staging()
             event = self._copy_span(queue, staging, low, to_host=True, blocking=True,
                                     wait_for=wait_for)
             host[...] = staging
             return event
-        _wait_before_pageable_copy(queue, host, wait_for)
-        return self._strided_copy(queue, host.ctypes.data, host.strides, self.data_ptr(),
-                                  self._strides, blocking, wait_for, (host, self))
+        step = max(1, _SPAN_PART_BYTES // abs(self._strides[outer]))
+        for start in range(0, self._shape[outer], step):
+            part = (slice(None),) * outer + (slice(start, start + step),)
+            event = self[part]._read_through_span(queue, host[part], wait_for)
+            wait_for = ()  # (the first part waited: the rest read what it saw)
+        return event
 
     def _in_shape(self, shape, queue: Queue, wait_for) -> tuple:
         """``(a new array of shape holding this array's elements in C order, the Event (or
