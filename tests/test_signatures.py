@@ -145,12 +145,14 @@ def test_cubin_entries_of_kernels_past_4_kib_of_parameters(tmp_path):
     if not ptxas.is_file():  # (triton-xpu ships it, and Triton's CUDA wheels)
         pytest.skip(f"this Triton has no ptxas at {ptxas}")
     ptx = (".version 8.4\n.target sm_90\n.address_size 64\n"
-           ".visible .entry two4k(.param .b8 a[4096], .param .b8 b[4096], .param .u32 n)\n"
+           ".visible .entry two4k(.param .u64 .ptr .global .align 8 x, .param .b8 a[4096], "
+           ".param .b8 b[4096], .param .u32 n)\n"
            "{ ret; }\n.visible .entry small(.param .u64 x, .param .b8 s[0x10])\n{ ret; }\n")
     (tmp_path / "k.ptx").write_text(ptx)
     subprocess.run([str(ptxas), "-arch=sm_90", str(tmp_path / "k.ptx"), "-o",
                     str(tmp_path / "k.cubin")], check=True, capture_output=True)
-    expected = {"two4k": (4096, 4096, 4), "small": (8, 16)}
+    expected = {"two4k": (8, 4096, 4096, 4), "small": (8, 16)}  # (the pointer's flags were
+    # read as part of its size: 67,305,480 bytes)
     assert nvidia_binary.ptx_entries(ptx) == expected
     assert nvidia_binary.entries((tmp_path / "k.cubin").read_bytes()) == expected
 

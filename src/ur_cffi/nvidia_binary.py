@@ -182,8 +182,9 @@ def _parameter_sizes(binary: bytes, offset: int, size: int) -> tuple[int, ...]:
             _, ordinal, _, flags = struct.unpack_from("<IHHI", binary, position + 4)
             by_ordinal[ordinal] = (flags >> 18) & 0x3FFF
         elif attribute == _EIATTR_KPARAM_INFO_V2:
-            # index (32 bits), ordinal (16), offset (16), then the size (32).
-            _, ordinal, _, by_ordinal[ordinal] = struct.unpack_from("<IHHI", binary,
+            # index (32 bits), ordinal (16), offset (16), size (16), flags (16: a pointer's
+            # are not 0).
+            _, ordinal, _, by_ordinal[ordinal] = struct.unpack_from("<IHHH", binary,
                                                                     position + 4)
         position += 4 + length
     if sorted(by_ordinal) != list(range(len(by_ordinal))):
