@@ -115,6 +115,15 @@ SCRIPT = textwrap.dedent("""
                 ur_cffi.empty(1 << 20, np.uint8, queue=queue)
             finally:
                 ur_cffi.set_memory_limit(None)
+        elif wait == "context close":  # waits for the work of its cached memory first
+            cached = ur_cffi.empty(12_345, np.int32, queue=queue)
+            event = spin.launch(queue, LOCAL, LOCAL, flag, spun, MAX_STEPS,
+                                *crash_probe.spin_local())
+            lcg.launch(queue, LOCAL, LOCAL, source, target, BLOCK, 1000)
+            del cached
+            gc.collect()
+            interrupt_inside(waiting)
+            context.close()  # cut short: the context stays open, its cached memory too
         elif wait == "with block":  # leaving the block on Ctrl-C closes (finishes) `inner`
             with ur_cffi.Queue(context, device) as inner:
                 # Done before the kernel spins: the CPU runtime need not run another queue's
@@ -159,6 +168,7 @@ SCRIPT = textwrap.dedent("""
         "latency": caught - sent["at"] if caught and sent else None,
         "control_latency": control_latency,
         "kernel_still_running": rounds_spun() == -1,
+        "context_open": not context.closed,
         "helpers_waiting": _waiting.pending(),
     }
     expected = crash_probe.lcg_reference(seed, 1000)
@@ -209,7 +219,7 @@ def interrupt(tmp_path, kernels, wait, after, validation="0") -> dict:
 @pytest.mark.parametrize("wait", [
     "finish", "event.wait", "synchronize", "with block", "blocking copy",
     "finish after dropped launches", "graph update", "graph close", "empty_cache",
-    "allocation past the memory limit"])
+    "allocation past the memory limit", "context close"])
 def test_ctrl_c_interrupts_a_wait_promptly_and_the_queue_still_works(tmp_path, kernels, wait):
     """Promptness is timed against the child's control, and retried (see the module's text);
     everything else is decided by order, in every run."""
@@ -219,6 +229,7 @@ def test_ctrl_c_interrupts_a_wait_promptly_and_the_queue_still_works(tmp_path, k
         assert report["sent_while_waiting"]  # SIGINT came once the wait was under way
         assert report["interrupted"]
         assert report["kernel_still_running"]  # it came before the kernel ended, not after
+        assert report["context_open"]  # (a close cut short released it, its memory kept)
         assert report["helpers_waiting"] == 1  # the wait goes on in its helper thread
         assert report["released_by_the_flag"]  # not ended by itself after MAX_STEPS rounds
         assert report["result_exact"] and report["again_exact"]

@@ -690,14 +690,22 @@ def _wait_for_cached_work(pools: list | None) -> None:
         _release_events(events)
 
 
+def _pools_of(context) -> list:
+    with _lock:
+        return [pool for pool in _pools.values() if pool.context_ref() is context]
+
+
+def wait_for_cached_work_of(context) -> None:
+    """Wait for the work the frees of ``context``'s cached memory wait for, interruptibly and
+    without the allocator's lock (:func:`release_pools_of` then frees it without a wait)."""
+    _wait_for_cached_work(_pools_of(context))
+
+
 def release_pools_of(context) -> None:
     """Release the pools of ``context``, which is being closed: its cached memory is freed
     (memory still in use is freed when given back), and its UR pools give back the references
     they hold on it."""
-    with _lock:
-        pools = [pool for pool in _pools.values() if pool.context_ref() is context]
-    _wait_for_cached_work(pools)
-    _release_pools(pools)
+    _release_pools(_pools_of(context))
 
 
 def _release_pools(pools) -> None:

@@ -50,6 +50,7 @@ class Context(_handle.Resource):
             return
         from . import allocator
 
+        allocator.wait_for_cached_work_of(self)  # (Ctrl-C there leaves the context open)
         try:
             allocator.release_pools_of(self)
         finally:
