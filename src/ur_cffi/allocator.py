@@ -311,23 +311,18 @@ class _Pool(_handle.Resource):
         detail = f"shape {array.shape} of {array.dtype}: " if array is not None else ""
         limit = _totals["limit"]
         if limit is not None and _totals["reserved"] + size > limit:
-            if not emptied:
+            if not emptied:  # (the caller empties the cache, then takes again)
                 raise EmptyCacheFirst
-            empty_cache()
-            if _totals["reserved"] + size > limit:
-                raise by_result[_LIMIT_RESULT](
-                    _LIMIT_RESULT, "ur_cffi's memory limit",
-                    f"{detail}{size} bytes more would pass the limit of {limit} bytes "
-                    f"({_totals['reserved']} in use; ur_cffi.set_memory_limit); "
-                    f"{_ALLOCATE[self.kind]} was not called")
+            raise by_result[_LIMIT_RESULT](
+                _LIMIT_RESULT, "ur_cffi's memory limit",
+                f"{detail}{size} bytes more would pass the limit of {limit} bytes "
+                f"({_totals['reserved']} in use; ur_cffi.set_memory_limit); "
+                f"{_ALLOCATE[self.kind]} was not called")
         out = ffi.new("void **")
         result = self._ur_allocate(queue, size, out)
-        if result in _OUT_OF_MEMORY:  # free what the cache holds, then try once more
+        if result in _OUT_OF_MEMORY and not emptied:  # the cache emptied, it is tried once more
             self.stats["oom_retries"] += 1
-            if not emptied:
-                raise EmptyCacheFirst
-            empty_cache()
-            result = self._ur_allocate(queue, size, out)
+            raise EmptyCacheFirst
         if result:
             check(result, _ALLOCATE[self.kind],
                   f"{detail}{size} bytes; the device's largest allocation is "
