@@ -1095,10 +1095,26 @@ def test_writes_into_elements_that_share_memory_are_refused(q, rng, write):
             rows[...] = values
         elif write == "fill":
             rows.fill(1.0)
-        else:
+        else:  # (the message named copy_from, and a flat destination's shape)
             ur_cffi.asarray(values, queue=q).copy_to(rows)
+    if write == "copy_to":
+        with pytest.raises(ValueError, match=r"^copy_to: the elements of this array \(shape "
+                                             r"\(3, 4\), strides \(0, 4\)\) share memory"):
+            ur_cffi.asarray(values.ravel(), queue=q).copy_to(rows)
     assert np.array_equal(base.to_numpy(), row)  # nothing written
     np.testing.assert_array_equal(rows.to_numpy(), np.broadcast_to(row, (3, 4)))
     columns = ur_cffi.full((4, 6), np.nan, np.float32, queue=q)[:, ::2]
     columns[...] = values.T
     np.testing.assert_array_equal(columns.to_numpy(), values.T)
+    # Interleaved but apart (byte offsets 0, 8, 12, 16, 20, 28): written, as numpy writes it.
+    under = ur_cffi.full(8, np.nan, np.float32, queue=q)
+    woven = ur_cffi.from_pointer(under.data_ptr(), (3, 2), np.float32, queue=q,
+                                 strides=(8, 12), owner=under)
+    expected = np.full(8, np.nan, np.float32)
+    woven_host = np.lib.stride_tricks.as_strided(expected, (3, 2), (8, 12))
+    woven_host[...] = values[:, :2]
+    for write in (lambda: woven.copy_from(values[:, :2]), lambda: woven.fill(2.0),
+                  lambda: woven.__setitem__(..., values[:, :2])):
+        write()
+    woven_host[...] = values[:, :2]
+    np.testing.assert_array_equal(under.to_numpy(), expected)

@@ -1141,7 +1141,8 @@ class USMArray(_handle.Resource):
         """Raise where elements of this (non-contiguous) array share memory (a stride of 0
         from ``from_pointer`` or DLPack, PyTorch's ``expand``): a write would leave one of
         the values written there, unspecified which (numpy and PyTorch refuse it too)."""
-        if _strided.may_overlap(self._shape, self._strides, self.itemsize):
+        if _strided.may_overlap(self._shape, self._strides, self.itemsize) and \
+                _strided.overlaps_itself(self._shape, self._strides, self.itemsize):
             raise ValueError(f"{what}: the elements of this array (shape {self._shape}, "
                              f"strides {self._strides}) share memory, and a write to them "
                              "would keep one value of those written there: write to the "
@@ -1176,6 +1177,8 @@ class USMArray(_handle.Resource):
                 raise TypeError(f"copy_to: dtype {self._dtype} does not match the "
                                 f"destination's {destination.dtype}")
             destination.data_ptr()  # noqa: B018 - raises ClosedError
+            if not destination.is_contiguous():
+                destination._check_written("copy_to")
         else:
             destination = _host_view(destination, self._dtype, "copy_to")
             if not destination.flags.writeable:
