@@ -559,7 +559,9 @@ def test_a_malformed_sycl_usm_array_interface_is_named(queue):
                             ({"typestr": "zz"}, "from_sycl_usm_array_interface: the "
                                                 "interface's dtype 'zz' is not"),
                             ({"shape": "abc"}, "from_sycl_usm_array_interface: the "
-                                               "interface's shape 'abc' must be")):
+                                               "interface's shape 'abc' must be"),
+                            ({"typestr": "O"}, "from_sycl_usm_array_interface: the "
+                                               "interface's typestr: dtype object")):
         interface = {**good, **change}
         if change.get("typestr", 0) is None:
             del interface["typestr"]

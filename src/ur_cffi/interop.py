@@ -841,6 +841,8 @@ def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:
         shape = _shape(interface["shape"])
     except (TypeError, ValueError) as error:
         raise type(error)(f"{what}: the interface's {error}") from None
+    if dtype.hasobject:
+        _no_objects(dtype, f"{what}: the interface's typestr")
     strides = interface.get("strides")
     if strides is not None:  # in elements
         strides = tuple(_checks.integer(f"{what}: stride", s, minimum=-(1 << 62),
