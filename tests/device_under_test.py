@@ -19,3 +19,26 @@ def get():
     if not found:
         raise LookupError(f"UR lists no {TYPE} device (UR_CFFI_TEST_DEVICE={TYPE})")
     return found[0]
+
+
+def partition(device, kind: str, value: int, count: int) -> list:
+    """``count`` sub-devices of ``device`` from ``urDevicePartition`` by ``kind``
+    (``"EQUALLY"`` or ``"BY_COUNTS"``) with ``value``, as ur_cffi Devices; empty where the
+    device cannot be partitioned so (the CUDA adapter's GPUs)."""
+    from ur_cffi import Device, ffi, lib
+    from ur_cffi.enums import ur_device_partition_t, ur_structure_type_t
+
+    part = ffi.new("ur_device_partition_property_t[1]")
+    part[0].type = ur_device_partition_t[f"UR_DEVICE_PARTITION_{kind}"]
+    setattr(part[0].value, "equally" if kind == "EQUALLY" else "count", value)
+    properties = ffi.new("ur_device_partition_properties_t *", {
+        "stype": ur_structure_type_t.UR_STRUCTURE_TYPE_DEVICE_PARTITION_PROPERTIES,
+        "pProperties": part, "PropCount": 1})
+    handles = ffi.new("ur_device_handle_t[]", count)
+    if lib.urDevicePartition(device.handle, properties, count, handles, ffi.NULL) or \
+            any(handle == ffi.NULL for handle in handles):
+        for handle in handles:
+            if handle != ffi.NULL:
+                lib.urDeviceRelease(handle)
+        return []
+    return [Device(handle, device.platform) for handle in handles]

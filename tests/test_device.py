@@ -269,22 +269,15 @@ def test_a_device_handle_has_one_owner_and_a_root_synchronizes_its_sub_devices(d
 
     import crash_probe
     from ur_cffi.device import Device
-    from ur_cffi.enums import ur_device_partition_t, ur_structure_type_t
 
     with pytest.raises(ValueError, match="is owned already, by <Device"):
         Device(device.handle, device.platform)
-    part = ffi.new("ur_device_partition_property_t[1]")
-    part[0].type = ur_device_partition_t.UR_DEVICE_PARTITION_BY_COUNTS
-    part[0].value.count = 1
-    properties = ffi.new("ur_device_partition_properties_t *", {
-        "stype": ur_structure_type_t.UR_STRUCTURE_TYPE_DEVICE_PARTITION_PROPERTIES,
-        "pProperties": part, "PropCount": 1})
-    handles = ffi.new("ur_device_handle_t[1]")
-    if ur_cffi.lib.urDevicePartition(device.handle, properties, 1, handles, ffi.NULL):
+    sub_devices = device_under_test.partition(device, "BY_COUNTS", 1, 1)
+    if not sub_devices:
         pytest.skip(f"{device!r} is not partitioned by counts here (the CUDA adapter's GPUs)")
-    sub = Device(handles[0], device.platform)
+    (sub,) = sub_devices
     with pytest.raises(ValueError, match="is owned already"):
-        Device(handles[0], device.platform)
+        Device(sub.handle, device.platform)
     with device.create_context() as context, \
             pytest.raises(ValueError, match=r"Queue: device <Device .*> \(handle .*\) is not one "
                                             r"of the context's devices \(handles \[<cdata"):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ur_cffi
+import device_under_test
 from concurrency import run_in_threads
 from ur_cffi import ffi, interop, lib
 
@@ -945,20 +946,10 @@ def test_importing_a_ur_cffi_array_refuses_what_dlpack_cannot_describe(queue):
 def _two_sub_devices(device):
     """Two sub-devices of ``device`` (a partition into equal parts), or a skip where the
     device cannot be partitioned (the CUDA adapter's GPUs)."""
-    from ur_cffi.device import Device
-    from ur_cffi.enums import ur_device_partition_t, ur_structure_type_t
-
-    part = ffi.new("ur_device_partition_property_t[1]")
-    part[0].type = ur_device_partition_t.UR_DEVICE_PARTITION_EQUALLY
-    part[0].value.equally = 1
-    properties = ffi.new("ur_device_partition_properties_t *", {
-        "stype": ur_structure_type_t.UR_STRUCTURE_TYPE_DEVICE_PARTITION_PROPERTIES,
-        "pProperties": part, "PropCount": 1})
-    handles = ffi.new("ur_device_handle_t[2]")
-    if lib.urDevicePartition(device.handle, properties, 2, handles, ffi.NULL) or \
-            handles[1] == ffi.NULL:
+    sub_devices = device_under_test.partition(device, "EQUALLY", 1, 2)
+    if not sub_devices:
         pytest.skip(f"{device!r} is not partitioned into two equal sub-devices here")
-    return [Device(handle, device.platform) for handle in handles]
+    return sub_devices
 
 
 def test_wrapping_device_usm_of_another_device_of_the_context_is_refused(device, rng):

@@ -545,18 +545,25 @@ def test_a_refilled_block_outlives_another_threads_refill_before_its_enqueue(add
     assert np.isnan(out["B"].to_numpy()).all() and np.isnan(out["C"].to_numpy()).all()
 
 
+def _axpy_into_doomed(queue, context, kernels, rng) -> tuple:
+    """``(program, axpy kernel (ptr, ptr, ptr, f32, i32), x, y array, x array, an output
+    array to close, the float32 of 2 * x + y)``."""
+    program, kernel = crash_probe.load(context, kernels, "axpy")
+    x, y = (rng.standard_normal(crash_probe.BLOCK).astype(np.float32) for _ in range(2))
+    reference = (2.0 * x.astype(np.float64) + y).astype(np.float32)
+    return (program, kernel, x, ur_cffi.asarray(y, queue=queue),
+            ur_cffi.asarray(x, queue=queue), poisoned(crash_probe.BLOCK, queue), reference)
+
+
 def test_an_address_argument_is_checked_again_after_a_release(queue, context, kernels, rng):
     """An integer address for a pointer parameter is checked as USM of the context when the
     block is packed: after a release (its memory may be gone), a launch on another array
     must check it again, not copy the block it was checked for (the kernel wrote into freed
     memory)."""
-    program, kernel = crash_probe.load(context, kernels, "axpy")  # (ptr, ptr, ptr, f32, i32)
-    n = crash_probe.BLOCK
-    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
-    dx, dy, doomed = ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue), \
-        poisoned(n, queue)
-    a, count, local = np.float32(2.0), np.int32(n), crash_probe.LOCAL_SIZE
-    reference = (np.float64(a) * x + y).astype(np.float32)
+    program, kernel, x, dy, dx, doomed, reference = _axpy_into_doomed(queue, context, kernels,
+                                                                      rng)
+    n, a, local = crash_probe.BLOCK, np.float32(2.0), crash_probe.LOCAL_SIZE
+    count = np.int32(n)
     kernel.launch(queue, local, local, dx, dy, doomed.data_ptr(), a, count).wait()
     assert np.allclose(doomed.to_numpy(), reference, rtol=1e-6)
     address, other = doomed.data_ptr(), ur_cffi.asarray(x, queue=queue)  # (not at address)
@@ -581,17 +588,13 @@ def test_a_prepared_launch_checks_its_address_arguments_after_a_release(queue, c
     freed it launched the kernel into it (glibc aborted: "corrupted double-linked list").
     With a launch between the close and the free (the block cached then: it passes, as an
     address would in C), the free itself must make the next call check again."""
-    program, kernel = crash_probe.load(context, kernels, "axpy")  # (ptr, ptr, ptr, f32, i32)
-    n = crash_probe.BLOCK
-    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
-    dx, dy, doomed = ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue), \
-        poisoned(n, queue)
-    a, count, local = np.float32(2.0), np.int32(n), crash_probe.LOCAL_SIZE
-    address = doomed.data_ptr()
-    prepared = kernel.prepare(queue, local, local, dx, dy, address, a, count)
+    program, kernel, _, dy, dx, doomed, reference = _axpy_into_doomed(queue, context, kernels,
+                                                                      rng)
+    address, local = doomed.data_ptr(), crash_probe.LOCAL_SIZE
+    prepared = kernel.prepare(queue, local, local, dx, dy, address, np.float32(2.0),
+                              np.int32(crash_probe.BLOCK))
     prepared().wait()
-    assert np.allclose(doomed.to_numpy(), (np.float64(a) * x + y).astype(np.float32),
-                       rtol=1e-6)
+    assert np.allclose(doomed.to_numpy(), reference, rtol=1e-6)
     doomed.close()
     if between == "close and a launch":
         prepared(event=False)

@@ -186,7 +186,8 @@ class Device(_handle.Resource):
 
         Uses ``urDeviceWaitExp`` where the adapter supports it; otherwise (the OpenCL CPU
         device, for one) finishes every queue ur_cffi created on this device, or on a Device
-        made of its partitions, and has not closed.  Work submitted by other libraries' queues is only covered in the first case.
+        made of its partitions, and has not closed.  Work submitted by other libraries'
+        queues is only covered in the first case.
         """
         from .queue import retained
 

@@ -207,9 +207,9 @@ def argument_checks(parameters: tuple, declared: int) -> tuple:
 
 def check_arguments(kernel, args: tuple, words) -> None:
     """Raise ``TypeError`` if an argument of a launch of ``kernel`` (a hidden one only,
-    where it has a signature) is not what its SPIR-V parameter is (``kernel.parameters``, checked as its
-    ``_argument_checks``): the runtime would crash on a ``Local`` for a global pointer, or
-    read a float's bits as an integer.  ``words``: the launch's argument block
+    where it has a signature) is not what its SPIR-V parameter is (``kernel.parameters``,
+    checked as its ``_argument_checks``): the runtime would crash on a ``Local`` for a global
+    pointer, or read a float's bits as an integer.  ``words``: the launch's argument block
     (``_release.new_arguments``), packed from ``args``, which end with the kernel's
     ``hidden_args`` (an integer of a pointer's size passes for a pointer there: a null
     scratch pointer)."""
