@@ -21,10 +21,11 @@ def get():
     return found[0]
 
 
-def partition(device, kind: str, value: int, count: int) -> list:
+def partition(device, kind: str, value: int, count: int, platform=None) -> list:
     """``count`` sub-devices of ``device`` from ``urDevicePartition`` by ``kind``
-    (``"EQUALLY"`` or ``"BY_COUNTS"``) with ``value``, as ur_cffi Devices; empty where the
-    device cannot be partitioned so (the CUDA adapter's GPUs)."""
+    (``"EQUALLY"`` or ``"BY_COUNTS"``) with ``value``, as ur_cffi Devices (of ``platform``,
+    default the device's); empty where the device cannot be partitioned so (the CUDA
+    adapter's GPUs)."""
     from ur_cffi import Device, ffi, lib
     from ur_cffi.enums import ur_device_partition_t, ur_structure_type_t
 
@@ -41,4 +42,4 @@ def partition(device, kind: str, value: int, count: int) -> list:
             if handle != ffi.NULL:
                 lib.urDeviceRelease(handle)
         return []
-    return [Device(handle, device.platform) for handle in handles]
+    return [Device(handle, platform or device.platform) for handle in handles]

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import crash_probe
+import device_under_test
 import ur_cffi
 from concurrency import run_in_threads
 from ur_cffi import _handle, allocator
@@ -1047,3 +1048,19 @@ def test_empty_cache_waits_without_the_allocators_lock(device, kernels, closed):
     queue.close()
     kernel.close()
     program.close()
+
+
+def test_an_allocation_of_the_largest_size_the_device_takes_is_not_rounded_past_it(queue):
+    """Blocks are rounded up to 128 KiB: an allocation of exactly the device's largest size
+    was rounded past it and refused (INVALID_USM_SIZE)."""
+    from ur_cffi.allocator import rounded
+
+    largest = queue.device.max_mem_alloc_size
+    assert rounded(largest, largest) == largest and rounded(largest - 1, largest) == largest - 1
+    assert rounded((2 << 20) + 1, largest) == (2 << 20) + (1 << 17)  # (others as before)
+    if device_under_test.TYPE != "cpu":
+        return  # (the CPU device's memory is the host's, taken page by page: no real cost)
+    array = ur_cffi.empty(largest, np.uint8, queue=queue)
+    assert array.nbytes == largest
+    array.close()
+    ur_cffi.empty_cache()

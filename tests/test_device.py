@@ -278,6 +278,13 @@ def test_a_device_handle_has_one_owner_and_a_root_synchronizes_its_sub_devices(d
     (sub,) = sub_devices
     with pytest.raises(ValueError, match="is owned already"):
         Device(sub.handle, device.platform)
+    # Of one platform, through another Platform object of it (each platforms() makes new
+    # ones): refused as of two platforms, compared by object.
+    again = [p for p in device.platform.adapter.platforms()
+             if p.handle == device.platform.handle]
+    (of_another_object,) = device_under_test.partition(device, "BY_COUNTS", 1, 1, again[0])
+    assert again[0] is not device.platform
+    ur_cffi.Context([device, of_another_object]).close()
     with device.create_context() as context, \
             pytest.raises(ValueError, match=r"Queue: device <Device .*> \(handle .*\) is not one "
                                             r"of the context's devices \(handles \[<cdata"):
@@ -297,3 +304,85 @@ def test_a_device_handle_has_one_owner_and_a_root_synchronizes_its_sub_devices(d
         release.join()
         spin.close()
         program.close()
+
+
+HAND_MADE_DEVICES = """
+import gc, sys
+import numpy as np
+import ur_cffi
+from ur_cffi import ffi, lib, loader
+from ur_cffi.device import Device
+from ur_cffi.enums import ur_device_type_t
+
+def first_handle(platform):
+    handles = ffi.new("ur_device_handle_t[1]")
+    assert not lib.urDeviceGet(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL, 1,
+                               handles, ffi.NULL)
+    return handles[0]
+
+stale = loader.init()[0].platforms()[0]
+loader.teardown()
+platform = loader.init()[0].platforms()[0]
+handle = first_handle(platform)
+try:
+    Device(handle, stale)  # a platform of the loader torn down
+except ur_cffi.ClosedError:
+    print("refused")
+gc.collect()  # (the Device that failed released the handle here: a crash at its next use)
+mine = Device(handle, platform)  # made by hand before devices() enumerates
+assert ur_cffi.devices()[0] is mine and ur_cffi.devices()[0] is mine
+with mine.create_context() as context, ur_cffi.Queue(context) as queue:
+    print(ur_cffi.asarray(np.arange(3.0), queue=queue).to_numpy().tolist())
+"""
+
+
+def test_devices_made_by_hand_own_their_handle_only_once_made(tmp_path):
+    """A Device whose construction failed (a platform of a loader torn down) had taken the
+    handle: collected, it released the caller's reference, and the process crashed at its
+    next use; a Device made by hand of a root handle before devices() enumerated made every
+    devices() call raise ("owned already"), from inside.  Under UR's leak checker."""
+    import crash_probe
+
+    done = crash_probe.run_child(code=HAND_MADE_DEVICES, timeout=120,
+                                 env=crash_probe.child_env(UR_CFFI_VALIDATION="1"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.split() == ["refused", "[0.0,", "1.0,", "2.0]"], done.stdout
+
+
+def test_sub_devices_made_while_the_root_synchronizes(device):
+    """Devices made of a root's partitions are noted on the root, which synchronize() reads:
+    without a lock, "Set changed size during iteration" (0.9 s of two threads)."""
+    import sys
+    import threading
+    import time
+
+    if not device_under_test.partition(device, "BY_COUNTS", 1, 1):
+        pytest.skip(f"{device!r} is not partitioned by counts here (the CUDA adapter's GPUs)")
+    errors, stop = [], threading.Event()
+    kept = [device_under_test.partition(device, "BY_COUNTS", 1, 1) for _ in range(300)]
+
+    def make():
+        while not stop.is_set():
+            kept.append(device_under_test.partition(device, "BY_COUNTS", 1, 1))
+            del kept[:-600]
+
+    def synchronize():
+        try:
+            while not stop.is_set():
+                device.synchronize()
+        except Exception as error:  # noqa: BLE001 - what the test looks for
+            errors.append(error)
+
+    threads = [threading.Thread(target=make), threading.Thread(target=synchronize)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # (threads switch inside the loops)
+    try:
+        for thread in threads:
+            thread.start()
+        time.sleep(2.0)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        sys.setswitchinterval(interval)
+    assert errors == []

@@ -1103,6 +1103,13 @@ def test_writes_into_elements_that_share_memory_are_refused(q, rng, write):
             ur_cffi.asarray(values.ravel(), queue=q).copy_to(rows)
     assert np.array_equal(base.to_numpy(), row)  # nothing written
     np.testing.assert_array_equal(rows.to_numpy(), np.broadcast_to(row, (3, 4)))
+    if write == "copy_from":  # past the elements whose offsets are counted: refused too (it
+        under = ur_cffi.empty(2048, np.float32, queue=q)  # was written, each over others)
+        windows = ur_cffi.from_pointer(under.data_ptr(), (1025, 1024), np.float32, queue=q,
+                                       strides=(4, 4), owner=under)
+        with pytest.raises(ValueError, match=r"strides \(4, 4\)\) may share memory \(past "
+                                             r"1048576 elements it is not counted\)"):
+            windows.copy_from(np.zeros((1025, 1024), np.float32))
     columns = ur_cffi.full((4, 6), np.nan, np.float32, queue=q)[:, ::2]
     columns[...] = values.T
     np.testing.assert_array_equal(columns.to_numpy(), values.T)

@@ -228,21 +228,21 @@ def may_overlap(shape, strides, itemsize: int) -> bool:
     return False
 
 
-def overlaps_itself(shape, strides, itemsize: int) -> bool:
+def overlaps_itself(shape, strides, itemsize: int) -> bool | None:
     """Whether two elements share bytes, where :func:`may_overlap` says they may: a stride of
-    0 along an axis of more than one element surely; otherwise, up to ``_OVERLAP_ELEMENTS``
-    elements, by their offsets ((3, 2) with strides (8, 12): none), and beyond, no."""
+    0 along an axis of more than one element surely; otherwise, up to ``OVERLAP_ELEMENTS``
+    elements, by their offsets ((3, 2) with strides (8, 12): none); beyond, None (unknown)."""
     if any(stride == 0 and extent > 1 for extent, stride in zip(shape, strides)):
         return True
-    if math.prod(shape) > _OVERLAP_ELEMENTS:
-        return False
+    if math.prod(shape) > OVERLAP_ELEMENTS:
+        return None
     offsets = np.zeros(1, np.int64)
     for extent, stride in zip(shape, strides):
         offsets = (offsets[:, None] + np.arange(extent, dtype=np.int64) * stride).ravel()
     return bool((np.diff(np.sort(offsets)) < itemsize).any())
 
 
-_OVERLAP_ELEMENTS = 1 << 20
+OVERLAP_ELEMENTS = 1 << 20
 
 
 def is_dense(shape, strides, itemsize: int) -> bool:

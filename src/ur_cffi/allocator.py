@@ -81,12 +81,14 @@ _COUNTERS = tuple(name for name in _HOT_STATS + _POOL_STATS
 _retired = dict.fromkeys(_COUNTERS, 0)  # the counters of pools gone, for memory_stats()
 
 
-def rounded(nbytes: int) -> int:
+def rounded(nbytes: int, largest: int = _SIZE_MAX) -> int:
     """The size of block an allocation of ``nbytes`` takes: multiples of 512 bytes below
-    1 MiB (CuPy's granularity), of 128 KiB above."""
+    1 MiB (CuPy's granularity), of 128 KiB above, but not past ``largest`` (the device's
+    largest allocation, which ``nbytes`` itself may reach)."""
     if nbytes < _SMALL:
         return max((nbytes + 511) & ~511, 512)
-    return min((nbytes + (1 << 17) - 1) & ~((1 << 17) - 1), _SIZE_MAX)  # (UR refuses that)
+    size = min((nbytes + (1 << 17) - 1) & ~((1 << 17) - 1), _SIZE_MAX)  # (UR refuses that)
+    return nbytes if size > largest >= nbytes else size
 
 
 class EmptyCacheFirst(Exception):
@@ -179,7 +181,7 @@ class _Pool(_handle.Resource):
         (the USMArray it is for) are named in errors.  Raises :class:`EmptyCacheFirst`, having
         taken nothing, where the cache must be emptied for it, unless ``emptied``."""
         size = 512 if nbytes <= 512 else (nbytes + 511) & ~511 if nbytes < _SMALL \
-            else rounded(nbytes)  # rounded(), its small sizes inlined: a hot path
+            else rounded(nbytes, queue.device.max_mem_alloc_size)  # (small sizes inlined)
         _lock.acquire()  # not ``with``: a hot path, and Ctrl-C is held back here
         try:
             if _returned or _lingering and \

@@ -30,10 +30,11 @@ class Context(_handle.Resource):
             if not isinstance(device, Device):
                 raise TypeError(f"devices must be ur_cffi Devices, not {type(device).__name__} "
                                 f"{device!r}")
-        if any(device.platform is not devices[0].platform for device in devices):
+        platforms = [device.platform.handle for device in devices]
+        if any(platform != platforms[0] for platform in platforms):
             # (the runtime's refusal was UR_RESULT_ERROR_UNKNOWN, naming nothing)
-            raise ValueError(f"a Context's devices must be of one platform: "
-                             f"{', '.join(f'{d!r} of {d.platform!r}' for d in devices)}")
+            raise ValueError(f"a Context's devices must be of one platform: " + ", ".join(
+                f"{d!r} of {d.platform!r} ({p!r})" for d, p in zip(devices, platforms)))
         if len(set(map(id, devices))) != len(devices):  # (the runtime takes it as two)
             raise ValueError(f"devices {devices!r} name a device twice")
         handles = ffi.new("ur_device_handle_t[]", [d.handle for d in devices])

@@ -54,14 +54,22 @@ class Device(_handle.Resource):
         if owner is not None and not owner.closed:  # (each would release it: a crash)
             raise ValueError(f"Device: handle {handle!r} is owned already, by {owner!r}: use "
                              "that Device")
-        self._own(handle)
-        _devices_by_handle[key] = self
+        # What can raise comes before the handle is taken: a Device that failed must not
+        # release the caller's reference when it is collected.
+        backend = platform.backend  # (ClosedError: a platform of a loader torn down)
+        try:
+            parent = query("urDeviceGetInfo", handle,
+                           ur_device_info_t.UR_DEVICE_INFO_PARENT_DEVICE)
+        except URError:  # (an adapter that cannot say: synchronize() finds no parent)
+            parent = ffi.NULL
+        parent_device = _devices_by_handle.get(int(ffi.cast("uintptr_t", parent))) \
+            if parent != ffi.NULL else None
         self.platform = platform
         self._queues = weakref.WeakSet()  # ur_cffi's open queues on this device
-        self._sub_devices = weakref.WeakSet()  # Devices made of its partitions
+        self._sub_devices = weakref.WeakSet()  # Devices made of its partitions (queues_lock)
         self.queues_lock = threading.RLock()
-        """Held to add to the queues and to list them.  Reentrant: a queue collected while
-        its thread holds the lock removes itself under it."""
+        """Held to add to the queues and to list them (and the sub-devices).  Reentrant: a
+        queue collected while its thread holds the lock removes itself under it."""
         self.queue_handles_lock = threading.RLock()
         """Held around a queue's ``urQueueRelease``, and by code that retains the handle of a
         queue another thread may close (:meth:`synchronize`, the allocator) to read and
@@ -70,20 +78,17 @@ class Device(_handle.Resource):
         # Is urDeviceWaitExp supported?  Learnt on first use where the UR release has it.
         self._device_wait: bool | None = None if _release.HAS_DEVICE_WAIT else False
         self._properties: dict = {}
-        self.pageable_copies_wait = _release.pageable_copies_wait(self.platform.backend)
+        self.pageable_copies_wait = _release.pageable_copies_wait(backend)
         """Whether a copy between this device and pageable host memory waits in its enqueue
         for the queue's earlier work (``_release.pageable_copies_wait``)."""
-        self.copies_rows_one_by_one = _release.copies_rows_one_by_one(self.platform.backend)
+        self.copies_rows_one_by_one = _release.copies_rows_one_by_one(backend)
         """Whether a 2D copy on this device costs a copy per row
         (``_release.copies_rows_one_by_one``)."""
-        try:
-            parent = self.info(ur_device_info_t.UR_DEVICE_INFO_PARENT_DEVICE)
-        except URError:  # (an adapter that cannot say: synchronize() finds no parent)
-            parent = ffi.NULL
-        if parent != ffi.NULL:
-            parent_device = _devices_by_handle.get(int(ffi.cast("uintptr_t", parent)))
-            if parent_device is not None:
-                parent_device._sub_devices.add(self)  # its synchronize() finishes ours too
+        self._own(handle)
+        _devices_by_handle[key] = self
+        if parent_device is not None:
+            with parent_device.queues_lock:  # its synchronize() finishes ours too
+                parent_device._sub_devices.add(self)
 
     def close(self) -> None:
         """Root devices live as long as the loader; they are released at ``loader.teardown()``."""
@@ -223,7 +228,9 @@ class Device(_handle.Resource):
         """This device and the Devices made of its partitions, theirs too."""
         found = [self]
         for device in found:  # (grows as it goes)
-            found += [sub for sub in list(device._sub_devices) if sub not in found]
+            with device.queues_lock:
+                sub_devices = list(device._sub_devices)
+            found += [sub for sub in sub_devices if sub not in found]
         return found
 
     def _expected_seconds(self) -> float:
@@ -278,8 +285,18 @@ def _enumerate() -> list[Device]:
             if result == ur_result_t.UR_RESULT_ERROR_DEVICE_NOT_FOUND:
                 continue
             check(result, name)
-            found += [Device(handle, platform) for handle in handles]
+            found += [_device_of(handle, platform) for handle in handles]
     return found
+
+
+def _device_of(handle, platform) -> Device:
+    """The Device of a handle ``urDeviceGet`` returned: the one made of it by hand already, if
+    any (that Device holds its own reference), else a new one."""
+    made = _devices_by_handle.get(int(ffi.cast("uintptr_t", handle)))
+    if made is not None and not made.closed:
+        lib.urDeviceRelease(handle)
+        return made
+    return Device(handle, platform)
 
 
 def _device_handles(name: str, platform, device_type) -> tuple[int, list]:

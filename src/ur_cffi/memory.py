@@ -1141,10 +1141,14 @@ class USMArray(_handle.Resource):
         """Raise where elements of this (non-contiguous) array share memory (a stride of 0
         from ``from_pointer`` or DLPack, PyTorch's ``expand``): a write would leave one of
         the values written there, unspecified which (numpy and PyTorch refuse it too)."""
-        if _strided.may_overlap(self._shape, self._strides, self.itemsize) and \
-                _strided.overlaps_itself(self._shape, self._strides, self.itemsize):
+        if not _strided.may_overlap(self._shape, self._strides, self.itemsize):
+            return
+        overlaps = _strided.overlaps_itself(self._shape, self._strides, self.itemsize)
+        if overlaps is not False:
+            how = "share memory" if overlaps else \
+                f"may share memory (past {_strided.OVERLAP_ELEMENTS} elements it is not counted)"
             raise ValueError(f"{what}: the elements of this array (shape {self._shape}, "
-                             f"strides {self._strides}) share memory, and a write to them "
+                             f"strides {self._strides}) {how}, and a write to them "
                              "would keep one value of those written there: write to the "
                              "memory's own array, or to a copy")
 
