@@ -1056,7 +1056,8 @@ def test_an_allocation_of_the_largest_size_the_device_takes_is_not_rounded_past_
     from ur_cffi.allocator import rounded
 
     largest = queue.device.max_mem_alloc_size
-    assert rounded(largest, largest) == largest and rounded(largest - 1, largest) == largest - 1
+    for nbytes in (largest, largest - 1):
+        assert nbytes <= rounded(nbytes, largest) <= largest
     assert rounded((2 << 20) + 1, largest) == (2 << 20) + (1 << 17)  # (others as before)
     if device_under_test.TYPE != "cpu":
         return  # (the CPU device's memory is the host's, taken page by page: no real cost)
