@@ -271,8 +271,9 @@ class Kernel(_handle.Resource):
     backend (``ur_cffi.triton.kernel_options(compiled)`` gives them).  ``signature`` then declares
     the caller's arguments only, and launches take ``num_args - len(hidden_args)`` arguments.
 
-    ``hidden_args`` entries are numpy scalars or :class:`Local` (fixed values: they are
-    checked once, here).
+    ``hidden_args`` entries are numpy scalars or :class:`Local` (fixed values: their types
+    are checked once, here; against the kernel's SPIR-V parameters, as the caller's arguments
+    are, by each launch that packs its arguments: ``TypeError`` naming ``hidden_args[i]``).
 
     ``work_group_memory`` bytes of dynamic work-group (shared) memory are given to every launch
     as a launch property, for kernels that take it that way rather than as a ``"local"``
