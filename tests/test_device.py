@@ -314,16 +314,19 @@ from ur_cffi import ffi, lib, loader
 from ur_cffi.device import Device
 from ur_cffi.enums import ur_device_type_t
 
-def first_handle(platform):
-    handles = ffi.new("ur_device_handle_t[1]")
-    assert not lib.urDeviceGet(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL, 1,
-                               handles, ffi.NULL)
-    return handles[0]
+def first_device():  # (the first platform with a device, a handle of its first device)
+    for adapter in loader.init():  # (some releases list adapters without platforms first)
+        for platform in adapter.platforms():
+            handles = ffi.new("ur_device_handle_t[1]")
+            if not lib.urDeviceGet(platform.handle, ur_device_type_t.UR_DEVICE_TYPE_ALL, 1,
+                                   handles, ffi.NULL):
+                return platform, handles[0]
+    raise LookupError("no device")
 
-stale = loader.init()[0].platforms()[0]
+stale, handle = first_device()
+lib.urDeviceRelease(handle)
 loader.teardown()
-platform = loader.init()[0].platforms()[0]
-handle = first_handle(platform)
+platform, handle = first_device()
 try:
     Device(handle, stale)  # a platform of the loader torn down
 except ur_cffi.ClosedError:
