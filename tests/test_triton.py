@@ -1227,6 +1227,23 @@ def test_launch_hooks_see_the_queue(tq, rng):
     metadata = seen[0][1].get()
     assert metadata["stream"] is tq and metadata["name"] == "scale"
     np.testing.assert_allclose(y.to_numpy(), 4.0 * host.astype(np.float64), rtol=1e-6)
+    seen.clear()  # prepare() runs no hook: it ran the enter hook, never the exit one
+    with launch_hooks(lambda m: seen.append(("enter", m)), lambda m: seen.append(("exit", m))):
+        ur_triton.prepare(scale, (triton.cdiv(n, 256),), x, y, 4.0, n, BLOCK=256)()
+    assert seen == []
+
+
+def test_a_launch_on_a_closed_queue_names_the_kernel_and_the_queue(context, device, rng):
+    """A using() block's queue closed inside it: a bare "Queue is closed" named nothing."""
+    host = random32(rng, 100)
+    with ur_cffi.Queue(context, device) as queue:
+        x, y = ur_cffi.asarray(host, queue=queue), poisoned(100, queue)
+        with ur_triton.using(queue):
+            scale[(1,)](x, y, 2.0, 100, BLOCK=128)
+            queue.close()
+            with pytest.raises(ur_cffi.ClosedError, match="kernel 'scale': Queue is closed "
+                               r"\(the queue ur_cffi.triton launches on: a using\(\) block's"):
+                scale[(1,)](x, y, 2.0, 100, BLOCK=128)
 
 
 @contextlib.contextmanager

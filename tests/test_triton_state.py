@@ -336,6 +336,14 @@ def test_the_queue_activate_makes_outlives_deactivate_and_comes_again(inactive, 
     del queue, x, y
     gc.collect()
     assert made() is None  # nothing of ur_cffi.triton holds it
+    queue = ur_triton.activate()  # its context closed: a new one (every use raised
+    try:                          # "Context is closed")
+        queue.context.close()
+        again = ur_triton.activate()
+        assert again is not queue and not again.context.closed
+        ur_cffi.zeros(4, queue=again).to_numpy()
+    finally:
+        ur_triton.deactivate()
 
 
 @pytest.mark.cpu_device("threads_per_warp and the work-group limit are the CPU device's")

@@ -276,7 +276,7 @@ class URDriver(DriverBase):
         global _made_queue
         if queue is None:
             queue = _made_queue() if _made_queue is not None else None
-            if queue is None or queue.closed:
+            if queue is None or queue.closed or queue.context.closed:
                 device = default_device()
                 queue = Queue(device.create_context(), device, profiling=True)
                 _made_queue = weakref.ref(queue)

@@ -199,8 +199,9 @@ class Launcher:
                  launch_metadata, enter_hook, exit_hook, *args):
         # Triton 3.4+ passes its hook chains (knobs.runtime) always, most often empty.
         if enter_hook is not None and not (type(enter_hook) is _HookChain
-                                           and not enter_hook.calls):
-            enter_hook(launch_metadata)
+                                           and not enter_hook.calls) and \
+                not (self.driver.preparing and get_ident() in self.driver.preparing):
+            enter_hook(launch_metadata)  # (not by prepare(), which runs no exit hook either)
         if self.tuple_signature:
             try:
                 args = abi.flatten_arguments(args, self.tuple_signature)
@@ -277,7 +278,12 @@ class Launcher:
                                       scope.wait_count, scope.wait_events,
                                       self._out if own_event else _NULL)
                 except TypeError:  # no handle: closed, or inherited across fork()
-                    stream.handle, function.handle  # noqa: B018 - raises ClosedError
+                    try:
+                        stream.handle, function.handle  # noqa: B018 - raises ClosedError
+                    except _handle.ClosedError as error:
+                        raise _handle.ClosedError(
+                            f"kernel {self.name!r}: {error} (the queue ur_cffi.triton launches "
+                            "on: a using() block's, or activate()'s)") from None
                     raise
                 if result:
                     check(result, _release.LAUNCH, f"kernel {self.name!r}")
