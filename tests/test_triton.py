@@ -631,6 +631,13 @@ ADD = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOC
     (ADD, {"BLOCK": 64, "blok": 3}, ValueError, "constants name 'blok', which is no parameter"),
     (["*fp32"] * 4, {"BLOCK": 64}, TypeError, "signature must be a dict"),
     (ADD, {"BLOCK": 64, (9,): 1}, ValueError, r"constants key \(9,\) is neither a parameter"),
+    # (Triton's own errors: a CompilationError deep in the kernel, an AttributeError for a
+    # constant "to_ir", a (True,) path taken as parameter 1)
+    (dict(ADD, BLOCK="i32"), {}, ValueError, "'BLOCK' is a tl.constexpr of add.*: give it as "
+                                             "'constexpr' in signature and its value in "
+                                             "constants, not 'i32' without a value"),
+    (ADD, {(4, 0, 7): 64}, ValueError, r"constants key \(4, 0, 7\) is neither a parameter"),
+    (ADD, {(True,): 64, "BLOCK": 64}, ValueError, r"constants key \(True,\) is neither"),
     (ADD, [64], TypeError, "constants must be a dict of parameter name to value, not list"),
 ])
 def test_compile_refuses_a_signature_it_cannot_compile(tq, signature, constants, error, match):

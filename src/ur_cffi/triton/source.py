@@ -50,8 +50,9 @@ def checked_source(fn, signature, constants):
             if key not in parameters:
                 raise ValueError(f"constants name {key!r}, which is no parameter of {named}")
             given.add(key)
-        elif isinstance(key, tuple) and key and isinstance(key[0], int) and \
-                0 <= key[0] < len(parameters):
+        elif isinstance(key, tuple) and key and \
+                all(type(index) is int and index >= 0 for index in key) and \
+                key[0] < len(parameters) and (len(key) == 1 or not _is_constexpr(fn, key[0])):
             given.add(parameters[key[0]])
         else:
             raise ValueError(f"constants key {key!r} is neither a parameter of {named} nor "
@@ -78,4 +79,13 @@ def checked_source(fn, signature, constants):
         if signature[name] == abi.CONSTEXPR and name not in given:
             raise ValueError(f"signature[{name!r}] is 'constexpr' but constants gives it no "
                              f"value")
+        if _is_constexpr(fn, parameters.index(name)) and name not in given:
+            raise ValueError(f"{name!r} is a tl.constexpr of {named}: give it as 'constexpr' "
+                             f"in signature and its value in constants, not "
+                             f"{signature[name]!r} without a value")
     return ASTSource(fn, {name: signature[name] for name in parameters}, constants)
+
+
+def _is_constexpr(fn, position: int) -> bool:
+    """Whether parameter ``position`` of ``fn`` is annotated ``tl.constexpr``."""
+    return bool(getattr(fn.params[position], "is_constexpr", False))
