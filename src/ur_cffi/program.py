@@ -717,8 +717,8 @@ class PreparedLaunch:
             for index, memory in enumerate(self._memories):
                 if memory is not None and memory.closed:
                     raise _handle.ClosedError(
-                        f"prepared launch of {self.kernel.name!r}, argument {index}: "
-                        f"{type(memory).__name__} is closed")
+                        f"prepared launch of {self.kernel.name!r}, argument "
+                        f"{self._argument_name(index)}: {type(memory).__name__} is closed")
             for index, address in self._addresses:  # (raises if no longer USM memory)
                 self.kernel._address_argument(index, address, self.queue)
             self._released = _handle.released
@@ -734,6 +734,15 @@ class PreparedLaunch:
         if _interrupts.resend is not None:  # Ctrl-C during it: raised here
             _interrupts.deliver_held()
         return launched
+
+    def _argument_name(self, index: int) -> str:
+        """Argument ``index`` as an error names it: by its parameter's name for a Triton
+        launch (its arguments are Triton's, tuples flattened, constexprs included)."""
+        if self.launcher is not None:
+            for _, position, name, _ in self.launcher.entries:
+                if position == index:
+                    return repr(name)
+        return str(index)
 
     def __repr__(self) -> str:
         return f"<PreparedLaunch of {self.kernel.name!r} on {self.queue!r}>"
