@@ -70,7 +70,7 @@ def checked_source(fn, signature, constants):
     if missing:
         raise ValueError(f"signature lacks {', '.join(map(repr, missing))} of {named} (a "
                          f"constexpr is given as 'constexpr', its value in constants)")
-    for name in parameters:
+    for position, name in enumerate(parameters):
         try:
             abi.signature_type(signature[name])
         except ValueError as error:
@@ -79,7 +79,7 @@ def checked_source(fn, signature, constants):
         if signature[name] == abi.CONSTEXPR and name not in given:
             raise ValueError(f"signature[{name!r}] is 'constexpr' but constants gives it no "
                              f"value")
-        if _is_constexpr(fn, parameters.index(name)) and name not in given:
+        if _is_constexpr(fn, position) and name not in given:
             raise ValueError(f"{name!r} is a tl.constexpr of {named}: give it as 'constexpr' "
                              f"in signature and its value in constants, not "
                              f"{signature[name]!r} without a value")
@@ -88,4 +88,4 @@ def checked_source(fn, signature, constants):
 
 def _is_constexpr(fn, position: int) -> bool:
     """Whether parameter ``position`` of ``fn`` is annotated ``tl.constexpr``."""
-    return bool(getattr(fn.params[position], "is_constexpr", False))
+    return fn.params[position].is_constexpr
