@@ -113,6 +113,10 @@ def test_device_properties_have_their_python_types(device):
         assert isinstance(flags, usm_flag)
         assert usm_flag.UR_DEVICE_USM_ACCESS_CAPABILITY_FLAG_ACCESS in flags
     assert device.backend == device.platform.backend == device.platform.adapter.backend
+    # Up to oneAPI 2025.2 an adapter's backend is another enum's (ur_adapter_backend_t), which
+    # devices(backend=) refused.
+    assert type(device.platform.adapter.backend) is Backend
+    assert device in ur_cffi.devices(backend=device.platform.adapter.backend)
     assert isinstance(device.platform.name, str) and device.platform.name
     extensions = device.extensions
     assert isinstance(extensions, frozenset) and all(isinstance(e, str) for e in extensions)

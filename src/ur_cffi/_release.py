@@ -9,8 +9,10 @@ shows are told by the header's API version (:data:`API_VERSION`):
 =============================  ===========================================  ==================
 difference                     releases                                     here
 =============================  ===========================================  ==================
-backend enum                   ``ur_platform_backend_t`` up to 2025.2,      :data:`Backend`
-                               ``ur_backend_t`` after
+backend enum                   ``ur_platform_backend_t`` up to 2025.2,      :data:`Backend`,
+                               ``ur_backend_t`` after; an adapter's is      :func:`backend`
+                               ``ur_adapter_backend_t`` up to 2025.2 (the
+                               same values)
 platforms of an adapter        ``urPlatformGet(adapters[], n, ...)`` up to  :func:`platforms`
                                2025.2, ``urPlatformGet(adapter, ...)`` after
 program from a binary          one device in UR 0.10, a device list after   :func:`program_
@@ -108,6 +110,18 @@ def require(enum_name: str, member: str):
 Backend = getattr(enums, "ur_backend_t", None) or enums.ur_platform_backend_t
 """The enum of UR backends: ``ur_backend_t``, or ``ur_platform_backend_t`` where the header has
 no ``ur_backend_t`` (oneAPI up to 2025.2)."""
+
+
+
+def backend(value):
+    """``value``, a backend of any of the header's backend enums (an adapter's is
+    ``ur_adapter_backend_t`` up to 2025.2), as a :data:`Backend`; an int where it is none of
+    its members."""
+    try:
+        return Backend(int(value))
+    except ValueError:
+        return int(value)
+
 
 BACKEND_PREFIX = "UR_BACKEND_" if Backend.__name__ == "ur_backend_t" else "UR_PLATFORM_BACKEND_"
 """The common prefix of :data:`Backend`'s members, before ``OPENCL``, ``LEVEL_ZERO``, ..."""

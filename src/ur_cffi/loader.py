@@ -340,7 +340,8 @@ class Adapter(_handle.Resource):
     @property
     def backend(self):
         """The adapter's backend (a :data:`ur_cffi.Backend`)."""
-        return query("urAdapterGetInfo", self.handle, ur_adapter_info_t.UR_ADAPTER_INFO_BACKEND)
+        return _release.backend(query("urAdapterGetInfo", self.handle,
+                                      ur_adapter_info_t.UR_ADAPTER_INFO_BACKEND))
 
     @property
     def version(self) -> int:
