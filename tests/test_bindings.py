@@ -209,6 +209,9 @@ def test_import_checks_the_loader_is_the_one_built_for(tmp_path, altered):
     if altered:
         assert done.stdout.startswith("LoaderMismatchError"), done.stdout
         assert built_for["release"] in done.stdout and str(copy) in done.stdout
+        # A loader outside the runtime's wheel was named by its path twice, with no release.
+        assert done.stdout.count(str(copy)) == 1, done.stdout
+        assert re.search(r"UR API \d+\.\d+ \(" + re.escape(str(copy)), done.stdout), done.stdout
         assert "--no-build-isolation" in done.stdout
         if os.path.exists(built_for["path"]):  # (an isolated build's loader is gone)
             assert f"UR_LIBRARY_DIR={os.path.dirname(built_for['path'])}" in done.stdout

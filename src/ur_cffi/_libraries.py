@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import re
 import os
 import shutil
 import sys
@@ -113,26 +114,33 @@ REBUILD_HINT = (
 def loader_identity(path: Path) -> dict:
     """What identifies the loader file at ``path``: its resolved ``path``, a ``digest`` of its
     bytes, its size and modification time (``stat``) and a ``release`` a person can read (the
-    owning wheel's version, else the path)."""
+    owning wheel's version, else the newest UR API version its symbols carry)."""
     path = Path(path).resolve()
-    digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    data = path.read_bytes()
+    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
     stat = path.stat()
-    return {"path": str(path), "digest": digest, "release": _release_of(path),
+    return {"path": str(path), "digest": digest, "release": _release_of(path, data),
             "stat": [stat.st_size, stat.st_mtime_ns]}
 
 
-def _release_of(path: Path) -> str:
+_SYMBOL_VERSION = re.compile(rb"LIBUR_LOADER_(\d+)\.(\d+)")
+
+
+def _release_of(path: Path, data: bytes) -> str:
     from importlib import metadata
 
     try:
         distribution = metadata.distribution("intel-cmplr-lib-ur")
     except metadata.PackageNotFoundError:
-        return str(path)
-    for file in distribution.files or ():
+        distribution = None
+    for file in (distribution.files or ()) if distribution else ():
         if file.name == path.name or file.name == LOADER_SONAME:
             if Path(file.locate()).resolve() == path:
                 return f"intel-cmplr-lib-ur {distribution.version}"
-    return str(path)
+    versions = {(int(major), int(minor)) for major, minor in _SYMBOL_VERSION.findall(data)}
+    if not versions:
+        return "an unknown release"
+    return "UR API {}.{}".format(*max(versions))
 
 
 def opened_loader() -> Path | None:
