@@ -228,14 +228,19 @@ def selector_hint(backends: frozenset = frozenset()) -> str:
 def refused_selector_hint(backend: str) -> str:
     """Why ``urDeviceGetSelected`` for a platform of ``backend`` (its selector name) may have
     refused a well-formed ``ONEAPI_DEVICE_SELECTOR``, or empty: the loaders of oneAPI 2025.0
-    to 2025.2 refuse a ``!`` term of any other backend (``*:*;!level_zero:*`` too)."""
-    others = [name for negative, name, _ in device_selector(selector_text() or "") or ()
-              if negative and name not in ("*", backend)]
-    if not others:
-        return ""
-    return (f"the loaders of oneAPI 2025.0 to 2025.2 refuse '!' terms of a backend other "
-            f"than the platform's ({backend}): leave out those of "
-            f"{', '.join(repr('!' + name) for name in others)}")
+    to 2025.2 refuse a ``!`` term of any other backend (``*:*;!level_zero:*`` too), and
+    2025.0's knows no ``native_cpu`` backend (the header's enum has it)."""
+    terms = device_selector(selector_text() or "") or ()
+    hints = []
+    if any(name == "native_cpu" for _, name, _ in terms):
+        hints.append("the loader of oneAPI 2025.0 knows no native_cpu backend: leave out "
+                     "its terms")
+    others = [name for negative, name, _ in terms if negative and name not in ("*", backend)]
+    if others:
+        hints.append(f"the loaders of oneAPI 2025.0 to 2025.2 refuse '!' terms of a backend "
+                     f"other than the platform's ({backend}): leave out those of "
+                     f"{', '.join(repr('!' + name) for name in others)}")
+    return "; ".join(hints)
 
 
 def _after_fork_in_child() -> None:
