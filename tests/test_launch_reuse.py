@@ -611,6 +611,33 @@ def test_a_prepared_launch_checks_its_address_arguments_after_a_release(queue, c
     program.close()
 
 
+def test_a_graph_checks_its_launches_address_arguments_after_a_release(queue, context, device,
+                                                                      kernels, rng):
+    """A recorded launch of an integer address replayed into the memory freed since (a
+    crash)."""
+    program, kernel, _, dy, dx, doomed, reference = _axpy_into_doomed(queue, context, kernels,
+                                                                      rng)
+    address, local = doomed.data_ptr(), crash_probe.LOCAL_SIZE
+    graph = ur_cffi.Graph(context, device)
+    with graph.recording(queue):
+        kernel.launch(queue, local, local, dx, dy, address, np.float32(2.0),
+                      np.int32(crash_probe.BLOCK))
+    graph.replay(queue).wait()
+    assert np.allclose(doomed.to_numpy(), reference, rtol=1e-6)
+    doomed.close()
+    ur_cffi.empty_cache()  # the memory is gone, not only back in the cache
+    if ur_cffi.memory.is_usm(context, address):
+        pytest.skip("this runtime still reports the freed address as USM memory of the "
+                    "context: there is nothing to refuse")
+    with pytest.raises(ValueError, match=r"replay: command 0 \(launch of kernel 'axpy'\): "
+                                         f"argument 2 of 'axpy': address 0x{address:x} is not "
+                                         "USM memory"):
+        graph.replay(queue)
+    graph.close()
+    kernel.close()
+    program.close()
+
+
 def test_a_launch_on_a_queue_closed_while_recording_raises(add, queue, context, device, rng):
     kernel, compiled = add
     n = BLOCK

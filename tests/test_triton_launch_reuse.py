@@ -223,3 +223,77 @@ def test_the_block_kept_for_reuse_does_not_keep_its_arrays_alive(rq, rng):
         del x, y
         gc.collect()
         assert gone[0]() is None and gone[1]() is None, f"round {round_}"
+
+
+FREED_STILL_USM = ("this runtime still reports the freed address as USM memory of the context: "
+                   "there is nothing to refuse")
+
+
+def _compiled_scale():
+    from triton.compiler import ASTSource
+
+    signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp32", "n": "i32",
+                 "BLOCK": "constexpr"}
+    return triton.compile(ASTSource(scale, signature, {"BLOCK": BLOCK}, {}),
+                          target=ur_triton.active_driver().get_current_target())
+
+
+def _into_doomed(rq, rng):
+    """A compiled ``scale`` and what it reads, and an array ``doomed`` it writes, given by its
+    integer address."""
+    n = int(rng.integers(2000, 5000))
+    host = rng.standard_normal(n).astype(np.float32)
+    return _compiled_scale(), ur_cffi.asarray(host, queue=rq), poisoned(n, rq), host, n
+
+
+def test_a_prepared_launch_checks_its_integer_addresses_after_a_release(rq, rng):
+    # Kernel.prepare did; ur_cffi.triton.prepare launched into the freed memory (a crash).
+    compiled, x, doomed, host, n = _into_doomed(rq, rng)
+    a = float(rng.uniform(1, 2))
+    launch = ur_triton.prepare(compiled, (triton.cdiv(n, BLOCK), 1, 1), x, doomed.data_ptr(),
+                               a, n, BLOCK)
+    launch(event=False)
+    rq.finish()
+    np.testing.assert_allclose(doomed.to_numpy(), expected(host, a), rtol=1e-6)
+    address = doomed.data_ptr()
+    doomed.close()
+    ur_cffi.empty_cache()  # the memory is gone, not only back in the cache
+    if ur_cffi.memory.is_usm(rq.context, address):
+        pytest.skip(FREED_STILL_USM)
+    with pytest.raises(ValueError, match=r"argument 'y_ptr' of kernel 'scale': address 0x"
+                                         r"[0-9a-f]+ is not USM memory"):
+        launch(event=False)
+
+
+def test_a_graph_checks_its_launches_integer_addresses_after_a_release(context, device, rq,
+                                                                      rng):
+    # Its replay launched into the freed memory (a crash), by Triton's rules or Kernel's.
+    compiled, x, doomed, host, n = _into_doomed(rq, rng)
+    a = float(rng.uniform(1, 2))
+    graph = ur_cffi.Graph(context, device)
+    with graph.recording(rq):
+        compiled[(triton.cdiv(n, BLOCK), 1, 1)](x, doomed.data_ptr(), a, n, BLOCK)
+    graph.replay(rq).wait()
+    np.testing.assert_allclose(doomed.to_numpy(), expected(host, a), rtol=1e-6)
+    address = doomed.data_ptr()
+    doomed.close()
+    ur_cffi.empty_cache()  # the memory is gone, not only back in the cache
+    if ur_cffi.memory.is_usm(rq.context, address):
+        pytest.skip(FREED_STILL_USM)
+    with pytest.raises(ValueError, match=r"replay: command 0 \(launch of kernel 'scale'\): "
+                                         r"argument 'y_ptr' .* is not USM memory"):
+        graph.replay(rq)
+    graph.close()
+
+
+@pytest.mark.parametrize("offset", [1 << 64, -(1 << 64), None])
+def test_an_integer_address_past_64_bits_or_negative_is_named(rq, rng, offset):
+    # An address plus 2**64 passed the USM check (cffi wraps it) and failed packing with
+    # "memoryview: invalid value for format 'Q'"; a negative one was shown as 0x-5607...
+    compiled, x, y, _, n = _into_doomed(rq, rng)
+    address = -y.data_ptr() if offset is None else y.data_ptr() + offset
+    with pytest.raises(ValueError, match=rf"argument 'y_ptr' of kernel 'scale': {address} is "
+                                         r"no address \(negative or past 64 bits\)"):
+        compiled[(triton.cdiv(n, BLOCK), 1, 1)](x, address, 1.0, n, BLOCK)
+    with pytest.raises(ValueError, match="is no address"):
+        ur_triton.prepare(compiled, (triton.cdiv(n, BLOCK), 1, 1), x, address, 1.0, n, BLOCK)

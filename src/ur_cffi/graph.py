@@ -66,7 +66,8 @@ from ._ur import ffi, lib
 from .enums import ur_result_t, ur_structure_type_t
 from .errors import UNSUPPORTED, URError, check
 from .memory import Buffer, USMArray, memory_of
-from .program import _SIZE_MAX, Kernel, PreparedLaunch, _sizes
+from .program import (_SIZE_MAX, Kernel, PreparedLaunch, _sizes, check_integer_addresses,
+                      integer_addresses)
 from .queue import Event, Queue, ReplayEvent, enqueue_lock, recording, wait_list
 
 _NULL = ffi.NULL
@@ -404,7 +405,7 @@ class Graph(_handle.Resource):
                 if type(resource) is USMArray:
                     resource._used_on(queue)
         if self._checked != _handle.released:
-            self._check_memory()
+            self._check_memory(self._replay_queue)
         state = self._state
         with self._lock, section:  # Ctrl-C after the enqueue waits until the Event owns it
             self.handle  # noqa: B018 - raises ClosedError
@@ -635,13 +636,22 @@ class Graph(_handle.Resource):
         self.native, self._why = False, why
         check(lib.urCommandBufferReleaseExp(buffer), "urCommandBufferReleaseExp")
 
-    def _check_memory(self) -> None:
-        """Raise ``ClosedError`` if memory a command uses was released (checked when anything
-        was released since the last check)."""
+    def _check_memory(self, queue: Queue) -> None:
+        """Raise ``ClosedError`` if memory a command uses was released, ``ValueError`` if an
+        address a launch was given as an integer is no longer USM memory (checked when
+        anything was released since the last check)."""
         released = _handle.released
         for resource in self._memory:
             if resource.closed:
                 self._name_closed(resource)
+        for index, command in enumerate(self._commands):
+            if command.kind == "launch" and command.addresses:
+                try:
+                    check_integer_addresses(command.kernel, queue, command.addresses,
+                                            command.launcher)
+                except ValueError as error:
+                    raise ValueError(f"replay: command {index} (launch of kernel "
+                                     f"{command.kernel.name!r}): {error}") from None
         self._checked = released
 
     def _name_closed(self, resource) -> None:
@@ -907,7 +917,8 @@ class _Launch:
 
     __slots__ = ("kind", "kernel", "handle", "launcher", "properties", "count", "dims",
                  "offsets", "global_sizes", "local_sizes", "sizes", "block", "arguments",
-                 "words", "args", "memories", "keep", "deps", "point", "command")
+                 "words", "args", "memories", "addresses", "keep", "deps", "point",
+                 "command")
     function_name = _release.LAUNCH
     append_name = ("urCommandBufferAppendKernelLaunchWithArgsExp"
                    if _release.HAS_APPEND_WITH_ARGS else "urCommandBufferAppendKernelLaunchExp")
@@ -934,6 +945,7 @@ class _Launch:
         self.memories = tuple(known[id(arg)] if id(arg) in known else memory_of(arg)
                               for arg in new.args)
         self.args, self.keep = new.args, new.keep
+        self.addresses = integer_addresses(self.kernel, new.args, self.launcher)
 
     def memory(self) -> list:
         return [memory for memory in self.memories if memory is not None]

@@ -675,6 +675,27 @@ class Kernel(_handle.Resource):
         return address
 
 
+def integer_addresses(kernel: Kernel, args: tuple, launcher=None) -> tuple:
+    """``(position, address)`` of each pointer argument of ``args`` given as an integer: a
+    launch kept to run later (prepared, or recorded into a Graph) checks them again after a
+    release (:func:`check_integer_addresses`), as their memory may be freed by then.
+    ``launcher``: the ``ur_cffi.triton`` launcher whose rules ``args`` follow."""
+    if launcher is not None:
+        return launcher.integer_addresses(args)
+    declared = kernel._declared
+    return tuple((index, arg) for index, arg in enumerate(args)
+                 if declared and declared[index] == "ptr" and isinstance(arg, (int, np.integer)))
+
+
+def check_integer_addresses(kernel: Kernel, queue: Queue, addresses: tuple,
+                            launcher=None) -> None:
+    """Raise ``ValueError`` naming the argument where one of ``addresses``
+    (:func:`integer_addresses`) is no longer USM memory of ``queue``'s context."""
+    check_address = kernel._address_argument if launcher is None else launcher.check_address
+    for index, address in addresses:
+        check_address(index, address, queue)
+
+
 def _trimmed(sizes: tuple) -> tuple:
     """``sizes`` without trailing 1s (at least one left): ``(128, 1, 1)`` -> ``(128,)``."""
     while len(sizes) > 1 and sizes[-1] == 1:
@@ -703,10 +724,7 @@ class PreparedLaunch:
         self._launch_args = _without_event(call_args)
         self._released, self._buffers = held
         self._memories = tuple(map(memory_of, args))  # (an array, or one under a wrapper)
-        declared = kernel._declared
-        self._addresses = tuple((index, arg) for index, arg in enumerate(args)
-                                if declared and declared[index] == "ptr" and
-                                isinstance(arg, (int, np.integer)))  # (checked after a release)
+        self._addresses = integer_addresses(kernel, args, launcher)
 
     def __call__(self, *, wait_for=(), event: bool = True) -> Event | None:
         """Enqueue the launch; returns its Event, or None with ``event=False``.  Raises
@@ -719,8 +737,7 @@ class PreparedLaunch:
                     raise _handle.ClosedError(
                         f"prepared launch of {self.kernel.name!r}, argument "
                         f"{self._argument_name(index)}: {type(memory).__name__} is closed")
-            for index, address in self._addresses:  # (raises if no longer USM memory)
-                self.kernel._address_argument(index, address, self.queue)
+            check_integer_addresses(self.kernel, self.queue, self._addresses, self.launcher)
             self._released = _handle.released
         if wait_for is _NO_EVENTS and not event and not recording:
             launch_args, items = self._launch_args  # (a call with * would not be inlined)

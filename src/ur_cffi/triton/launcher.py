@@ -487,6 +487,8 @@ class Launcher:
             base = getattr(arg, "base", None)  # (triton.reinterpret's wrapper keeps its array)
             if isinstance(base, USMArray) and base.queue.context is not queue.context:
                 _refuse_another_context(where, base)  # (as a USMArray's: whatever UR says)
+        elif not 0 <= arg <= _checks.SIZE_MAX:
+            raise ValueError(f"{where}: {arg} is no address (negative or past 64 bits)")
         else:
             address = arg
         if address % _element_bytes(element):  # (triton.reinterpret(b8[1:], tl.float32))
@@ -500,6 +502,19 @@ class Launcher:
                              "queue's context (host memory such as a numpy array's cannot be "
                              "passed; copy it with ur_cffi.asarray(x, queue=queue))")
         return address
+
+    def integer_addresses(self, args) -> tuple:
+        """``(position, address)`` of each pointer of ``args`` given as an integer
+        (``program.integer_addresses``)."""
+        return tuple((position, args[position]) for _, position, _, _ in self.pointers
+                     if isinstance(args[position], int) and not isinstance(args[position], bool))
+
+    def check_address(self, position: int, address: int, queue) -> None:
+        """Raise where ``address``, given for the pointer at ``position``, is no longer USM
+        memory of ``queue``'s context (``program.check_integer_addresses``)."""
+        for _, at, name, element in self.pointers:
+            if at == position:
+                self._address(address, name, element, queue)
 
     def _explain(self, values, grid) -> None:
         """Raise naming the scalar (as passed) or the grid size that cannot be packed."""
