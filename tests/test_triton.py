@@ -765,6 +765,47 @@ def test_a_compiled_kernel_launched_by_hand_refuses_what_it_was_not_compiled_for
     assert np.isnan(out.to_numpy()[n:]).all()
 
 
+@triton.jit
+def add_bias_if_any(x_ptr, y_ptr, bias_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    value = tl.load(x_ptr + offsets, mask=mask)
+    if bias_ptr is not None:
+        value += tl.load(bias_ptr + offsets, mask=mask)
+    tl.store(y_ptr + offsets, value, mask=mask)
+
+
+def test_a_compiled_kernel_launched_by_hand_refuses_memory_where_it_was_compiled_for_none(
+        tq, rng):
+    """Triton compiles an argument given as None in (as a constexpr): an array given by hand
+    there was dropped (the bias was not added), and None or an array given where an integer
+    was compiled in as 1 launched too."""
+    n = int(rng.integers(100, 256))
+    x = ur_cffi.asarray(random32(rng, n), queue=tq)
+    bias = ur_cffi.asarray(random32(rng, n), queue=tq)
+    out = poisoned(n, tq)
+    without = add_bias_if_any[(1,)](x, out, None, n, BLOCK=256)
+    one = add_bias_if_any[(1,)](x, out, bias, 1, BLOCK=256)
+    tq.finish()
+    out.fill(np.nan)
+    before = ur_triton.last_event()
+    for kernel, args, message in (
+            (without, (x, out, bias, n, 256), "argument 'bias_ptr' of kernel 'add_bias_if_any'"
+             ": <USMArray .*>, where Triton compiled the kernel with None"),
+            (one, (x, out, bias, None, 256), "argument 'n' of kernel 'add_bias_if_any': None, "
+             "where Triton compiled the kernel with 1"),
+            (one, (x, out, bias, bias, 256), "argument 'n' of kernel 'add_bias_if_any': "
+             "<USMArray .*>, where Triton compiled the kernel with 1")):
+        with pytest.raises(ValueError, match=message):
+            kernel[(1, 1, 1)](*args)
+        with pytest.raises(ValueError, match=message):
+            ur_triton.prepare(kernel, (1, 1, 1), *args)
+    assert_nothing_launched(out, before)
+    without[(1, 1, 1)](x, out, None, n, 256)  # what it was compiled for
+    tq.finish()
+    np.testing.assert_allclose(out.to_numpy(), x.to_numpy(), rtol=0)
+
+
 def test_wrong_pointer_dtype(tq, rng):
     from triton.compiler import ASTSource
 

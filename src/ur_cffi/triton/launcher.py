@@ -379,7 +379,8 @@ class Launcher:
                                  f"divisible by 16, {hint}")
         for position, name, value in self.constants:
             given = args[position]
-            if isinstance(given, (int, float, np.number)) and given != value and \
+            if (given is None) != (value is None) or hasattr(given, "data_ptr") or \
+                    isinstance(given, (int, float, np.number)) and given != value and \
                     not (given != given and value != value):  # (NaN compiled in, NaN given)
                 raise ValueError(f"argument {name!r} of kernel {self.name!r}: {given!r}, where "
                                  f"Triton compiled the kernel with {value!r}: {relaunch}")
