@@ -115,7 +115,7 @@ LOADER_NAMES = ("libur_loader.so", "libur_loader.so.0")
 def find_loader_dir(header: Path) -> Path:
     """The directory holding ``libur_loader.so`` that belongs with ``header``."""
     if os.environ.get("UR_LIBRARY_DIR"):
-        chosen = Path(os.environ["UR_LIBRARY_DIR"])
+        chosen = Path(os.environ["UR_LIBRARY_DIR"]).resolve()  # (linked and run elsewhere)
         if not any((chosen / name).exists() for name in LOADER_NAMES):
             raise FileNotFoundError(f"UR_LIBRARY_DIR={chosen}: no {' or '.join(LOADER_NAMES)} "
                                     "there")
@@ -412,8 +412,23 @@ def generate(preprocessed: str, header_text: str = "", filename: str = HEADER_NA
 
 
 def generate_from_header(header: Path) -> Bindings:
-    """Preprocess and generate from a header file on disk."""
-    return generate(preprocess(header), header.read_text(), str(header))
+    """Preprocess and generate from a header file on disk; ``HeaderError`` where it is not
+    UTF-8 text."""
+    try:
+        text = header.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise HeaderError(f"{header} is not UTF-8 text ({error})") from None
+    return generate(preprocess(header), text, str(header))
+
+
+def generate_from_ur_header(header: Path) -> Bindings:
+    """:func:`generate_from_header`, and ``HeaderError`` where the header is not UR's (it
+    declares no ``ur_result_t`` or no API version): a module of nothing would be built."""
+    bindings = generate_from_header(header)
+    if "ur_result_t" not in bindings.enums or bindings.version is None:
+        raise HeaderError(f"{header} is not UR's {HEADER_NAME}: it declares no ur_result_t or "
+                          "no UR_API_VERSION_CURRENT (nothing was built or replaced)")
+    return bindings
 
 
 # --------------------------------------------------------------------------------------------
@@ -472,7 +487,7 @@ def make_ffibuilder(header: Path | None = None, bindings: Bindings | None = None
     import cffi
 
     header = header or find_header()
-    bindings = bindings or generate_from_header(header)
+    bindings = bindings or generate_from_ur_header(header)
     loader_dir = find_loader_dir(header)
     libraries = _libraries_module()
     facts = json.dumps(
@@ -492,7 +507,7 @@ def make_ffibuilder(header: Path | None = None, bindings: Bindings | None = None
         + DLPACK_DELETER_C,
         include_dirs=[str(header.parent)],
         **_link_options(loader_dir),
-        runtime_library_dirs=[_runtime_dir(loader_dir)],
+        runtime_library_dirs=_runtime_dirs(loader_dir),
         # Binding the [[deprecated]] enumerators too is the point of a 1:1 layer.
         extra_compile_args=["-Wno-deprecated-declarations"],
     )
@@ -508,14 +523,15 @@ def _link_options(loader_dir: Path) -> dict:
     return {"extra_link_args": [str(loader_dir / LOADER_NAMES[1])]}
 
 
-def _runtime_dir(loader_dir: Path) -> str:
+def _runtime_dirs(loader_dir: Path) -> list[str]:
     """Where the built module looks for the loader at run time (``import ur_cffi`` loads it by
-    path first): ``loader_dir``, except a pip build environment's, which is deleted after the
-    build (and could be made again by anyone): then ``<prefix>/lib`` of the environment the
-    module is installed into, three folders above ``site-packages/ur_cffi``."""
+    path first, from the folders ``_libraries.library_dirs`` lists): ``loader_dir``, except a
+    pip build environment's, which is deleted after the build (and could be made again by
+    anyone): then none (a path relative to the module, ``$ORIGIN/...``, reaches a folder above
+    the checkout in an editable install)."""
     if any(part.startswith("pip-build-env-") for part in loader_dir.parts):
-        return "$ORIGIN/../../.."
-    return str(loader_dir)
+        return []
+    return [str(loader_dir)]
 
 
 def describe(header: Path, bindings: Bindings) -> str:
@@ -540,7 +556,7 @@ def main(argv: list[str]) -> None:
                          "rebuilds src/ur_cffi/_ur*.so from the header found; --describe "
                          "prints what it would build from")
     header = find_header()
-    bindings = generate_from_header(header)
+    bindings = generate_from_ur_header(header)
     if argv == ["--describe"]:
         print(describe(header, bindings))
         return

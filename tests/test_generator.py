@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -226,13 +227,24 @@ def test_readme_gives_the_command_the_release_matrix_checks():
 
 def test_a_pip_build_environments_loader_folder_is_not_the_run_time_path():
     """A pip build recorded its build environment's folder (deleted afterwards, and creatable
-    by anyone) as the module's RUNPATH."""
+    by anyone) as the module's RUNPATH; then ``$ORIGIN/../../..``, which in an editable install
+    is the folder above the checkout (a loader planted there ran)."""
     from pathlib import Path
 
-    assert build_ffi._runtime_dir(Path("/tmp/pip-build-env-x1y2/overlay/lib")) == \
-        "$ORIGIN/../../.."
-    assert build_ffi._runtime_dir(Path("/opt/intel/oneapi/compiler/latest/lib")) == \
-        "/opt/intel/oneapi/compiler/latest/lib"
+    assert build_ffi._runtime_dirs(Path("/tmp/pip-build-env-x1y2/overlay/lib")) == []
+    assert build_ffi._runtime_dirs(Path("/opt/intel/oneapi/compiler/latest/lib")) == \
+        ["/opt/intel/oneapi/compiler/latest/lib"]
+
+
+def test_a_relative_loader_folder_is_made_absolute(tmp_path, monkeypatch):
+    """``UR_LIBRARY_DIR=lib`` was linked from cffi's build folder (``cannot find
+    -lur_loader``) and recorded as a RUNPATH relative to the importing process's folder."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libur_loader.so.0").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("UR_LIBRARY_DIR", "lib")
+    assert build_ffi.find_loader_dir(tmp_path / "include" / "ur_api.h") == \
+        (tmp_path / "lib").resolve()
 
 
 def test_a_loader_folder_without_the_development_name_links_the_file_itself(tmp_path,
@@ -256,3 +268,16 @@ def test_the_command_line_refuses_what_it_does_not_know(argv, capsys):
     # Anything but --describe rebuilt and replaced the package's module (a typo included).
     with pytest.raises(SystemExit, match=r"usage: python build_ffi.py \[--describe\]"):
         build_ffi.main(argv)
+
+
+@pytest.mark.parametrize("text", [b"", b"typedef int other_t;\nint other(void);\n",
+                                  b"/* caf\xe9 */\ntypedef int other_t;\n"])
+def test_a_header_that_is_not_urs_is_refused_naming_it(tmp_path, text):
+    """An empty or unrelated header built a module of nothing (``make regen`` replaced the
+    working one with it, and the import failed on a missing ur_result_t); a byte that is not
+    UTF-8 gave a bare UnicodeDecodeError."""
+    header = tmp_path / "ur_api.h"
+    header.write_bytes(text)
+    with pytest.raises(build_ffi.HeaderError, match=f"{re.escape(str(header))} is not (UR's "
+                                                    "ur_api.h|UTF-8)"):
+        build_ffi.generate_from_ur_header(header)
