@@ -482,6 +482,26 @@ def loader_identity(loader_dir: Path) -> dict | None:
     return None
 
 
+def check_loader_exports(loader_dir: Path, header: Path, bindings: Bindings) -> None:
+    """Raise ``HeaderError`` where the loader in ``loader_dir`` lacks a function ``header``
+    declares: they are of different UR releases (the module would build, and its import fail
+    with the dynamic linker's "undefined symbol").  A name is looked for in the file's bytes
+    as its symbol table holds it, NUL-terminated."""
+    loader = next((loader_dir / name for name in reversed(LOADER_NAMES)
+                   if (loader_dir / name).exists()), None)
+    if loader is None:
+        return
+    data = loader.read_bytes()
+    missing = [name for name in bindings.functions if name.encode() + b"\0" not in data]
+    if missing:
+        raise HeaderError(
+            f"the UR loader {loader.resolve()} has no {', '.join(missing[:5])}"
+            f"{f' (and {len(missing) - 5} more)' if len(missing) > 5 else ''} of the "
+            f"{len(bindings.functions)} functions {header} (UR API {bindings.version}) "
+            "declares: they are of different UR releases. Set UR_INCLUDE_DIR and "
+            "UR_LIBRARY_DIR to one release's header and loader")
+
+
 def make_ffibuilder(header: Path | None = None, bindings: Bindings | None = None):
     """Return a cffi ``FFI`` with the whole header declared and ``ur_cffi._ur`` as its source."""
     import cffi
@@ -489,6 +509,7 @@ def make_ffibuilder(header: Path | None = None, bindings: Bindings | None = None
     header = header or find_header()
     bindings = bindings or generate_from_ur_header(header)
     loader_dir = find_loader_dir(header)
+    check_loader_exports(loader_dir, header, bindings)
     libraries = _libraries_module()
     facts = json.dumps(
         {"ur_cffi_build": 1, "header": str(header), "version": bindings.version,

@@ -281,3 +281,20 @@ def test_a_header_that_is_not_urs_is_refused_naming_it(tmp_path, text):
     with pytest.raises(build_ffi.HeaderError, match=f"{re.escape(str(header))} is not (UR's "
                                                     "ur_api.h|UTF-8)"):
         build_ffi.generate_from_ur_header(header)
+
+
+def test_a_loader_without_a_function_the_header_declares_is_refused_naming_both(tmp_path):
+    """A header newer than the loader built a module whose import failed with the dynamic
+    linker's bare "undefined symbol: ...", naming neither release."""
+    from ur_cffi import _libraries
+
+    header = build_ffi.find_header()
+    bindings = build_ffi.generate_from_ur_header(header)
+    loader = _libraries.opened_loader()
+    build_ffi.check_loader_exports(loader.parent, header, bindings)  # the pair it was built of
+    older = tmp_path / "libur_loader.so.0"
+    older.write_bytes(loader.read_bytes().replace(b"urQueueFinish\0", b"urQueueFinisX\0"))
+    with pytest.raises(build_ffi.HeaderError, match=f"the UR loader {re.escape(str(older))} "
+                       "has no urQueueFinish of the [0-9]+ functions .*ur_api.h \\(UR API "
+                       "[0-9.]+\\) declares: they are of different UR releases"):
+        build_ffi.check_loader_exports(tmp_path, header, bindings)
