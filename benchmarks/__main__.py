@@ -137,6 +137,14 @@ def main(argv=None) -> int:
         c_method = next(m for m in available if m.name == "c")
         apart_times = harness.measure([c_method, *apart], launches, rounds)
 
+    expected = kernel.expected()
+    wrong = [m.name for m in available if m.verify() != expected]  # (one that stopped doing
+    if wrong:                                                     # its work looks faster)
+        raise SystemExit(f"after the measurement, these did not write the kernel's output: "
+                         f"{', '.join(wrong)}")
+    print("checked again after the measurement (poisoned output, launched once): "
+          f"{', '.join(m.name for m in available)}")
+
     from . import allocator
 
     print("caching allocator rows...")

@@ -2,8 +2,10 @@
 ``urUSMDeviceAlloc`` + ``urUSMFree``, and a loop of "allocate a temporary, launch on it, drop
 it" against the C loop without a caching allocator, which must finish the queue before each
 free.  Measured by ``harness.measure`` as the main table is (interleaved rounds, medians of
-round medians, ratios within rounds); the loop's queue finishes are counted (one, at the end,
-for ur_cffi; checked on the device by ``tests/test_allocator.py``)."""
+round medians, ratios within rounds).  After the rounds, one more ur_cffi loop counts the UR
+waits it makes (``urQueueFinish``, ``urEventWait``) with ur_cffi's modules' bindings wrapped:
+one finish, at the loop's end, and no event wait (that no free waits for the queue is also
+checked on the device, behind a running kernel, by ``tests/test_allocator.py``)."""
 
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ def measure(setup, floor_lib, rounds: int, count: int) -> list[dict]:
             del temporary  # back to the pool while the launch may still run: no finish
         queue.finish()
 
-    workloads = [harness.Workload("alloc_free", "USM alloc+free 4 KiB", "us", count, 5),
+    workloads = [harness.Workload("alloc_free", "USM alloc+free 4 KiB (measured apart from the "
+                                  "table above)", "us", count, 5),
                  harness.Workload("loop", f"temporary + launch + drop, {LOOP} per finish", "us",
                                   LOOP, 5)]
     notes = {"alloc_free": "", "loop": "C finishes the queue before each urUSMFree"}
@@ -57,6 +60,9 @@ def measure(setup, floor_lib, rounds: int, count: int) -> list[dict]:
         [SimpleNamespace(name="c", ops={"alloc_free": c_alloc_free, "loop": c_loop}),
          SimpleNamespace(name="ur_cffi", ops={"alloc_free": alloc_free, "loop": loop})],
         workloads, rounds, log=lambda _line: None)
+    waits = waits_of(lambda: loop(LOOP))
+    notes["loop"] += (f"; ur_cffi's loop made {waits['urQueueFinish']} urQueueFinish and "
+                      f"{waits['urEventWait']} urEventWait in {LOOP} iterations (counted)")
     rows = []
     for workload in workloads:
         ratios = harness.ratios(times[workload.name], "ur_cffi", "c")
@@ -72,6 +78,46 @@ def measure(setup, floor_lib, rounds: int, count: int) -> list[dict]:
         f"{stats['cache_hits']} of {stats['allocations']} allocations from the cache, "
         f"{stats['ur_allocations']} urUSMDeviceAlloc")})
     return rows
+
+
+WAITS = ("urQueueFinish", "urEventWait")
+
+
+class _CountingLib:
+    """UR's ``lib``, counting the calls of :data:`WAITS` (each still reaches UR)."""
+
+    def __init__(self, lib, counts: dict):
+        self._lib, self._counts = lib, counts
+
+    def __getattr__(self, name):
+        function = getattr(self._lib, name)
+        if name not in WAITS:
+            return function
+        counts = self._counts
+
+        def counted(*args):
+            counts[name] += 1
+            return function(*args)
+
+        return counted
+
+
+def waits_of(run) -> dict:
+    """``{UR function: calls}`` of the :data:`WAITS` that ``run()`` makes through ur_cffi."""
+    from ur_cffi import _waiting, allocator, memory, program, queue
+
+    counts = dict.fromkeys(WAITS, 0)
+    modules, finish = (queue, allocator, memory, _waiting, program), queue._finish
+    for module in modules:
+        module.lib = _CountingLib(module.lib, counts)
+    queue._finish = queue.lib.urQueueFinish
+    try:
+        run()
+    finally:
+        for module in modules:
+            module.lib = module.lib._lib
+        queue._finish = finish
+    return counts
 
 
 def table(rows: list[dict]) -> str:

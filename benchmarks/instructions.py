@@ -53,7 +53,7 @@ def _operation(name: str):
     setup = Setup(1 << 12, 1 << 12)
     queue, x, args = setup.queue, setup.x, setup.kernel_args()
     ur_triton.activate(queue)
-    jit = kernel.tiny[(1,)]
+    tiny = kernel.tiny
     options = {"BLOCK": kernel.BLOCK, "num_warps": kernel.NUM_WARPS}
     if name == "launch":
         launch = setup.kernel.launch
@@ -72,7 +72,7 @@ def _operation(name: str):
 
         Launcher.__call__ = capture
         try:
-            jit(x, kernel.N, **options)
+            tiny[(1,)](x, kernel.N, **options)
         finally:
             Launcher.__call__ = original
         launcher, launch_args = calls[0]
@@ -81,7 +81,7 @@ def _operation(name: str):
         prepared = ur_triton.prepare(kernel.tiny, (1,), x, kernel.N, **options)
         return (lambda: prepared(event=False)), queue.finish, setup
     if name == "kernel_grid":
-        return (lambda: jit(x, kernel.N, **options)), queue.finish, setup
+        return (lambda: tiny[(1,)](x, kernel.N, **options)), queue.finish, setup
     if name == "empty_close":
         return (lambda: ur_cffi.empty(4096, np.uint8, queue=queue).close()), queue.finish, setup
     raise ValueError(f"operation must be one of {OPERATIONS}, not {name!r}")
@@ -188,10 +188,25 @@ def main(argv=None) -> int:
     print("| operation | instructions per call, main thread |\n| --- | --- |")
     with tempfile.TemporaryDirectory() as directory:
         for name in args.operations:
+            _warm_caches(name)
             few, many = (_main_thread_instructions(name, count, Path(directory), args.stub_ur)
                          for count in (FEW, MANY))
+            if many <= few:
+                raise RuntimeError(f"{name}: {MANY} calls counted {many:,} instructions, {FEW} "
+                                   f"calls {few:,}: one-time work differed between the runs")
             print(f"| {name} | {(many - few) / (MANY - FEW):,.0f} |", flush=True)
     return 0
+
+
+def _warm_caches(name: str) -> None:
+    """Run operation ``name`` once uncounted, so that the counted runs find Python's bytecode
+    and Triton's compiled kernels cached (one-time work in one run of the pair, about 0.7 G
+    instructions, went into the per-call figure)."""
+    run = subprocess.run([sys.executable, "-m", "benchmarks.instructions", "--child", name,
+                          str(FEW)], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    if run.returncode:
+        raise RuntimeError(f"{name} x{FEW} failed:\n{run.stderr[-2000:]}")
 
 
 if __name__ == "__main__":

@@ -418,17 +418,16 @@ def triton_jit(setup: Setup) -> Method:
         raise Unavailable("ur_cffi.triton has no activate(queue)")
     activate(setup.queue)
     queue, x, n, grid = setup.queue, setup.x, kernel.N, (1,)
-    jit = kernel.tiny[grid]
-    block, warps = kernel.BLOCK, kernel.NUM_WARPS
+    tiny, block, warps = kernel.tiny, kernel.BLOCK, kernel.NUM_WARPS
 
-    def launch_finish(count):
-        for _ in range(count):
-            jit(x, n, BLOCK=block, num_warps=warps)
+    def launch_finish(count):  # (kernel[grid] in the loop, as a user writes it: ur_cffi's
+        for _ in range(count):  # __getitem__ runs on each call)
+            tiny[grid](x, n, BLOCK=block, num_warps=warps)
             queue.finish()
 
     def back_to_back(count):
         for _ in range(count):
-            jit(x, n, BLOCK=block, num_warps=warps)
+            tiny[grid](x, n, BLOCK=block, num_warps=warps)
         queue.finish()
 
     def verify():
@@ -446,10 +445,10 @@ def triton_jit(setup: Setup) -> Method:
 def triton_in_turn(setup: Setup) -> Method:
     """``kernel[grid](...)``, on two arrays in turn."""
     triton_jit(setup)  # (ur_cffi.triton active on the setup's queue, or Unavailable)
-    jit, n, block, warps = kernel.tiny[(1,)], kernel.N, kernel.BLOCK, kernel.NUM_WARPS
+    tiny, n, block, warps = kernel.tiny, kernel.N, kernel.BLOCK, kernel.NUM_WARPS
     return _in_turn_method("triton_in_turn", "defaults: Triton kernel[grid] via ur_cffi.triton "
                            "+ Queue.finish, on two arrays in turn", setup,
-                           lambda array: jit(array, n, BLOCK=block, num_warps=warps))
+                           lambda array: tiny[(1,)](array, n, BLOCK=block, num_warps=warps))
 
 
 def triton_prepared(setup: Setup) -> Method:
@@ -470,17 +469,16 @@ def triton_dispatch(setup: Setup) -> Method:
     import ur_cffi.triton  # noqa: F401 - activated by triton_jit
 
     x, n, grid = setup.x, kernel.N, (1,)
-    jit = kernel.tiny[grid]
-    block, warps = kernel.BLOCK, kernel.NUM_WARPS
+    tiny, block, warps = kernel.tiny, kernel.BLOCK, kernel.NUM_WARPS
 
     def back_to_back(count):
         with _launcher_doing_nothing():
             for _ in range(count):
-                jit(x, n, BLOCK=block, num_warps=warps)
+                tiny[grid](x, n, BLOCK=block, num_warps=warps)
 
     def verify():  # the very call, with the real launcher
         setup.poison()
-        jit(x, n, BLOCK=block, num_warps=warps)
+        tiny[grid](x, n, BLOCK=block, num_warps=warps)
         setup.queue.finish()
         return _read_x(setup)
 
@@ -501,14 +499,13 @@ def triton_dispatch_prepared(setup: Setup) -> Method:
 
     ur_triton.activate(setup.queue)
     queue, x, n, grid = setup.queue, setup.x, kernel.N, (1,)
-    jit = kernel.tiny[grid]
-    block, warps = kernel.BLOCK, kernel.NUM_WARPS
-    launch = ur_triton.prepare(kernel.tiny, grid, x, n, BLOCK=block, num_warps=warps)
+    tiny, block, warps = kernel.tiny, kernel.BLOCK, kernel.NUM_WARPS
+    launch = ur_triton.prepare(tiny, grid, x, n, BLOCK=block, num_warps=warps)
 
     def back_to_back(count):
         with _launcher_doing_nothing():
             for _ in range(count):
-                jit(x, n, BLOCK=block, num_warps=warps)
+                tiny[grid](x, n, BLOCK=block, num_warps=warps)
                 launch(event=False)
         queue.finish()
 

@@ -54,6 +54,7 @@ def test_prints_the_tables(quick_run):
     assert "| method |" in stdout
     assert "| target |" in stdout
     assert "| start-up |" in stdout
+    assert "checked again after the measurement (poisoned output, launched once): c, " in stdout
 
 
 def test_json_has_every_top_level_key(quick_run):
@@ -74,8 +75,12 @@ def test_json_has_every_top_level_key(quick_run):
         for name in ("c", "wrapper_in_turn"):
             assert workload[name]["value"] > 0 and workload[name]["ratio_to_c"] > 0, name
     allocator_rows = {row["row"]: row for row in results["allocator"]}
-    for row in ("USM alloc+free 4 KiB", "temporary + launch + drop, 100 per finish"):
+    for row in ("USM alloc+free 4 KiB (measured apart from the table above)",
+                "temporary + launch + drop, 100 per finish"):
         assert allocator_rows[row]["c_us"] > 0 and allocator_rows[row]["ratio"] > 0, row
+    # The loop's waits, counted: one finish at its end, none per temporary freed.
+    assert "ur_cffi's loop made 1 urQueueFinish and 0 urEventWait in 100 iterations" in \
+        allocator_rows["temporary + launch + drop, 100 per finish"]["note"]
 
 
 def test_every_method_has_every_figure(quick_run):
