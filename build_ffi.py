@@ -263,11 +263,21 @@ def _int_define(value: str) -> bool:
     return re.fullmatch(r"\(?\s*-?(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\s*\)?", value) is not None
 
 
+_COMMENT_OR_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def _without_comment(match: re.Match) -> str:
+    """A string literal as it is, a comment as the line breaks it spans (or a space)."""
+    text = match[0]
+    return text if text.startswith('"') else "\n" * text.count("\n") or " "
+
+
 def parse_defines(header_text: str) -> dict[str, str]:
-    """Object-like ``#define``s with an integer or string literal value, as cdef lines."""
+    """Object-like ``#define``s with an integer or string literal value, as cdef lines
+    (comments left out: one after a value, or a ``#define`` inside one)."""
     constants = {}
-    for name, value in re.findall(r"^\s*#\s*define\s+(\w+)[ \t]+([^\n]+?)\s*(?://.*)?$",
-                                  header_text, re.M):
+    text = _COMMENT_OR_STRING.sub(_without_comment, header_text)
+    for name, value in re.findall(r"^\s*#\s*define\s+(\w+)[ \t]+([^\n]+?)\s*$", text, re.M):
         if _int_define(value):
             constants[name] = f"#define {name} {value.strip('()').strip()}"
         elif re.fullmatch(r'"[^"\\]*"', value):

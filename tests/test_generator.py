@@ -298,3 +298,13 @@ def test_a_loader_without_a_function_the_header_declares_is_refused_naming_both(
                        "has no urQueueFinish of the [0-9]+ functions .*ur_api.h \\(UR API "
                        "[0-9.]+\\) declares: they are of different UR releases"):
         build_ffi.check_loader_exports(tmp_path, header, bindings)
+
+
+def test_defines_are_read_past_comments():
+    """``#define A 5 /* c */`` was left out (README: literal number defines are bound), and a
+    ``#define`` inside a block comment was bound (the build then failed)."""
+    text = ('#define A 5 /* after */\n/* #define B 6\n   #define B2 7 */\n'
+            '#define C "x//y" // after\n// a /* in a line comment\n#define D 0x10\n/* end */\n')
+    assert build_ffi.parse_defines(text) == {"A": "#define A 5",
+                                             "C": "static const char *const C;",
+                                             "D": "#define D 0x10"}
