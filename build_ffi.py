@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -267,9 +268,9 @@ _COMMENT_OR_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|//[^\n]*|/\*.*?\*/', re.S)
 
 
 def _without_comment(match: re.Match) -> str:
-    """A string literal as it is, a comment as the line breaks it spans (or a space)."""
+    """A string literal as it is, a comment as one space (as C reads it)."""
     text = match[0]
-    return text if text.startswith('"') else "\n" * text.count("\n") or " "
+    return text if text.startswith('"') else " "
 
 
 def parse_defines(header_text: str) -> dict[str, str]:
@@ -554,13 +555,19 @@ def _link_options(loader_dir: Path) -> dict:
     return {"extra_link_args": [str(loader_dir / LOADER_NAMES[1])]}
 
 
+_BUILD_ENVIRONMENTS = ("pip-build-env-", "build-env-", "builds-v0")
+"""How the temporary environments of pip, ``python -m build`` and uv name their folders."""
+
+
 def _runtime_dirs(loader_dir: Path) -> list[str]:
     """Where the built module looks for the loader at run time (``import ur_cffi`` loads it by
     path first, from the folders ``_libraries.library_dirs`` lists): ``loader_dir``, except a
-    pip build environment's, which is deleted after the build (and could be made again by
-    anyone): then none (a path relative to the module, ``$ORIGIN/...``, reaches a folder above
-    the checkout in an editable install)."""
-    if any(part.startswith("pip-build-env-") for part in loader_dir.parts):
+    temporary one (a build environment's, or one under the temporary folder), which is deleted
+    after the build and could be made again by anyone: then none (a path relative to the
+    module, ``$ORIGIN/...``, reaches a folder above the checkout in an editable install)."""
+    temporary = Path(tempfile.gettempdir()).resolve()
+    if any(part.startswith(_BUILD_ENVIRONMENTS) for part in loader_dir.parts) or \
+            temporary in loader_dir.resolve().parents:
         return []
     return [str(loader_dir)]
 

@@ -231,7 +231,12 @@ def test_a_pip_build_environments_loader_folder_is_not_the_run_time_path():
     is the folder above the checkout (a loader planted there ran)."""
     from pathlib import Path
 
-    assert build_ffi._runtime_dirs(Path("/tmp/pip-build-env-x1y2/overlay/lib")) == []
+    import tempfile
+
+    for temporary in ("/tmp/pip-build-env-x1y2/overlay/lib",  # pip, python -m build, uv
+                      "/var/tmp/build-env-q7w8/lib", "/home/u/.cache/uv/builds-v0/.tmpAb/lib",
+                      f"{tempfile.gettempdir()}/ur-build/lib"):
+        assert build_ffi._runtime_dirs(Path(temporary)) == [], temporary
     assert build_ffi._runtime_dirs(Path("/opt/intel/oneapi/compiler/latest/lib")) == \
         ["/opt/intel/oneapi/compiler/latest/lib"]
 
@@ -305,6 +310,7 @@ def test_defines_are_read_past_comments():
     ``#define`` inside a block comment was bound (the build then failed)."""
     text = ('#define A 5 /* after */\n/* #define B 6\n   #define B2 7 */\n'
             '#define C "x//y" // after\n// a /* in a line comment\n#define D 0x10\n/* end */\n')
-    assert build_ffi.parse_defines(text) == {"A": "#define A 5",
+    text += "#define E /* a comment\n   over lines */ 5\n"
+    assert build_ffi.parse_defines(text) == {"A": "#define A 5", "E": "#define E 5",
                                              "C": "static const char *const C;",
                                              "D": "#define D 0x10"}

@@ -261,7 +261,8 @@ def test_a_prepared_launch_checks_its_integer_addresses_after_a_release(rq, rng)
     if ur_cffi.memory.is_usm(rq.context, address):
         pytest.skip(FREED_STILL_USM)
     with pytest.raises(ValueError, match=r"argument 'y_ptr' of kernel 'scale': address 0x"
-                                         r"[0-9a-f]+ is not USM memory"):
+                                         r"[0-9a-f]+ is no longer USM memory of the "
+                                         r"context \(freed since the launch was prepared"):
         launch(event=False)
 
 
@@ -281,8 +282,27 @@ def test_a_graph_checks_its_launches_integer_addresses_after_a_release(context, 
     if ur_cffi.memory.is_usm(rq.context, address):
         pytest.skip(FREED_STILL_USM)
     with pytest.raises(ValueError, match=r"replay: command 0 \(launch of kernel 'scale'\): "
-                                         r"argument 'y_ptr' .* is not USM memory"):
+                                         r"argument 'y_ptr' .* is no longer USM memory"):
         graph.replay(rq)
+    graph.close()
+
+
+def test_a_prepared_launch_added_to_a_graph_after_a_release_checks_its_addresses(
+        context, device, rq, rng):
+    # Graph.add took it as checked: a graph made after the release saw none to check for.
+    compiled, x, doomed, host, n = _into_doomed(rq, rng)
+    launch = ur_triton.prepare(compiled, (triton.cdiv(n, BLOCK), 1, 1), x, doomed.data_ptr(),
+                               1.0, n, BLOCK)
+    address = doomed.data_ptr()
+    doomed.close()
+    ur_cffi.empty_cache()
+    if ur_cffi.memory.is_usm(rq.context, address):
+        pytest.skip(FREED_STILL_USM)
+    graph = ur_cffi.Graph(context, device)
+    with pytest.raises(ValueError, match=r"argument 'y_ptr' of kernel 'scale': address 0x"
+                                         r"[0-9a-f]+ is no longer USM memory"):
+        graph.add(launch)
+    assert not graph.commands
     graph.close()
 
 

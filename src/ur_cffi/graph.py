@@ -306,6 +306,8 @@ class Graph(_handle.Resource):
         for memory in launch._memories:
             if memory is not None:
                 memory.handle  # noqa: B018 - raises ClosedError
+        if launch._released != _handle.released:  # (the graph's replays check from now on)
+            check_integer_addresses(launch.kernel, self.context, launch._addresses)
         return self._record(_Launch(launch.kernel, launch._call_args[0], launch.args,
                                     launcher=launch.launcher, keep=launch._buffers,
                                     memories=launch._memories), after, True)
@@ -405,7 +407,7 @@ class Graph(_handle.Resource):
                 if type(resource) is USMArray:
                     resource._used_on(queue)
         if self._checked != _handle.released:
-            self._check_memory(self._replay_queue)
+            self._check_memory()
         state = self._state
         with self._lock, section:  # Ctrl-C after the enqueue waits until the Event owns it
             self.handle  # noqa: B018 - raises ClosedError
@@ -636,7 +638,7 @@ class Graph(_handle.Resource):
         self.native, self._why = False, why
         check(lib.urCommandBufferReleaseExp(buffer), "urCommandBufferReleaseExp")
 
-    def _check_memory(self, queue: Queue) -> None:
+    def _check_memory(self) -> None:
         """Raise ``ClosedError`` if memory a command uses was released, ``ValueError`` if an
         address a launch was given as an integer is no longer USM memory (checked when
         anything was released since the last check)."""
@@ -647,8 +649,7 @@ class Graph(_handle.Resource):
         for index, command in enumerate(self._commands):
             if command.kind == "launch" and command.addresses:
                 try:
-                    check_integer_addresses(command.kernel, queue, command.addresses,
-                                            command.launcher)
+                    check_integer_addresses(command.kernel, self.context, command.addresses)
                 except ValueError as error:
                     raise ValueError(f"replay: command {index} (launch of kernel "
                                      f"{command.kernel.name!r}): {error}") from None

@@ -232,7 +232,8 @@ def refused_selector_hint(backend: str) -> str:
     2025.0's knows no ``native_cpu`` backend (the header's enum has it)."""
     terms = device_selector(selector_text() or "") or ()
     hints = []
-    if any(name == "native_cpu" for _, name, _ in terms):
+    if not _release.SELECTOR_KNOWS_NATIVE_CPU and any(name == "native_cpu"
+                                                      for _, name, _ in terms):
         hints.append("the loader of oneAPI 2025.0 knows no native_cpu backend: leave out "
                      "its terms")
     others = [name for negative, name, _ in terms if negative and name not in ("*", backend)]

@@ -676,24 +676,26 @@ class Kernel(_handle.Resource):
 
 
 def integer_addresses(kernel: Kernel, args: tuple, launcher=None) -> tuple:
-    """``(position, address)`` of each pointer argument of ``args`` given as an integer: a
-    launch kept to run later (prepared, or recorded into a Graph) checks them again after a
-    release (:func:`check_integer_addresses`), as their memory may be freed by then.
-    ``launcher``: the ``ur_cffi.triton`` launcher whose rules ``args`` follow."""
+    """``(argument name, address)`` of each pointer argument of ``args`` given as an integer
+    (checked when the launch was): a launch kept to run later (prepared, or recorded into a
+    Graph) checks them again after a release (:func:`check_integer_addresses`), as their
+    memory may be freed by then.  ``launcher``: the ``ur_cffi.triton`` launcher whose rules
+    ``args`` follow."""
     if launcher is not None:
         return launcher.integer_addresses(args)
     declared = kernel._declared
-    return tuple((index, arg) for index, arg in enumerate(args)
+    return tuple((str(index), int(arg)) for index, arg in enumerate(args)
                  if declared and declared[index] == "ptr" and isinstance(arg, (int, np.integer)))
 
 
-def check_integer_addresses(kernel: Kernel, queue: Queue, addresses: tuple,
-                            launcher=None) -> None:
+def check_integer_addresses(kernel: Kernel, context, addresses: tuple) -> None:
     """Raise ``ValueError`` naming the argument where one of ``addresses``
-    (:func:`integer_addresses`) is no longer USM memory of ``queue``'s context."""
-    check_address = kernel._address_argument if launcher is None else launcher.check_address
-    for index, address in addresses:
-        check_address(index, address, queue)
+    (:func:`integer_addresses`) is no longer USM memory of ``context``."""
+    for name, address in addresses:
+        if address and not is_usm(context, address):
+            raise ValueError(f"argument {name} of kernel {kernel.name!r}: address 0x{address:x} "
+                             "is no longer USM memory of the context (freed since the launch "
+                             "was prepared or recorded)")
 
 
 def _trimmed(sizes: tuple) -> tuple:
@@ -737,7 +739,7 @@ class PreparedLaunch:
                     raise _handle.ClosedError(
                         f"prepared launch of {self.kernel.name!r}, argument "
                         f"{self._argument_name(index)}: {type(memory).__name__} is closed")
-            check_integer_addresses(self.kernel, self.queue, self._addresses, self.launcher)
+            check_integer_addresses(self.kernel, self.queue.context, self._addresses)
             self._released = _handle.released
         if wait_for is _NO_EVENTS and not event and not recording:
             launch_args, items = self._launch_args  # (a call with * would not be inlined)

@@ -505,17 +505,10 @@ class Launcher:
         return address
 
     def integer_addresses(self, args) -> tuple:
-        """``(position, address)`` of each pointer of ``args`` given as an integer
+        """``(argument name, address)`` of each pointer of ``args`` given as an integer
         (``program.integer_addresses``)."""
-        return tuple((position, args[position]) for _, position, _, _ in self.pointers
+        return tuple((repr(name), args[position]) for _, position, name, _ in self.pointers
                      if isinstance(args[position], int) and not isinstance(args[position], bool))
-
-    def check_address(self, position: int, address: int, queue) -> None:
-        """Raise where ``address``, given for the pointer at ``position``, is no longer USM
-        memory of ``queue``'s context (``program.check_integer_addresses``)."""
-        for _, at, name, element in self.pointers:
-            if at == position:
-                self._address(address, name, element, queue)
 
     def _explain(self, values, grid) -> None:
         """Raise naming the scalar (as passed) or the grid size that cannot be packed."""
