@@ -2,9 +2,11 @@
 by callgrind in the calling thread, which do not drift with the machine's speed as times do.
 
 Each operation runs in a child process under ``valgrind --tool=callgrind --separate-threads=yes``
-twice, ``FEW`` and ``MANY`` times after a warm-up; the difference of the two counts of the main
-thread, divided by the difference of the call counts, is what one call costs (start-up and the
-runtime's worker threads, which run the kernels, drop out).  Slow: about a minute per run.
+twice, ``FEW`` and ``MANY`` times after a warm-up, counted only from the first call to the
+finish after the last (``--collect-atstart=no``, then ``CALLGRIND_TOGGLE_COLLECT``); the
+difference of the two counts of the main thread, divided by the difference of the call
+counts, is what one call costs (the finish and the runtime's worker threads, which run the
+kernels, drop out).  Slow: about a minute per run.
 
 Operations (the kernel and arguments of ``make bench``):
 
@@ -132,9 +134,12 @@ def _child(name: str, count: int, stub_ur: bool = False) -> None:
         call()
     finish()
     hits = ur_cffi.memory_stats(setup.context)["cache_hits"]
+    toggle_collect = _collection_switch()
+    toggle_collect()  # on: only the counted calls and their finish are counted
     for _ in range(count):
         call()
     finish()
+    toggle_collect()
     if name == "empty_close":
         served = ur_cffi.memory_stats(setup.context)["cache_hits"] - hits
         if served != count:
@@ -146,10 +151,36 @@ def _child(name: str, count: int, stub_ur: bool = False) -> None:
         raise RuntimeError(f"{name}: the kernel's output is wrong")
 
 
+def _collection_switch():
+    """A function that turns callgrind's counting on and off (``CALLGRIND_TOGGLE_COLLECT``,
+    from valgrind's ``callgrind.h``, compiled here): the child runs with counting off, so
+    that its start-up, which varies by far more than the calls cost (the runtime's
+    spin-waits while it builds the program grow with the machine's load: 0.7 G instructions
+    between two runs), is left out."""
+    import cffi
+
+    builder = cffi.FFI()
+    builder.cdef("void toggle_collect(void);")
+    builder.set_source("_ur_bench_callgrind", "#include <valgrind/callgrind.h>\n"
+                       "void toggle_collect(void) { CALLGRIND_TOGGLE_COLLECT; }")
+    module = _compiled(builder, "_ur_bench_callgrind")
+    return module.lib.toggle_collect
+
+
+def _compiled(builder, name: str):
+    import importlib.util
+
+    path = builder.compile(tmpdir=tempfile.mkdtemp(prefix="ur_bench_callgrind_"), verbose=False)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _main_thread_instructions(name: str, count: int, directory: Path, stub_ur: bool) -> int:
     out = directory / f"{name}-{count}"
     command = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
-               f"--callgrind-out-file={out}", sys.executable, "-m", "benchmarks.instructions",
+               "--collect-atstart=no", f"--callgrind-out-file={out}", sys.executable, "-m", "benchmarks.instructions",
                "--child", name, str(count)] + (["--stub-ur"] if stub_ur else [])
     # Fixed string hashes: each seed lays out the interpreter's dicts differently.
     env = {**os.environ, "PYTHONHASHSEED": "0"} if stub_ur else None
@@ -188,25 +219,13 @@ def main(argv=None) -> int:
     print("| operation | instructions per call, main thread |\n| --- | --- |")
     with tempfile.TemporaryDirectory() as directory:
         for name in args.operations:
-            _warm_caches(name)
             few, many = (_main_thread_instructions(name, count, Path(directory), args.stub_ur)
                          for count in (FEW, MANY))
             if many <= few:
                 raise RuntimeError(f"{name}: {MANY} calls counted {many:,} instructions, {FEW} "
-                                   f"calls {few:,}: one-time work differed between the runs")
+                                   f"calls {few:,}: the runs differ by more than the calls")
             print(f"| {name} | {(many - few) / (MANY - FEW):,.0f} |", flush=True)
     return 0
-
-
-def _warm_caches(name: str) -> None:
-    """Run operation ``name`` once uncounted, so that the counted runs find Python's bytecode
-    and Triton's compiled kernels cached (one-time work in one run of the pair, about 0.7 G
-    instructions, went into the per-call figure)."""
-    run = subprocess.run([sys.executable, "-m", "benchmarks.instructions", "--child", name,
-                          str(FEW)], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parent.parent)
-    if run.returncode:
-        raise RuntimeError(f"{name} x{FEW} failed:\n{run.stderr[-2000:]}")
 
 
 if __name__ == "__main__":
