@@ -178,6 +178,68 @@ def test_a_child_forked_while_another_thread_is_in_the_allocator_does_not_hang()
     assert report["seen"]["empty"] == "ClosedError", report
 
 
+EVERY_LOCK_HELD = REAP + textwrap.dedent("""
+    import json, os, sys, threading
+    import ur_cffi
+    from ur_cffi import _forking
+    import device_under_test
+
+    device = device_under_test.get()
+    queue = ur_cffi.Queue(device.create_context(), device)
+    kept = ur_cffi.empty(100, queue=queue)
+    held, let_go = threading.Event(), threading.Event()
+
+    def hold():  # other threads of the parent inside every lock of ur_cffi at the fork
+        locks = list(_forking._made)
+        for lock in locks:
+            lock.acquire()
+        held.set()
+        let_go.wait()
+        for lock in reversed(locks):
+            lock.release()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        seen = {}
+        for name, use in {"devices()": ur_cffi.devices, "barrier": queue.barrier,
+                          "fill": lambda: kept.fill(1.0), "finish": queue.finish,
+                          "memory_stats()": ur_cffi.memory_stats,
+                          "empty": lambda: ur_cffi.empty(3, queue=queue)}.items():
+            try:
+                use()
+                seen[name] = "no error"
+            except Exception as error:
+                seen[name] = type(error).__name__
+        os.write(write, json.dumps(seen).encode())
+        sys.exit(0)  # Python's exit, ur_cffi's teardown at exit with it
+    os.close(write)
+    let_go.set()
+    holder.join()
+    report, status = reap(pid, time.monotonic() + float(sys.argv[1]), read)
+    print(json.dumps({"status": status, "seen": json.loads(report) if report else {},
+                      "locks": len(_forking._made)}))
+""")
+
+
+def test_a_child_forked_while_other_threads_hold_every_lock_does_not_hang():
+    # Only the allocator's lock was made anew in the child: with another thread of the parent
+    # in the loader's, the device list's or the enqueue lock at the fork, the child's
+    # devices(), barrier or launch, or its exit, waited forever (30 children of 30, with three
+    # threads listing devices).
+    done = crash_probe.run_child(["10"], code=EVERY_LOCK_HELD, timeout=50)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["status"] == 0, report
+    assert report["locks"] >= 10, report
+    assert report["seen"] == dict.fromkeys(
+        ["devices()", "barrier", "fill", "finish", "memory_stats()", "empty"], "ClosedError"), \
+        report
+
+
 FORK_BEFORE_USE = REAP + textwrap.dedent("""
     import os, sys
     import numpy as np

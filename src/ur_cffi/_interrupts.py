@@ -24,6 +24,8 @@ import sys
 import threading
 from threading import get_ident
 
+from . import _forking
+
 # Only the main thread handles signals, so only its sections are counted: other threads'
 # sections cost one ``get_ident()`` comparison.
 _main_ident = threading.main_thread().ident
@@ -98,7 +100,7 @@ class _Resend(threading.Timer):
         self.daemon = True
         self.sent = False
         self._withdrawn = False
-        self._deciding = threading.Lock()  # sent, or withdrawn: one or the other
+        self._deciding = _forking.lock()  # sent, or withdrawn: one or the other
 
     def _send(self) -> None:
         with self._deciding:
@@ -201,7 +203,7 @@ class Lock:
     __slots__ = ("_lock",)
 
     def __init__(self, reentrant: bool = False):
-        self._lock = threading.RLock() if reentrant else threading.Lock()
+        self._lock = _forking.lock(reentrant=True) if reentrant else _forking.lock()
 
     def __enter__(self):
         section.__enter__()

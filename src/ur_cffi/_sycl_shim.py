@@ -18,8 +18,9 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 from pathlib import Path
+
+from . import _forking
 
 SOURCE = r"""
 #include <sycl/sycl.hpp>
@@ -48,7 +49,7 @@ extern "C" void ur_cffi_sycl_queue_delete(void *queue) {
 }
 """
 
-_lock = threading.Lock()
+_lock = _forking.lock()
 _library = None
 
 

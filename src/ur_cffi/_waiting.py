@@ -26,7 +26,7 @@ import threading
 import time
 from threading import get_ident
 
-from . import _checks, _interrupts
+from . import _checks, _forking, _interrupts
 from ._interrupts import section
 from ._ur import lib
 from .errors import check
@@ -40,7 +40,7 @@ LIVENESS_SECONDS = 1.0
 """How often a wait for a helper checks that the helper thread is still alive."""
 
 _helpers: dict[threading.Thread, threading.Event] = {}  # helpers whose wait still runs
-_helpers_lock = threading.Lock()
+_helpers_lock = _forking.lock()
 _interruptible = _checks.env_flag(INTERRUPTIBLE_ENV, True)
 
 

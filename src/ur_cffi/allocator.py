@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import weakref
 from time import perf_counter
 
-from . import _checks, _handle, _interrupts, _release, _waiting
+from . import _checks, _forking, _handle, _interrupts, _release, _waiting
 from ._ur import ffi, lib
 from .enums import ur_queue_flag_t, ur_result_t
 from .errors import URError, by_result, check
@@ -53,15 +52,7 @@ _LIMIT_RESULT = ur_result_t.UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY
 _OUT_OF_ORDER = int(ur_queue_flag_t.UR_QUEUE_FLAG_OUT_OF_ORDER_EXEC_MODE_ENABLE)
 _int_and = int.__and__  # on an IntFlag without enum's Python-level operator
 
-_lock = threading.RLock()  # every pool's lists and the counters below
-
-
-def _after_fork_in_child() -> None:
-    global _lock  # (another thread may have held it at the fork: it would never be let go)
-    _lock = threading.RLock()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+_lock = _forking.lock(reentrant=True)  # every pool's lists and the counters below
 _pools: dict = {}  # (id(context), id(device) or 0, kind) -> _Pool
 _totals = {"reserved": 0, "limit": None}
 _returned: list = []  # (pool, block, queue) given back, (pool, None, None) released, later

@@ -5,10 +5,9 @@ from __future__ import annotations
 import enum as _enum
 import math
 import operator
-import threading
 import weakref
 
-from . import _durations, _handle, _interrupts, _release, _waiting, loader
+from . import _durations, _forking, _handle, _interrupts, _release, _waiting, loader
 from ._release import Backend
 from ._ur import ffi, lib
 from .enums import ur_device_info_t, ur_device_type_t, ur_result_t
@@ -67,10 +66,10 @@ class Device(_handle.Resource):
         self.platform = platform
         self._queues = weakref.WeakSet()  # ur_cffi's open queues on this device
         self._sub_devices = weakref.WeakSet()  # Devices made of its partitions (queues_lock)
-        self.queues_lock = threading.RLock()
+        self.queues_lock = _forking.lock(reentrant=True)
         """Held to add to the queues and to list them (and the sub-devices).  Reentrant: a
         queue collected while its thread holds the lock removes itself under it."""
-        self.queue_handles_lock = threading.RLock()
+        self.queue_handles_lock = _forking.lock(reentrant=True)
         """Held around a queue's ``urQueueRelease``, and by code that retains the handle of a
         queue another thread may close (:meth:`synchronize`, the allocator) to read and
         retain it.  Reentrant: a signal handler or profile hook run under it may start a

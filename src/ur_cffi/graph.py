@@ -54,11 +54,10 @@ from __future__ import annotations
 import contextlib
 import struct
 import sys
-import threading
 
 import numpy as np
 
-from . import _checks, _durations, _handle, _release, _waiting
+from . import _checks, _durations, _forking, _handle, _release, _waiting
 from . import _interrupts
 from ._interrupts import hold_back_in, section
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argument
@@ -74,7 +73,7 @@ _NULL = ffi.NULL
 _EVENT_OUT = ffi.typeof("ur_event_handle_t *")
 _STYPE = ur_structure_type_t
 
-_recording_lock = threading.Lock()  # guards ``queue.recording``
+_recording_lock = _forking.lock()  # guards ``queue.recording``
 
 # Update capabilities, as bits; 0 where the header has no such flag (no graph is native there).
 _FLAG = "UR_DEVICE_COMMAND_BUFFER_UPDATE_CAPABILITY_FLAG_"
@@ -203,7 +202,7 @@ class Graph(_handle.Resource):
         self._state = state = _State()
         self._timing = _durations.Timing()  # how long a replay takes, once a wait measured it
         self._commands: list = state.commands
-        self._lock = threading.RLock()
+        self._lock = _forking.lock(reentrant=True)
         self._recorders: dict = {}  # queue -> how many uses record it into this graph now
         self._blocks = 0  # recording blocks open
         self._finalized = False

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import threading
 import weakref
 
 import numpy as np
 
-from . import _checks, _handle, _strided, allocator
+from . import _checks, _forking, _handle, _strided, allocator
 from ._interrupts import hold_back_in, section
 from ._ur import ffi, lib
 from .enums import ur_usm_alloc_info_t, ur_usm_type_t
@@ -632,7 +631,7 @@ def _own_view(source: USMArray, shape, strides, data: int, queue, copy) -> USMAr
 # --- dpctl (SYCL) ----------------------------------------------------------------------------
 
 _from_dpctl: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-_from_dpctl_lock = threading.Lock()
+_from_dpctl_lock = _forking.lock()
 _dpctl_queues: dict = {}  # id(ur_cffi Context) -> the dpctl SyclQueue it was made from
 
 
@@ -775,7 +774,7 @@ def to_dpctl(queue):
 
 
 _to_dpctl: dict = {}  # native OpenCL queue -> the dpctl SyclQueue made over it
-_to_dpctl_lock = threading.Lock()
+_to_dpctl_lock = _forking.lock()
 
 
 def _opencl_references(cl_queue: int, cl_context: int, verb: str) -> None:

@@ -34,10 +34,9 @@ import os
 import re
 import sys
 import tempfile
-import threading
 import warnings
 
-from . import _checks, _handle, _release, _waiting, queue
+from . import _checks, _forking, _handle, _release, _waiting, queue
 from ._interrupts import section
 from ._ur import ffi, lib
 from .enums import ur_adapter_info_t, ur_platform_info_t
@@ -80,7 +79,7 @@ separated by ``;`` (empty or unset: every device)."""
 PRELOAD_FILTER_ENV = "UR_LOADER_PRELOAD_FILTER"
 """UR's switch for the loader's own filtering of adapters by the selector (on by default)."""
 
-_lock = threading.RLock()
+_lock = _forking.lock(reentrant=True)
 _state: dict = {"adapters": None, "validation": False, "atexit": False, "generation": 0,
                 "log": None, "own_log": False, "forked": False, "selector": None}
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import ctypes
 import math
-import threading
 import weakref
 
 import numpy as np
 
-from . import _checks, _handle, _interrupts, _strided, _waiting, allocator, dtypes
+from . import _checks, _forking, _handle, _interrupts, _strided, _waiting, allocator, dtypes
 from ._interrupts import hold_back_in, section
 from ._ur import ffi, lib
 from .enums import ur_mem_flag_t, ur_usm_alloc_info_t, ur_usm_type_t
@@ -190,7 +189,7 @@ class ExportPin:
             _handle.run_after_collection(_handle._release_entry, root._serial)  # (pops it)
 
 
-_exports_lock = threading.Lock()  # never taken by a finalizer
+_exports_lock = _forking.lock()  # never taken by a finalizer
 _pins_inside: set = set()  # ids of the ExportPins that ur_cffi's own arrays hold
 
 

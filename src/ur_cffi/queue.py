@@ -9,7 +9,7 @@ import time
 import weakref
 from time import perf_counter
 
-from . import _checks, _durations, _handle, _interrupts, _waiting
+from . import _checks, _durations, _forking, _handle, _interrupts, _waiting
 from ._handle import _events, _live, _serials
 from ._handle import collecting as _collecting
 from ._interrupts import Lock, hold_back_in, section
@@ -124,7 +124,7 @@ def wait_list(wait_for, context=None) -> tuple[int, object]:
 # Released once complete, checked whenever an Event is made, and waited for at teardown;
 # never waited for in a finalizer, which may run right after a Ctrl-C cut a wait short.
 _orphans: list = []
-_orphans_lock = threading.RLock()  # reentrant: a collection while it is held may drop an Event
+_orphans_lock = _forking.lock(reentrant=True)  # (a collection while it is held may drop an Event)
 
 
 def _complete(handle) -> bool:
@@ -449,7 +449,7 @@ def _finish_at_collection(handle, _handles_lock, ref: QueueRef) -> None:
     _note_finished(ref)
 
 
-_finished = threading.Condition()  # (reentrant: a collection under it may finish a queue)
+_finished = _forking.condition()  # (reentrant: a collection under it may finish a queue)
 """Notified as each queue's release has finished it (``QueueRef.finished``)."""
 
 

@@ -59,9 +59,8 @@ several threads at once are safe).  A failed ``activate`` or ``using`` changes n
 from __future__ import annotations
 
 import contextlib
-import threading
 
-from .. import memory
+from .. import _forking, memory
 from .._interrupts import hold_back_in
 from .._interrupts import install as install_interrupts
 from . import abi
@@ -70,7 +69,7 @@ from .abi import TESTED_VERSIONS
 __all__ = ["activate", "deactivate", "using", "prepare", "last_event", "current_queue",
            "is_active", "active_driver", "compile", "kernel_options", "TESTED_VERSIONS"]
 
-_lock = threading.RLock()
+_lock = _forking.lock(reentrant=True)
 # "explicit": activate() was called (and not deactivate() since); "users": using() blocks open
 # in any thread.  The driver is installed while either holds.
 _state: dict = {"driver": None, "previous": None, "patches": None, "explicit": False,

@@ -27,12 +27,11 @@ through the CUDA driver API, done here through UR:
 
 from __future__ import annotations
 
-import threading
 import weakref
 
 import numpy as np
 
-from .. import _release
+from .. import _forking, _release
 from .._ur import lib
 from ..enums import ur_device_info_t, ur_kernel_group_info_t
 from ..errors import URError
@@ -118,7 +117,7 @@ def scratch_layout(rules, metadata) -> list[tuple[int, int, int]]:
     return found
 
 
-_lock = threading.Lock()
+_lock = _forking.lock()
 _per_queue: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Queue -> [USMArray]
 
 

@@ -27,7 +27,7 @@ import weakref
 
 from triton.backends.driver import DriverBase
 
-from .. import _release
+from .. import _forking, _release
 from .._handle import Resource
 from .._interrupts import section
 from .._ur import ffi, lib
@@ -264,7 +264,7 @@ class URDriver(DriverBase):
         # a context nothing cached holds is not kept alive by being listed.
         self._contexts = weakref.WeakSet()
         self._functions = weakref.WeakSet()
-        self._forget_lock = threading.Lock()
+        self._forget_lock = _forking.lock()
         self._closed = False
 
     # --- where launches go -------------------------------------------------------------

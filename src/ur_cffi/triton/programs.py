@@ -23,9 +23,8 @@
 from __future__ import annotations
 
 import hashlib
-import threading
 
-from .. import spirv
+from .. import _forking, spirv
 from ..enums import ur_device_type_t
 from ..errors import ProgramBuildFailureError, URError
 from ..program import Program
@@ -35,7 +34,7 @@ BINARY_FILE = "native.bin"
 
 _GRF_MARKERS = ("GRF", "register-file")
 
-_lock = threading.RLock()
+_lock = _forking.lock(reentrant=True)
 _programs: dict = {}
 _needs_adaptation: dict = {}  # device -> whether its runtime refuses Triton's capabilities
 
