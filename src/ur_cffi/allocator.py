@@ -639,10 +639,10 @@ def empty_cache() -> None:
         _give_back_returned(blocking=True)
         pools = list(_pools.values())
         result = 0
-        for pool in pools:
-            result = pool.empty() or result
-            result = pool.renew_ur_pool() or result
-        with _interrupts.section:
+        with _interrupts.section:  # (a pool's blocks, taken out at once, are freed or lost)
+            for pool in pools:
+                result = pool.empty() or result
+                result = pool.renew_ur_pool() or result
             result = _free_lingering(waiting=True) or result
     check(result, "urUSMFree")
 
