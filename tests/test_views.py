@@ -1125,3 +1125,29 @@ def test_writes_into_elements_that_share_memory_are_refused(q, rng, write):
         write()
     woven_host[...] = values[:, :2]
     np.testing.assert_array_equal(under.to_numpy(), expected)
+
+
+def test_view_and_reshape_without_arguments_and_item_sizes_as_numpy(queue):
+    """``a.view()`` of a one-element array was 0-d and of others a reshape error; ``view(
+    dtype=)`` was refused; a smaller item size that does not divide the array's was taken
+    (numpy refuses it); an empty array's view(dtype) was refused for a reversed last axis."""
+    host = np.arange(6, dtype=np.int64).reshape(2, 3)
+    a = ur_cffi.asarray(host, queue=queue)
+    for array, reference in ((a, host), (a[:1, :1], host[:1, :1]), (a[0, :1], host[0, :1])):
+        same = array.view()
+        assert same.shape == reference.view().shape and same.strides == reference.strides
+        assert same.data_ptr() == array.data_ptr()
+        assert np.array_equal(same.to_numpy(), reference)
+    as_int32 = a.view(dtype=np.int32)
+    assert np.array_equal(as_int32.to_numpy(), host.view(dtype=np.int32))
+    with pytest.raises(TypeError, match="view takes a dtype or a shape"):
+        a.view(3, 2, dtype=np.int32)
+    with pytest.raises(TypeError, match="reshape takes the new shape"):
+        a.reshape()
+    with pytest.raises(ValueError):  # numpy: "its size must be a divisor of ..."
+        host.view(np.dtype("V6"))
+    with pytest.raises(ValueError, match="a smaller item size must divide the array's, 8 bytes"):
+        a.view(np.dtype("V6"))
+    empty_host = np.zeros((0, 2), np.uint8)[:, ::-1]
+    empty = ur_cffi.zeros((0, 2), np.uint8, queue=queue)[:, ::-1]
+    assert empty.view(np.int16).shape == empty_host.view(np.int16).shape == (0, 1)

@@ -769,6 +769,8 @@ class USMArray(_handle.Resource):
     def reshape(self, *shape) -> USMArray:
         """This array in ``shape`` (one extent may be -1): a view where strides can express it
         (numpy's rule), else a contiguous copy on the same queue."""
+        if not shape:
+            raise TypeError("reshape takes the new shape: reshape(2, 3) or reshape((2, 3))")
         target = _strided.new_shape(shape, self._size, self.itemsize)
         strides = _strided.reshaped_strides(self._shape, self._strides, target, self.itemsize)
         if strides is None:
@@ -776,10 +778,17 @@ class USMArray(_handle.Resource):
             return _relaid(self.copy(), target)
         return self._view(target, strides)
 
-    def view(self, *shape_or_dtype) -> USMArray:
-        """A view: ``view(dtype)`` reinterprets the bytes (numpy's ``view``; the last axis must
-        be contiguous where the item size changes), ``view(shape)`` reshapes and raises where
-        that needs a copy (PyTorch's ``view``)."""
+    def view(self, *shape_or_dtype, dtype=None) -> USMArray:
+        """A view: ``view()`` of the same shape, ``view(dtype)`` reinterprets the bytes
+        (numpy's ``view``; the last axis must be contiguous where the item size changes),
+        ``view(shape)`` reshapes and raises where that needs a copy (PyTorch's ``view``)."""
+        if dtype is not None:
+            if shape_or_dtype:
+                raise TypeError(f"view takes a dtype or a shape, not {shape_or_dtype} and "
+                                f"dtype={dtype!r}")
+            return self._view_as(_dtype(dtype))
+        if not shape_or_dtype:
+            return self._view(self._shape, self._strides)
         if len(shape_or_dtype) == 1 and not _is_shape(shape_or_dtype[0]):
             return self._view_as(_dtype(shape_or_dtype[0]))
         target = _strided.new_shape(shape_or_dtype, self._size, self.itemsize)
@@ -806,8 +815,12 @@ class USMArray(_handle.Resource):
         if not self._shape:
             raise ValueError(f"view as {dtype}: a 0-d array of {self._dtype} cannot change its "
                              "item size")
-        # As numpy: a last axis of 0 or 1 elements is contiguous whatever its stride.
-        if self._shape[-1] > 1 and self._strides[-1] != old:
+        if new < old and old % new:
+            raise ValueError(f"view as {dtype}: a smaller item size must divide the array's, "
+                             f"{old} bytes (numpy's rule)")
+        # As numpy: a last axis of 0 or 1 elements, or of an array of none, is contiguous
+        # whatever its stride.
+        if self._size and self._shape[-1] > 1 and self._strides[-1] != old:
             raise ValueError(f"view as {dtype}: the last axis must be contiguous to change the "
                              f"item size from {old} to {new}")
         last = self._shape[-1] * old
@@ -880,7 +893,8 @@ class USMArray(_handle.Resource):
 
     def ravel(self) -> USMArray:
         """The elements along one axis: a view where strides allow, else a copy (numpy's
-        ``ravel``, PyTorch's ``flatten``)."""
+        ``reshape(-1)``; its ``ravel`` copies where the array is not C-contiguous; PyTorch's
+        ``flatten``)."""
         return self.reshape(-1)
 
     def flatten(self) -> USMArray:
