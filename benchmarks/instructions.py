@@ -5,8 +5,9 @@ Each operation runs in a child process under ``valgrind --tool=callgrind --separ
 twice, ``FEW`` and ``MANY`` times after a warm-up, counted only from the first call to the
 finish after the last (``--collect-atstart=no``, then ``CALLGRIND_TOGGLE_COLLECT``); the
 difference of the two counts of the main thread, divided by the difference of the call
-counts, is what one call costs (the finish and the runtime's worker threads, which run the
-kernels, drop out).  Slow: about a minute per run.
+counts, is what one call costs (the runtime's worker threads, which run the kernels, drop
+out; the finish too with ``--stub-ur``, while with real UR its spin-wait grows with the
+backlog of work and the machine's load).  Slow: about a minute per run.
 
 Operations (the kernel and arguments of ``make bench``):
 
@@ -168,12 +169,14 @@ def _collection_switch():
 
 
 def _compiled(builder, name: str):
+    """The module ``builder`` compiles, loaded (its folder removed: the file stays mapped)."""
     import importlib.util
 
-    path = builder.compile(tmpdir=tempfile.mkdtemp(prefix="ur_bench_callgrind_"), verbose=False)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with tempfile.TemporaryDirectory(prefix="ur_bench_callgrind_") as directory:
+        path = builder.compile(tmpdir=directory, verbose=False)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
     return module
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pytest
+
 import crash_probe
 
 CHILD_SECONDS = 30
@@ -237,6 +239,63 @@ def test_a_child_forked_while_other_threads_hold_every_lock_does_not_hang():
     assert report["locks"] >= 10, report
     assert report["seen"] == dict.fromkeys(
         ["devices()", "barrier", "fill", "finish", "memory_stats()", "empty"], "ClosedError"), \
+        report
+
+
+FORK_INSIDE_A_LOCK = REAP + textwrap.dedent("""
+    import json, os, signal, sys, time
+    import numpy as np
+    import ur_cffi, device_under_test
+    from ur_cffi import allocator, queue as queue_module
+
+    device = device_under_test.get()
+    queue = ur_cffi.Queue(device.create_context(), device)
+    array = ur_cffi.zeros(16, np.float32, queue=queue)
+    cached = [ur_cffi.empty(1024, np.float32, queue=queue) for _ in range(4)]
+    queue.finish()
+    del cached
+    pid = []
+
+    def fork_inside(frame, event, arg):  # as a signal handler or a finalizer that forks would
+        if not pid and (queue_module.raw_enqueue_lock.locked() if sys.argv[2] == "enqueue"
+                        else frame.f_code is allocator._free_blocks.__code__):
+            pid.append(os.fork())
+
+    read, write = os.pipe()
+    sys.setprofile(fork_inside)
+    try:
+        array.fill(1.0) if sys.argv[2] == "enqueue" else ur_cffi.empty_cache()
+        outcome = "returned"
+    except BaseException as error:
+        outcome = type(error).__name__
+    sys.setprofile(None)
+    if pid[0] == 0:
+        report = {"outcome": outcome}
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
+            report["ctrl_c"] = "ignored"
+        except KeyboardInterrupt:
+            report["ctrl_c"] = "KeyboardInterrupt"
+        os.write(write, json.dumps(report).encode())
+        os._exit(0)
+    os.close(write)
+    report, status = reap(pid[0], time.monotonic() + float(sys.argv[1]), read)
+    print(json.dumps({"status": status, "parent": outcome,
+                      "child": json.loads(report) if report else {}}))
+""")
+
+
+@pytest.mark.parametrize(("inside", "child_outcome"), [("enqueue", "ClosedError"),
+                                                       ("allocator", "returned")])
+def test_a_child_forked_inside_urcffis_own_locked_code_goes_on(inside, child_outcome):
+    # Made free in the child, the lock the forking thread held itself raised RuntimeError
+    # ("release unlocked lock") as its block ended, and its Ctrl-C section, never left,
+    # swallowed every later Ctrl-C.
+    done = crash_probe.run_child(["10", inside], code=FORK_INSIDE_A_LOCK, timeout=50)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"status": 0, "parent": "returned",
+                      "child": {"outcome": child_outcome, "ctrl_c": "KeyboardInterrupt"}}, \
         report
 
 

@@ -1142,6 +1142,9 @@ def test_view_and_reshape_without_arguments_and_item_sizes_as_numpy(queue):
     assert np.array_equal(as_int32.to_numpy(), host.view(dtype=np.int32))
     with pytest.raises(TypeError, match="view takes a dtype or a shape"):
         a.view(3, 2, dtype=np.int32)
+    for none in ((None,), ()):  # numpy reads None as float64: refused, not a plain view
+        with pytest.raises(TypeError):
+            a.view(*none, **({} if none else {"dtype": None}))
     with pytest.raises(TypeError, match="reshape takes the new shape"):
         a.reshape()
     with pytest.raises(ValueError):  # numpy: "its size must be a divisor of ..."

@@ -36,8 +36,9 @@ _installed = None  # None: not yet; False: nothing to hold back; else (ours, the
 
 def _after_fork_in_child() -> None:
     global _main_ident, _depth, _pending, resend, _swallow
-    _main_ident, _depth, _pending = threading.get_ident(), 0, False
-    resend, _swallow = None, 0
+    if threading.get_ident() != _main_ident:  # (the main thread that forked is in its sections)
+        _main_ident, _depth = threading.get_ident(), 0
+    _pending, resend, _swallow = False, None, 0
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -174,8 +175,8 @@ class _Section:
 
     def __exit__(self, *exc_info):
         global _depth, _pending
-        if get_ident() == _main_ident:
-            _depth -= 1
+        if get_ident() == _main_ident and _depth:  # (0: entered before a fork made this
+            _depth -= 1                            # thread the main one)
             if _pending and not _depth:
                 _pending = False
                 _deliver(sys._getframe(1))

@@ -247,6 +247,7 @@ def _still_exported(array: USMArray) -> bool:
 
 _USM_TYPE = int(ur_usm_alloc_info_t.UR_USM_ALLOC_INFO_TYPE)
 _USM_UNKNOWN = int(ur_usm_type_t.UR_USM_TYPE_UNKNOWN)
+_NO_DTYPE = object()  # view()'s dtype when not given (an explicit None is refused, as view(None))
 
 
 def _give_back(pool, block, queue) -> int:
@@ -778,11 +779,11 @@ class USMArray(_handle.Resource):
             return _relaid(self.copy(), target)
         return self._view(target, strides)
 
-    def view(self, *shape_or_dtype, dtype=None) -> USMArray:
+    def view(self, *shape_or_dtype, dtype=_NO_DTYPE) -> USMArray:
         """A view: ``view()`` of the same shape, ``view(dtype)`` reinterprets the bytes
         (numpy's ``view``; the last axis must be contiguous where the item size changes),
         ``view(shape)`` reshapes and raises where that needs a copy (PyTorch's ``view``)."""
-        if dtype is not None:
+        if dtype is not _NO_DTYPE:
             if shape_or_dtype:
                 raise TypeError(f"view takes a dtype or a shape, not {shape_or_dtype} and "
                                 f"dtype={dtype!r}")
