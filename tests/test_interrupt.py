@@ -344,21 +344,32 @@ def test_ctrl_c_interrupts_a_loop_of_launches_once(kernels, mode):
     assert not report["second"], report  # one Ctrl-C, one KeyboardInterrupt
 
 
-HELD_SCRIPT = AXPY_CHILD + textwrap.dedent("""
-    from ur_cffi.memory import USMArray
+SIGINT_TRACER = textwrap.dedent("""
+    import os, signal
 
     sent = []
 
-    def tracer(frame, event, arg):  # a real SIGINT at the first line of an allocation
-        if frame.f_code is not USMArray._take_memory.__code__:
-            return None
+    def sigint_at_the_first_line_of(function):
+        \"\"\"A trace function that sends a real SIGINT at the first line of ``function``
+        (once: ``sent``).\"\"\"
+        def tracer(frame, event, arg):
+            if frame.f_code is not function.__code__:
+                return None
 
-        def line(frame, event, arg):
-            if event == "line" and not sent:
-                sent.append(1)
-                os.kill(os.getpid(), signal.SIGINT)
+            def line(frame, event, arg):
+                if event == "line" and not sent:
+                    sent.append(1)
+                    os.kill(os.getpid(), signal.SIGINT)
+                return line
             return line
-        return line
+        return tracer
+""")
+
+
+HELD_SCRIPT = AXPY_CHILD + SIGINT_TRACER + textwrap.dedent("""
+    from ur_cffi.memory import USMArray
+
+    tracer = sigint_at_the_first_line_of(USMArray._take_memory)  # an allocation
 
     report = {}
     try:
@@ -427,7 +438,7 @@ def test_ctrl_c_interrupts_a_loop_of_allocations_once(kind):
         {"interrupted": True, "second": False}
 
 
-EMPTY_CACHE_INTERRUPTED = textwrap.dedent("""
+EMPTY_CACHE_INTERRUPTED = SIGINT_TRACER + textwrap.dedent("""
     import json, os, signal, sys, time
     import numpy as np
     import ur_cffi, device_under_test
@@ -439,18 +450,7 @@ EMPTY_CACHE_INTERRUPTED = textwrap.dedent("""
               for i in range(200)]
     queue.finish()
     del arrays  # all cached
-    sent = []
-
-    def tracer(frame, event, arg):  # a real SIGINT as the cached blocks are being freed
-        if frame.f_code is not allocator._free_blocks.__code__:
-            return None
-
-        def line(frame, event, arg):
-            if event == "line" and not sent:
-                sent.append(1)
-                os.kill(os.getpid(), signal.SIGINT)
-            return line
-        return line
+    tracer = sigint_at_the_first_line_of(allocator._free_blocks)  # as blocks are freed
 
     report = {}
     try:

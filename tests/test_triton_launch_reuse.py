@@ -246,6 +246,16 @@ def _into_doomed(rq, rng):
     return _compiled_scale(), ur_cffi.asarray(host, queue=rq), poisoned(n, rq), host, n
 
 
+def _free(doomed, queue) -> None:
+    """Close ``doomed`` and give its memory back (not only to the cache); skip where the
+    runtime still calls its address USM memory."""
+    address = doomed.data_ptr()
+    doomed.close()
+    ur_cffi.empty_cache()
+    if ur_cffi.memory.is_usm(queue.context, address):
+        pytest.skip(FREED_STILL_USM)
+
+
 def test_a_prepared_launch_checks_its_integer_addresses_after_a_release(rq, rng):
     # Kernel.prepare did; ur_cffi.triton.prepare launched into the freed memory (a crash).
     compiled, x, doomed, host, n = _into_doomed(rq, rng)
@@ -255,11 +265,7 @@ def test_a_prepared_launch_checks_its_integer_addresses_after_a_release(rq, rng)
     launch(event=False)
     rq.finish()
     np.testing.assert_allclose(doomed.to_numpy(), expected(host, a), rtol=1e-6)
-    address = doomed.data_ptr()
-    doomed.close()
-    ur_cffi.empty_cache()  # the memory is gone, not only back in the cache
-    if ur_cffi.memory.is_usm(rq.context, address):
-        pytest.skip(FREED_STILL_USM)
+    _free(doomed, rq)
     with pytest.raises(ValueError, match=r"argument 'y_ptr' of kernel 'scale': address 0x"
                                          r"[0-9a-f]+ is no longer USM memory of the "
                                          r"context \(freed since the launch was prepared"):
@@ -276,11 +282,7 @@ def test_a_graph_checks_its_launches_integer_addresses_after_a_release(context, 
         compiled[(triton.cdiv(n, BLOCK), 1, 1)](x, doomed.data_ptr(), a, n, BLOCK)
     graph.replay(rq).wait()
     np.testing.assert_allclose(doomed.to_numpy(), expected(host, a), rtol=1e-6)
-    address = doomed.data_ptr()
-    doomed.close()
-    ur_cffi.empty_cache()  # the memory is gone, not only back in the cache
-    if ur_cffi.memory.is_usm(rq.context, address):
-        pytest.skip(FREED_STILL_USM)
+    _free(doomed, rq)
     with pytest.raises(ValueError, match=r"replay: command 0 \(launch of kernel 'scale'\): "
                                          r"argument 'y_ptr' .* is no longer USM memory"):
         graph.replay(rq)
@@ -293,11 +295,7 @@ def test_a_prepared_launch_added_to_a_graph_after_a_release_checks_its_addresses
     compiled, x, doomed, host, n = _into_doomed(rq, rng)
     launch = ur_triton.prepare(compiled, (triton.cdiv(n, BLOCK), 1, 1), x, doomed.data_ptr(),
                                1.0, n, BLOCK)
-    address = doomed.data_ptr()
-    doomed.close()
-    ur_cffi.empty_cache()
-    if ur_cffi.memory.is_usm(rq.context, address):
-        pytest.skip(FREED_STILL_USM)
+    _free(doomed, rq)
     graph = ur_cffi.Graph(context, device)
     with pytest.raises(ValueError, match=r"argument 'y_ptr' of kernel 'scale': address 0x"
                                          r"[0-9a-f]+ is no longer USM memory"):
