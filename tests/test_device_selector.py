@@ -77,7 +77,7 @@ UNNAMED = "no device of a backend that no term names"
 REFUSED = "refuse '!' terms of a backend other than the platform's (opencl): leave out " \
     "those of '!level_zero'"
 CAPITALS = "matches device types in lower case"
-NATIVE_CPU_UNKNOWN = "the loader of oneAPI 2025.0 knows no native_cpu backend"
+NATIVE_CPU_UNKNOWN = "the loaders of oneAPI 2025.0 and 2025.1 know no native_cpu backend"
 """What default_device()'s error says where such selectors selected nothing."""
 
 
@@ -105,8 +105,8 @@ def test_a_selector_that_matches_nothing_yields_no_device(selector, hint, unsele
     found = run_child(selector)
     if "devices_error" in found:  # oneAPI 2025.0 to 2025.2 refuse '!' terms of other backends
         assert "is refused by UR's urDeviceGetSelected" in found["devices_error"][2]
-        if selector == "native_cpu:*":  # 2025.0's loader knows no native_cpu (the hint was
-            assert not _release.SELECTOR_KNOWS_NATIVE_CPU  # the '!' terms')
+        if selector == "native_cpu:*":  # 2025.0's, 2025.1's loaders know no native_cpu
+            assert not _release.SELECTOR_KNOWS_NATIVE_CPU  # (the hint was the '!' terms')
             assert NATIVE_CPU_UNKNOWN in found["devices_error"][2]
             return
         assert "!level_zero:" in selector

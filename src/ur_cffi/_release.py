@@ -28,7 +28,7 @@ device-wide wait               ``urDeviceWaitExp`` from 2026.0              :dat
 leak checker and events        unrecorded in UR 0.10 and 0.11 (2025.0,      :data:`LEAK_
                                2025.1): false reports of their release      CHECKER_RECORDS_
                                                                             EVENTS`
-``native_cpu`` in a selector   refused in UR 0.10 (2025.0)                  :data:`SELECTOR_
+``native_cpu`` in a selector   refused in UR 0.10 and 0.11 (2025.0, 2025.1) :data:`SELECTOR_
                                                                             KNOWS_NATIVE_CPU`
 a selector of ``!`` terms      selects nothing in UR 0.10 and 0.11 (2025.0, :data:`NEGATIVE_
 alone                          2025.1), every device but those later        TERMS_ALONE_
@@ -238,9 +238,9 @@ with the loader's own filter on; the loaders of UR 0.10 and 0.11 drop every adap
 ur_cffi initialises them with ``UR_LOADER_PRELOAD_FILTER=0`` for such a selector (unless it
 is set: then ``loader.selector_hint`` says so)."""
 
-SELECTOR_KNOWS_NATIVE_CPU = API_VERSION >= (0, 11)
-"""Whether ``urDeviceGetSelected`` takes a ``native_cpu`` term: the loader of UR 0.10
-(oneAPI 2025.0) refuses it, though its header's backend enum has ``NATIVE_CPU``."""
+SELECTOR_KNOWS_NATIVE_CPU = API_VERSION >= (0, 12)
+"""Whether ``urDeviceGetSelected`` takes a ``native_cpu`` term: the loaders of UR 0.10 and 0.11
+(oneAPI 2025.0, 2025.1) refuse it, though their headers' backend enums have ``NATIVE_CPU``."""
 
 CAPITAL_DEVICE_TYPES_READ = API_VERSION < (0, 12)
 """Whether the loader reads device types in capitals (``opencl:CPU``) as the grammar says.

@@ -274,8 +274,9 @@ def _enumerate() -> list[Device]:
             result, handles = _device_handles(name, platform,
                                               ur_device_type_t.UR_DEVICE_TYPE_ALL)
             if selected and result == ur_result_t.UR_RESULT_ERROR_INVALID_VALUE:
-                # A well-formed selector this release's UR does not take (oneAPI 2025.0
-                # knows no native_cpu backend, for one; 2025.0 to 2025.2, '!level_zero:*').
+                # A well-formed selector this release's UR does not take (oneAPI 2025.0 and
+                # 2025.1 know no native_cpu backend, for one; 2025.0 to 2025.2,
+                # '!level_zero:*').
                 hint = loader.refused_selector_hint(_selector_name(platform))
                 raise loader.DeviceSelectorError(
                     loader.selector_text() or "",

@@ -228,13 +228,13 @@ def refused_selector_hint(backend: str) -> str:
     """Why ``urDeviceGetSelected`` for a platform of ``backend`` (its selector name) may have
     refused a well-formed ``ONEAPI_DEVICE_SELECTOR``, or empty: the loaders of oneAPI 2025.0
     to 2025.2 refuse a ``!`` term of any other backend (``*:*;!level_zero:*`` too), and
-    2025.0's knows no ``native_cpu`` backend (the header's enum has it)."""
+    2025.0's and 2025.1's know no ``native_cpu`` backend (their headers' enums have it)."""
     terms = device_selector(selector_text() or "") or ()
     hints = []
     if not _release.SELECTOR_KNOWS_NATIVE_CPU and any(name == "native_cpu"
                                                       for _, name, _ in terms):
-        hints.append("the loader of oneAPI 2025.0 knows no native_cpu backend: leave out "
-                     "its terms")
+        hints.append("the loaders of oneAPI 2025.0 and 2025.1 know no native_cpu backend: "
+                     "leave out its terms")
     others = [name for negative, name, _ in terms if negative and name not in ("*", backend)]
     if others:
         hints.append(f"the loaders of oneAPI 2025.0 to 2025.2 refuse '!' terms of a backend "
