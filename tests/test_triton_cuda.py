@@ -149,15 +149,39 @@ def test_scratch_layout():
 
 
 def test_scratch_memory_per_queue(queue, context, device):
-    address, owner = cuda.scratch(queue, 0, 1000, 128)
-    assert owner is None and address % 128 == 0
-    again, _ = cuda.scratch(queue, 0, 500, 128)
+    address, _, owned = cuda.scratch(queue, 0, 1000, 128)
+    assert not owned and address % 128 == 0
+    again, _, _ = cuda.scratch(queue, 0, 500, 128)
     assert again == address  # the in-order queue's allocation serves the next launch
-    fresh, held = cuda.scratch(queue, 0, 500, 128, fresh=True)
-    assert held is not None and fresh != address and fresh % 128 == 0
+    fresh, held, owned = cuda.scratch(queue, 0, 500, 128, fresh=True)
+    assert owned and held is not None and fresh != address and fresh % 128 == 0
     with ur_cffi.Queue(context, device, out_of_order=True) as unordered:
-        _, held = cuda.scratch(unordered, 0, 64, 16)
-        assert held is not None
+        _, held, owned = cuda.scratch(unordered, 0, 64, 16)
+        assert owned and held is not None
+
+
+def test_shared_scratch_outlives_its_replacement_while_held_and_goes_as_its_queue_closes(
+        context, device):
+    """A larger launch on another thread closed the shared scratch another launch had taken
+    but not yet enqueued (the next allocation of its size got the same memory: the kernel
+    would have written over it); and a queue's scratch, in a module-wide table, was never
+    freed, closed or not."""
+    import gc
+    import weakref
+
+    import numpy as np
+
+    queue = ur_cffi.Queue(context, device)
+    address, taken, _ = cuda.scratch(queue, 0, 64 * 1024, 128)  # launch A, not yet enqueued
+    cuda.scratch(queue, 0, 4096 * 1024, 128)  # launch B, larger: the shared one is replaced
+    assert not taken.closed
+    other = ur_cffi.empty(taken.nbytes, np.uint8, queue=queue)
+    assert not other.data_ptr() <= address < other.data_ptr() + other.nbytes
+    gone = [weakref.ref(memory) for memory in (taken, queue.triton_scratch[0])]
+    del taken, other
+    queue.close()
+    gc.collect()
+    assert [ref() for ref in gone] == [None, None]
 
 
 def test_the_nvidia_backends_own_arch_passes_where_triton_parses_it_again(driver, monkeypatch):

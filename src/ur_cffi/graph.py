@@ -54,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import struct
 import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -911,6 +912,14 @@ def _checked_sizes(kernel: Kernel, device, dims: int, global_size, local_size,
     return dims, offsets, global_sizes, local_sizes
 
 
+class _GridScratch(NamedTuple):
+    """What a Triton launch whose grid an update changed keeps: what it kept when recorded,
+    and the NVIDIA scratch memory of its current grid."""
+
+    recorded: object
+    scratch: list
+
+
 class _Launch:
     """A recorded kernel launch: the kernel (and a UR reference to it, the graph's), its sizes
     and its own copy of the argument block."""
@@ -1039,7 +1048,9 @@ class _Launch:
                                                   cells[0] * cells[1] * cells[2], True)
                 for word, address in scratch:  # (the launcher's block begins with the list)
                     words[word] = address
-                keep = (keep, owners)
+                # The scratch of an earlier grid is no longer used (replays in flight were
+                # waited for): only the recording's own keep and this grid's stay.
+                keep = _GridScratch(keep.recorded if type(keep) is _GridScratch else keep, owners)
         return _Snapshot(sizes, block, arguments, words, tuple(args), keep)
 
     def changes(self, new: _Snapshot) -> tuple[list, set]:

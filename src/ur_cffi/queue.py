@@ -550,7 +550,7 @@ class Queue(_handle.Resource):
 
     __slots__ = ("_context", "_device", "_flags", "_last_event", "_window", "_window_start",
                  "_pools", "_closers", "_finishers", "_in_order_untimed", "_out_of_order",
-                 "ref")
+                 "ref", "triton_scratch")
     _release_function = "urQueueRelease"
     # An enqueue reads the handle and makes its call under the enqueue lock: one racing a
     # close either enqueues before the release or finds the queue closed (not released).
@@ -593,6 +593,7 @@ class Queue(_handle.Resource):
         # The work enqueued since the last completed wait, and when the first of it was.
         self._window, self._window_start = {}, 0.0
         self._pools: dict = {}  # kind of USM -> its pool (allocator.pool_for keeps it)
+        self.triton_scratch: list = []  # ur_cffi.triton.cuda.scratch's shared memory, to close()
         self._closers: set = set()  # the threads inside close()
         # A note for each finish() in progress: a release waits for them (they may have
         # read the handle before a close() of another thread dropped it).
@@ -634,6 +635,7 @@ class Queue(_handle.Resource):
             except (URError, _handle.ClosedError):
                 pass  # closed by another thread meanwhile, or the release's finish reports it
             super().close()
+            self.triton_scratch = []  # (each array holds the queue: they go now, not with it)
         finally:
             self._note_closer(False)
 

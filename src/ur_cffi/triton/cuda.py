@@ -27,7 +27,6 @@ through the CUDA driver API, done here through UR:
 
 from __future__ import annotations
 
-import weakref
 
 import numpy as np
 
@@ -118,26 +117,28 @@ def scratch_layout(rules, metadata) -> list[tuple[int, int, int]]:
 
 
 _lock = _forking.lock()
-_per_queue: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Queue -> [USMArray]
 
 
 def scratch(queue, index: int, nbytes: int, align: int, fresh: bool = False):
-    """``(address, owner)`` of ``nbytes`` of device memory aligned to ``align`` for scratch
-    pointer ``index``: the queue's shared allocation (grown as needed) on an in-order queue
-    unless ``fresh``; a new one otherwise (``owner`` keeps it; None for the shared one)."""
+    """``(address, memory, owned)`` of ``nbytes`` of device memory aligned to ``align`` for
+    scratch pointer ``index``: the queue's shared allocation (grown as needed: not ``owned``)
+    on an in-order queue unless ``fresh``, else a new one (``owned``: the launch keeps it until
+    it completes).  The caller holds ``memory`` until its launch is enqueued either way: a
+    larger launch on another thread replaces the shared one meanwhile, and the one replaced
+    goes back to the allocator, in the queue's order, only once no launch holds it.  The
+    queue holds its shared ones (``Queue.triton_scratch``) until it is closed (each holds the
+    queue too: a queue dropped without ``close()`` keeps them, and itself, to the end)."""
     if fresh or queue.out_of_order:
         memory = USMArray(queue, nbytes + align, np.uint8)
-        return _aligned(memory.data_ptr(), align), memory
+        return _aligned(memory.data_ptr(), align), memory, True
     with _lock:
-        held = _per_queue.setdefault(queue, [])
+        held = queue.triton_scratch
         while len(held) <= index:
             held.append(None)
         memory = held[index]
         if memory is None or memory.nbytes < nbytes + align:
-            if memory is not None:
-                memory.close()  # finishes the queue: earlier launches may still use it
             memory = held[index] = USMArray(queue, 2 * (nbytes + align), np.uint8)
-        return _aligned(memory.data_ptr(), align), None
+        return _aligned(memory.data_ptr(), align), memory, False
 
 
 def _aligned(address: int, align: int) -> int:

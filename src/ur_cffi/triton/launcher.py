@@ -233,12 +233,14 @@ class Launcher:
             addresses, values, stable = self._arguments(args, stream, context)
         if addresses is not None:  # a grid not seen with these arguments before
             grid_x, grid_y, grid_z = self._check_grid((grid_x, grid_y, grid_z), stream.device)
-        owners = None
+        owners = shared_scratch = None
         if self._scratch and grid_x and grid_y and grid_z:
             # A prepared or recorded launch keeps scratch of its own, not the queue's shared
-            # block, which a larger launch replaces (and frees).
+            # block, which a larger launch replaces; this call holds that until it enqueues.
+            shared_scratch = []
             owners = self._scratch_memory(addresses, stream, grid_x * grid_y * grid_z,
-                                          preparing or bool(recording and stream in recording))
+                                          preparing or bool(recording and stream in recording),
+                                          shared_scratch)
         if preparing:
             driver.preparing[get_ident()] = self._prepare((grid_x, grid_y, grid_z), stream,
                                                           function, addresses, values, args,
@@ -385,17 +387,18 @@ class Launcher:
                 raise ValueError(f"argument {name!r} of kernel {self.name!r}: {given!r}, where "
                                  f"Triton compiled the kernel with {value!r}: {relaunch}")
 
-    def _scratch_memory(self, addresses: list, stream, instances: int, fresh: bool) -> list:
+    def _scratch_memory(self, addresses: list, stream, instances: int, fresh: bool,
+                        held: list | None = None) -> list:
         """Add ``(word, address)`` of this launch's scratch memory to ``addresses``; returns
-        the allocations the launch must keep (none for an in-order queue's shared ones)."""
+        the allocations the launch must keep until it completes (none for an in-order queue's
+        shared ones, which go to ``held``, for the caller to hold until it has enqueued)."""
         from .cuda import scratch
 
         owners = []
         for word, index, size, align in self._scratch:
-            address, owner = scratch(stream, index, instances * size, align, fresh)
+            address, memory, owned = scratch(stream, index, instances * size, align, fresh)
             addresses.append((word, address))
-            if owner is not None:
-                owners.append(owner)
+            (owners if owned else held).append(memory)
         return owners
 
     def _prepare(self, grid, stream, function, addresses, values, args,
