@@ -1154,3 +1154,11 @@ def test_view_and_reshape_without_arguments_and_item_sizes_as_numpy(queue):
     empty_host = np.zeros((0, 2), np.uint8)[:, ::-1]
     empty = ur_cffi.zeros((0, 2), np.uint8, queue=queue)[:, ::-1]
     assert empty.view(np.int16).shape == empty_host.view(np.int16).shape == (0, 1)
+
+
+def test_copy_to_a_reversed_numpy_array_names_its_strides(queue):
+    a = ur_cffi.asarray(np.arange(6, dtype=np.float32), queue=queue)
+    target = np.zeros(6, np.float32)[::-1]
+    with pytest.raises(ValueError, match=r"non-negative strides, not strides \(-4,\) \(shape "
+                                         r"\(6,\)\): read into a new one"):
+        a.copy_to(target)

@@ -1241,7 +1241,9 @@ class USMArray(_handle.Resource):
                                    (host, self))
         self._same_shape("copy_to", host.shape, offset)
         if any(s < 0 for s in host.strides):
-            raise ValueError("copy_to needs a numpy array with non-negative strides")
+            raise ValueError(f"copy_to needs a numpy array with non-negative strides, not "
+                             f"strides {host.strides} (shape {host.shape}): read into a new "
+                             "one, dst[...] = a.to_numpy()")
         if blocking and _through_span(self, host, True) and not (recording and queue in recording):
             return self._read_through_span(queue, host, wait_for)
         _wait_before_pageable_copy(queue, host, wait_for)
