@@ -204,7 +204,7 @@ class Lock:
     __slots__ = ("_lock",)
 
     def __init__(self, reentrant: bool = False):
-        self._lock = _forking.lock(reentrant=True) if reentrant else _forking.lock()
+        self._lock = _forking.lock(reentrant)
 
     def __enter__(self):
         section.__enter__()

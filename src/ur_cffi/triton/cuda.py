@@ -27,7 +27,6 @@ through the CUDA driver API, done here through UR:
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from .. import _forking, _release
