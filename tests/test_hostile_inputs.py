@@ -618,6 +618,14 @@ def test_arange_names_a_zero_step(queue, step):
         ur_cffi.arange(0, 5, step, queue=queue)
 
 
+@pytest.mark.parametrize("dtype", [None, np.int32, np.float32])
+def test_arange_reads_a_step_of_none_as_one(queue, dtype):
+    # (with an integer dtype it failed in int(None), naming neither arange nor step)
+    expected = np.arange(5, None, None, dtype=dtype)
+    result = ur_cffi.arange(5, None, None, dtype, queue=queue).to_numpy()
+    assert result.dtype == expected.dtype and np.array_equal(result, expected)
+
+
 @pytest.mark.parametrize("value", ["false", None, 0, np.float64(1.0)])
 def test_copies_and_fills_take_blocking_as_a_bool_only(queue, value):
     # Its truth value was used: blocking=None returned before the host array was written.

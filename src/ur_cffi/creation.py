@@ -41,6 +41,8 @@ def arange(start, stop=None, step=1, dtype=None, *, queue, kind: str = "device")
     """Evenly spaced values in ``[start, stop)`` (``numpy.arange``, computed on the host)."""
     if start is None:
         raise TypeError("arange: start must be a number, not None")
+    if step is None:  # as numpy reads it
+        step = 1
     for name, value in (("start", start), ("stop", stop), ("step", step)):
         if value is not None and (isinstance(value, (bool, np.bool_, str, bytes))
                                   or np.ndim(value) != 0):
