@@ -557,6 +557,10 @@ def test_a_malformed_sycl_usm_array_interface_is_named(queue):
                             ({"data": None}, "data must be"),
                             ({"offset": None}, "offset must be an integer"),
                             ({"strides": (1.5,)}, "stride must be an integer, not float 1.5"),
+                            # (it said "from_pointer: strides (4, 4)", in bytes)
+                            ({"strides": (1, 1)}, r"from_sycl_usm_array_interface: the "
+                                                  r"interface's strides \(1, 1\) do not "
+                                                  r"match its shape \(4,\)"),
                             ({"typestr": "zz"}, "from_sycl_usm_array_interface: the "
                                                 "interface's dtype 'zz' is not"),
                             ({"shape": "abc"}, "from_sycl_usm_array_interface: the "
@@ -661,13 +665,15 @@ def test_dlpack_marks_the_copies_it_makes(queue, rng):
 class _Foreign:
     """A DLPack producer of hand-made tensors (as PyTorch or CuPy export them, or broken)."""
 
-    def __init__(self, data, shape, device=(interop.KDL_CPU, 0), ndim=None, shape_pointer=True):
+    def __init__(self, data, shape, device=(interop.KDL_CPU, 0), ndim=None, shape_pointer=True,
+                 strides=None):
         self.deleted = 0
         self.shape = (ctypes.c_int64 * max(1, len(shape)))(*shape)
+        self.strides = None if strides is None else (ctypes.c_int64 * len(strides))(*strides)
         tensor = interop._DLTensor(data, interop._DLDevice(*device),
                                    len(shape) if ndim is None else ndim,
                                    interop._DLDataType(2, 32, 1),
-                                   self.shape if shape_pointer else None, None, 0)
+                                   self.shape if shape_pointer else None, self.strides, 0)
         self.deleter = interop._DELETER(self._delete)
         self.managed = interop._DLManagedTensorVersioned(interop._DLPackVersion(1, 0), None,
                                                          self.deleter, 0, tensor)
@@ -704,6 +710,20 @@ def test_from_dlpack_refuses_malformed_tensors_naming_the_field(queue):
             (_Foreign(values.ctypes.data, (3,), ndim=1 << 30), "ndim 1073741824: numpy's"),
             (_Foreign(values.ctypes.data, (3,), ndim=1000), "ndim 1000: numpy's")):
         with pytest.raises(BufferError, match=message):
+            ur_cffi.from_dlpack(producer, queue=queue)
+        assert producer.deleted == 0  # not taken: its producer's to delete
+
+
+def test_from_dlpack_refuses_tensors_numpy_cannot_index_naming_them(queue):
+    """They were taken, then failed inside numpy ("cannot fit 'int' into an index-sized
+    integer", "array is too big"), naming neither from_dlpack nor the field."""
+    values = np.arange(3, dtype=np.float32)
+    for producer, message in (
+            (_Foreign(0, (2**62, 0)), r"shape \(4611686018427387904, 0\) of float32 spans"),
+            (_Foreign(values.ctypes.data, (2**62,)), r"shape \(4611686018427387904,\) of"),
+            (_Foreign(values.ctypes.data, (2,), strides=(2**61,)),
+             r"shape \(2,\), strides \(2305843009213693952,\) of float32 spans")):
+        with pytest.raises(BufferError, match="from_dlpack: a DLPack tensor of " + message):
             ur_cffi.from_dlpack(producer, queue=queue)
         assert producer.deleted == 0  # not taken: its producer's to delete
 

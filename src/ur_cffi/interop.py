@@ -19,6 +19,7 @@ USM pointers from elsewhere, and contexts and queues shared with dpctl.
 from __future__ import annotations
 
 import ctypes
+import math
 import sys
 import weakref
 
@@ -551,6 +552,7 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     if not tensor.data and not empty:
         raise BufferError(f"from_dlpack: a DLPack tensor of shape {shape} with a NULL data "
                           f"pointer")
+    _check_numpy_layout(shape, strides, dtype)
     _capsule_rename(capsule, _USED[name])
     ours = _exported.get(address)
     own = ours[3].array if ours is not None and isinstance(ours[3], ExportPin) and \
@@ -615,6 +617,20 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
     result = asarray(host, queue=queue, kind=kind or "device")  # (np.ascontiguousarray
     del owner  # would make a 0-d array 1-d); the producer's memory is no longer needed
     return result
+
+
+def _check_numpy_layout(shape, strides, dtype) -> None:
+    """Raises BufferError unless numpy can index a tensor of ``shape`` and ``strides`` (bytes,
+    or None) of ``dtype``: its extents, and the bytes they and its strides span."""
+    extents = math.prod(filter(None, shape)) * dtype.itemsize
+    low, high = _strided.span(shape, strides, dtype.itemsize) if strides else (0, 0)
+    if max(shape, default=0) > _strided.INTP_MAX or extents > _strided.INTP_MAX or \
+            high - low > _strided.INTP_MAX:
+        raise BufferError(f"from_dlpack: a DLPack tensor of shape {shape}"
+                          + (f", strides {tuple(s // dtype.itemsize for s in strides)}"
+                             if strides else "")
+                          + f" of {dtype} spans more bytes than numpy's index holds "
+                          f"({_strided.INTP_MAX})")
 
 
 def _own_view(source: USMArray, shape, strides, data: int, queue, copy) -> USMArray:
@@ -846,7 +862,11 @@ def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:
     if strides is not None:  # in elements
         strides = tuple(_checks.integer(f"{what}: stride", s, minimum=-(1 << 62),
                                         maximum=1 << 62)
-                        * dtype.itemsize for s in _sequence(f"{what}: strides", strides))
+                        for s in _sequence(f"{what}: strides", strides))
+        if len(strides) != len(shape):
+            raise ValueError(f"{what}: the interface's strides {strides} do not match its "
+                             f"shape {shape}")
+        strides = tuple(s * dtype.itemsize for s in strides)
     offset = _checks.integer(f"{what}: offset", interface.get("offset", 0)) * dtype.itemsize
     data = interface["data"]
     if not isinstance(data, (tuple, list)) or not data:
