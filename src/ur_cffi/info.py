@@ -136,7 +136,7 @@ def query(function: str, *args_and_prop):
             # UR's OpenCL adapter answers this to a property it lacks, whatever the size: the
             # two calls tell which (UNSUPPORTED_ENUMERATION, or the size it does have).
             data = query_bytes(function, *args_and_prop)
-            if len(data) >= ffi.sizeof(element):
+            if len(data) == ffi.sizeof(element):
                 return decode(prop_name, data)
         check(result, function, prop_name)
     return _convert(element, value[0])
