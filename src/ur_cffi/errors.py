@@ -77,4 +77,8 @@ UNSUPPORTED = frozenset({
 def check(result: int, function: str, detail: str = "") -> None:
     """Raise the exception class for ``result`` naming ``function``; return if it is success."""
     if result:
+        if result == ur_result_t.UR_RESULT_ERROR_ADAPTER_SPECIFIC:
+            from .loader import adapter_specific_messages  # (loader imports this module)
+
+            detail = "; ".join(filter(None, (detail, *adapter_specific_messages())))
         raise by_result.get(result, URError)(result, function, detail)

@@ -718,6 +718,23 @@ def _teardown_at_exit() -> None:
         os._exit(VALIDATION_EXIT_STATUS)
 
 
+def adapter_specific_messages() -> list[str]:
+    """What each adapter says of the last ``UR_RESULT_ERROR_ADAPTER_SPECIFIC`` one of its calls
+    returned in this thread (``urAdapterGetLastError``), for those with a message."""
+    said = []
+    for adapter in _state["adapters"] or ():
+        message, code = ffi.new("const char **"), ffi.new("int32_t *")
+        if adapter._handle is None or \
+                lib.urAdapterGetLastError(adapter._handle, message, code) != 0 or \
+                message[0] == ffi.NULL:
+            continue
+        text = ffi.string(message[0]).decode(errors="replace")
+        if text:
+            said.append(f"the {adapter.backend.name} adapter says {text!r} (its error "
+                        f"{code[0]})")
+    return said
+
+
 def adapters() -> list[Adapter]:
     """The loader's adapters, initialising it on first use."""
     return init()
