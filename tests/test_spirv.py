@@ -59,6 +59,9 @@ FUNCTION = [inst(OP_TYPE_VOID, 2), inst(OP_TYPE_FUNCTION, 3, 2), inst(OP_FUNCTIO
             inst(OP_LABEL, 8), inst(OP_RETURN), inst(OP_FUNCTION_END)]
 
 
+FUNCTION_WORDS = [word for instruction in FUNCTION for word in instruction]
+
+
 def kernel_module(with_kernel_attributes=True):
     parts = [*CAPS]
     if with_kernel_attributes:
@@ -157,10 +160,12 @@ def parameters_module():
              inst(OP_TYPE_POINTER, 24, STORAGE["Function"], 15),
              inst(OP_TYPE_UNTYPED_POINTER_KHR, 25, STORAGE["Workgroup"]),
              inst(OP_TYPE_INT, 26, 24, 0),  # a width no scalar argument has
-             inst(OP_TYPE_FUNCTION, 3, 2)]
+             inst(OP_TYPE_FUNCTION, 37, 2, 20, 21, 10, 13, 24, 25),
+             inst(OP_TYPE_FUNCTION, 38, 2, 22, 23, 11, 12, 14, 26),
+             inst(OP_TYPE_FUNCTION, 39, 2, 10)]
 
     def function(result, parameter_types):
-        instructions = [inst(OP_FUNCTION, 2, result, 0, 3),
+        instructions = [inst(OP_FUNCTION, 2, result, 0, 30 + result),
                         *(inst(OP_FUNCTION_PARAMETER, kind, 100 + result * 10 + index)
                           for index, kind in enumerate(parameter_types)),
                         inst(OP_LABEL, result + 50), inst(OP_RETURN), inst(OP_FUNCTION_END)]
@@ -262,10 +267,23 @@ def test_readers_and_drop_raise_on_malformed_module():
 
 
 def test_unterminated_extension_string():
+    # (validate took it: the runtime read the string on past the instruction)
     words = header() + inst(OP_EXTENSION, int.from_bytes(b"SPV_", "little"))
-    spirv.validate(to_bytes(words))
-    with pytest.raises(ValueError, match="instruction at word 5 has no terminating nul"):
-        spirv.extensions(to_bytes(words))
+    for read in (spirv.validate, spirv.extensions):
+        with pytest.raises(ValueError, match="instruction at word 5 has no terminating nul"):
+            read(to_bytes(words))
+
+
+def test_execution_modes_take_their_operands():
+    entry = inst(OP_ENTRY_POINT, EXEC_MODEL_KERNEL, 7, *string_words("add_kernel"))
+    for mode, operands in ((MODE_SUBGROUP_SIZE, 1), (17, 3),
+                           (spirv.EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL, 3)):
+        spirv.validate(to_bytes(header() + entry + inst(OP_EXECUTION_MODE, 7, mode,
+                                                        *[1] * operands) + FUNCTION_WORDS))
+        with pytest.raises(ValueError, match=f"OpExecutionMode at word 11: mode {mode} takes "
+                                             f"{operands} operand\\(s\\), not {operands - 1}"):
+            spirv.validate(to_bytes(header() + entry + inst(
+                OP_EXECUTION_MODE, 7, mode, *[1] * (operands - 1)) + FUNCTION_WORDS))
 
 
 @settings(max_examples=200, deadline=None)
@@ -407,7 +425,33 @@ def test_validate_rejects_what_the_cpu_compiler_crashes_on():
              "OpFunction at word .*: id %25 at its word 1 is 0 or not below the module's id "
              "bound 20"),
             ((inst(OP_ENTRY_POINT, EXEC_MODEL_KERNEL, 0, *string_words("k")), *body[:3],
-              inst(OP_FUNCTION, 2, 0, 0, 3), *body[4:]), "id %0 at its word 2")):
+              inst(OP_FUNCTION, 2, 0, 0, 3), *body[4:]), "id %0 at its word 2"),
+            # Cut short (a runtime reads past the instruction: SIGSEGV, or spinning for good)
+            ((entry, *body[:4], inst(OP_LABEL), *body[5:]),
+             r"instruction at word .* \(opcode 248\) has 1 word\(s\); that opcode has at least 2"),
+            ((inst(OP_ENTRY_POINT, EXEC_MODEL_KERNEL, 7), *body),
+             r"instruction at word .* \(opcode 15\) has 3 word\(s\); that opcode has at least 4"),
+            ((entry, *body[:3], inst(OP_FUNCTION, 2, 7, 0), *body[4:]),
+             r"instruction at word .* \(opcode 54\) has 4 word\(s\); that opcode has at least 5"),
+            # The runtime builds the first function and reads its type; signatures read the
+            # parameters (a float's bits reached an int32 parameter; a Local a global one).
+            ((entry, *body, *body[3:]), "OpFunction at word .* defines %7 again"),
+            ((entry, *body[:2], inst(OP_TYPE_FUNCTION, 3, 2, 4), *body[3:]),
+             "OpFunction at word .* is followed by 0 OpFunctionParameter\\(s\\) where its "
+             "type takes 1"),
+            ((entry, *body[:4], inst(OP_FUNCTION_PARAMETER, 4, 9), *body[4:]),
+             "OpFunction at word .* is followed by more than 0 OpFunctionParameter"),
+            ((entry, *body[:1], inst(OP_TYPE_FLOAT, 5, 32), inst(OP_TYPE_INT, 4, 32, 0),
+              inst(OP_TYPE_FUNCTION, 3, 2, 4), inst(OP_FUNCTION, 2, 7, 0, 3),
+              inst(OP_FUNCTION_PARAMETER, 5, 9), *body[4:]),
+             "OpFunctionParameter at word .* is of type %5, where the type of its function "
+             "\\(word .*\\) has %4"),
+            ((entry, *body[:5], inst(OP_FUNCTION_PARAMETER, 4, 9), *body[5:]),
+             "OpFunctionParameter at word .* does not follow an OpFunction"),
+            # (a GLCompute entry point named alike: the runtime crashed; one of another name
+            # was listed by ur_cffi, not by the runtime)
+            ((inst(OP_ENTRY_POINT, 5, 7, *string_words("k")), *body),
+             "OpEntryPoint at word .* has execution model 5; UR programs run Kernel \\(6\\)")):
         for byteorder in ("little", "big"):
             with pytest.raises(ValueError, match=message):
                 spirv.validate(module(*parts, byteorder=byteorder))

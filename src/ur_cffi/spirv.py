@@ -34,6 +34,8 @@ OP_FUNCTION_PARAMETER = 55
 OP_FUNCTION_END = 56
 OP_TYPE_UNTYPED_POINTER_KHR = 4417
 
+EXECUTION_MODEL_KERNEL = 6
+
 # Storage classes (3.7) of a kernel's pointer parameters: OpenCL's __global, __constant and
 # generic memory, and __local (work-group) memory.  Function storage is a by-value aggregate.
 _GLOBAL_STORAGE = frozenset({5, 0, 8})  # CrossWorkgroup, UniformConstant, Generic
@@ -44,6 +46,32 @@ _WORKGROUP_STORAGE = 4
 CAPABILITY_KERNEL_ATTRIBUTES_INTEL = 5892
 EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL = 5893
 EXTENSION_KERNEL_ATTRIBUTES_INTEL = "SPV_INTEL_kernel_attributes"
+
+# The fewest words of common instructions (3.52: their operands, without the optional ones):
+# runtimes read a shorter one's operands past its end, and crash or spin.  Other opcodes are
+# checked for their word count only.
+_FEWEST_WORDS = {
+    3: 3, 5: 3, 7: 3, 8: 4, OP_EXTENSION: 2, 11: 3, 12: 5, 14: 3,  # OpSource ... OpMemoryModel
+    OP_ENTRY_POINT: 4, OP_EXECUTION_MODE: 3, OP_CAPABILITY: 2, OP_EXECUTION_MODE_ID: 3,
+    19: 2, 20: 2, OP_TYPE_INT: 4, OP_TYPE_FLOAT: 3, 23: 4, 28: 4, 30: 2,  # OpTypeVoid ...
+    OP_TYPE_POINTER: 4, OP_TYPE_FUNCTION: 3, OP_TYPE_UNTYPED_POINTER_KHR: 3,
+    41: 3, 42: 3, 43: 4, 44: 3, 46: 3,  # OpConstantTrue ... OpConstantNull
+    OP_FUNCTION: 5, OP_FUNCTION_PARAMETER: 3, OP_FUNCTION_END: 1, 57: 4,  # ... OpFunctionCall
+    59: 4, 61: 4, 62: 3, 65: 4, 66: 4, 67: 5, 70: 5,  # OpVariable ... OpInBoundsPtrAccessChain
+    71: 3, 72: 4, 77: 5, 78: 6, 79: 5, 80: 3, 81: 4, 82: 5, 83: 4,  # OpDecorate ... OpCopyObject
+    **dict.fromkeys(range(109, 123), 4), 123: 5, 124: 4,  # conversions, OpBitcast
+    126: 4, 127: 4, **dict.fromkeys(range(128, 142), 5),  # negations, arithmetic
+    **dict.fromkeys(range(164, 168), 5), 168: 4, 169: 6,  # logical, OpSelect
+    **dict.fromkeys(range(170, 192), 5),  # comparisons
+    **dict.fromkeys(range(194, 200), 5), 200: 4,  # shifts, bitwise
+    224: 4, 225: 3,  # barriers
+    245: 3, 246: 4, 247: 3, 248: 2, 249: 2, 250: 4, 251: 3, 254: 2,  # OpPhi ... OpReturnValue
+    330: 2,  # OpModuleProcessed
+}
+# Where the literal string of these opcodes starts (it must end inside the instruction), and
+# the literal operands these execution modes take.
+_STRING_AT = {4: 1, 5: 2, 6: 3, 7: 2, OP_EXTENSION: 1, 11: 2, OP_ENTRY_POINT: 3, 330: 1}
+_MODE_OPERANDS = {17: 3, 18: 3, 35: 1, EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL: 3}
 
 # The pass needs a 4-byte unsigned array type: "I" on every platform CPython supports.
 _WORD = next(code for code in "IL" if array.array(code).itemsize == 4)
@@ -79,9 +107,11 @@ def _words(module):
     offset = HEADER_WORDS
     bound = words[3]
     function = None  # the offset of the OpFunction whose OpFunctionEnd is still to come
+    parameter_types = None  # its function type's, while its parameters are still to come
+    given = 0  # how many of them came
     functions, entry_points = set(), {}  # result ids; function id -> OpEntryPoint's offset
-    entry_names = {}  # (execution model, name) -> OpEntryPoint's offset
-    function_types = set()
+    entry_names = {}  # name -> OpEntryPoint's offset
+    function_types = {}  # result id -> parameter type ids
     while offset < count:
         length, opcode = words[offset] >> 16, words[offset] & 0xFFFF
         if length == 0:
@@ -90,11 +120,42 @@ def _words(module):
         if offset + length > count:
             raise ValueError(f"SPIR-V instruction at word {offset} (opcode {opcode}, "
                              f"{length} words) runs past the end of the module ({count} words)")
+        if length < _FEWEST_WORDS.get(opcode, 1):
+            raise ValueError(f"SPIR-V instruction at word {offset} (opcode {opcode}) has "
+                             f"{length} word(s); that opcode has at least "
+                             f"{_FEWEST_WORDS[opcode]}")
+        if opcode in _STRING_AT:
+            _string(words, offset + _STRING_AT[opcode], offset + length, offset)
+        elif opcode == OP_EXECUTION_MODE and \
+                length < 3 + _MODE_OPERANDS.get(words[offset + 2], 0):
+            raise ValueError(f"SPIR-V OpExecutionMode at word {offset}: mode "
+                             f"{words[offset + 2]} takes {_MODE_OPERANDS[words[offset + 2]]} "
+                             f"operand(s), not {length - 3}")
+        if parameter_types is not None:  # (runtimes build a kernel from its function's type)
+            if opcode == OP_FUNCTION_PARAMETER and given < len(parameter_types):
+                if words[offset + 1] != parameter_types[given]:
+                    raise ValueError(f"SPIR-V OpFunctionParameter at word {offset} is of type "
+                                     f"%{words[offset + 1]}, where the type of its function "
+                                     f"(word {function}) has %{parameter_types[given]}")
+                given += 1
+                offset += length
+                continue
+            extra = opcode == OP_FUNCTION_PARAMETER
+            if given < len(parameter_types) or extra:
+                raise ValueError(f"SPIR-V OpFunction at word {function} is followed by "
+                                 f"{'more than ' if extra else ''}{given} "
+                                 f"OpFunctionParameter(s) where its type takes "
+                                 f"{len(parameter_types)}")
+            parameter_types = None
+        elif opcode == OP_FUNCTION_PARAMETER:
+            raise ValueError(f"SPIR-V OpFunctionParameter at word {offset} does not follow "
+                             "an OpFunction or its other parameters")
         if opcode == OP_FUNCTION or opcode == OP_FUNCTION_END:
-            if (function is None) != (opcode == OP_FUNCTION) or length < (5 if function is None else 1):
-                raise ValueError(f"SPIR-V {'OpFunction' if opcode == OP_FUNCTION else 'OpFunctionEnd'} "
-                                 f"at word {offset} " + ("inside the function of word "
-                                 f"{function}" if function is not None else "outside a function"))
+            if (function is None) != (opcode == OP_FUNCTION):
+                name = "OpFunction" if opcode == OP_FUNCTION else "OpFunctionEnd"
+                raise ValueError(f"SPIR-V {name} at word {offset} " + (
+                    f"inside the function of word {function}" if function is not None
+                    else "outside a function"))
             if opcode == OP_FUNCTION:
                 # (the CPU runtime's compiler crashes on a function type that is none)
                 _check_ids(words, offset, "OpFunction", (1, 2), bound)
@@ -102,20 +163,29 @@ def _words(module):
                     raise ValueError(f"SPIR-V OpFunction at word {offset}: its function type "
                                      f"%{words[offset + 4]} is no OpTypeFunction declared "
                                      "before it")
+                if words[offset + 2] in functions:
+                    raise ValueError(f"SPIR-V OpFunction at word {offset} defines "
+                                     f"%{words[offset + 2]} again")
                 functions.add(words[offset + 2])
+                parameter_types, given = function_types[words[offset + 4]], 0
             function = offset if opcode == OP_FUNCTION else None
-        elif opcode == OP_ENTRY_POINT and length >= 3:
+        elif opcode == OP_ENTRY_POINT:
+            if words[offset + 1] != EXECUTION_MODEL_KERNEL:
+                raise ValueError(f"SPIR-V OpEntryPoint at word {offset} has execution model "
+                                 f"{words[offset + 1]}; UR programs run Kernel "
+                                 f"({EXECUTION_MODEL_KERNEL}) entry points")
             entry_points.setdefault(words[offset + 2], offset)
             # The specification forbids two alike: runtimes build one, signatures read another
-            key = (words[offset + 1], _string(words, offset + 3, offset + length, offset))
-            if key in entry_names:
+            entry_name = _string(words, offset + 3, offset + length, offset)  # (again)
+            if entry_name in entry_names:
                 raise ValueError(f"SPIR-V OpEntryPoint at word {offset} repeats the name "
-                                 f"{key[1]!r} of the entry point at word {entry_names[key]}")
-            entry_names[key] = offset
-        elif opcode == OP_TYPE_FUNCTION and length >= 3:
+                                 f"{entry_name!r} of the entry point at word "
+                                 f"{entry_names[entry_name]}")
+            entry_names[entry_name] = offset
+        elif opcode == OP_TYPE_FUNCTION:
             _check_ids(words, offset, "OpTypeFunction", (1,), bound)
-            function_types.add(words[offset + 1])
-        elif opcode == OP_TYPE_FLOAT and length >= 3 and words[offset + 2] not in _FLOAT_WIDTHS:
+            function_types[words[offset + 1]] = tuple(words[offset + 3:offset + length])
+        elif opcode == OP_TYPE_FLOAT and words[offset + 2] not in _FLOAT_WIDTHS:
             raise ValueError(f"SPIR-V OpTypeFloat at word {offset} is {words[offset + 2]} bits "
                              f"wide (SPIR-V has {', '.join(map(str, sorted(_FLOAT_WIDTHS)))})")
         offset += length
@@ -171,10 +241,11 @@ def validate(module):
     """Check the structure of a SPIR-V module (bytes-like) before it is handed to UR.
 
     Checks length, magic number (either byte order), version, header, id bound, that every
-    instruction has a non-zero word count and ends inside the module, that every function
-    ends (OpFunctionEnd), that every entry point's function is defined and no two entry
-    points of one execution model share a name, float widths, and that each function's type
-    is a function type; does not check semantics. Raises ValueError naming the problem and its word offset.
+    instruction has a non-zero word count and ends inside the module, and at least the words
+    of its opcode's operands for common opcodes; that every function ends (OpFunctionEnd) and
+    is defined once, with parameters right after it as its type lists them; that every entry
+    point is a kernel whose function is defined and no two share a name, float widths, and
+    that each function's type is a function type; does not check semantics. Raises ValueError naming the problem and its word offset.
     """
     _words(module)
 
