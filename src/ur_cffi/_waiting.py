@@ -41,7 +41,8 @@ LIVENESS_SECONDS = 1.0
 
 _helpers: dict[threading.Thread, threading.Event] = {}  # helpers whose wait still runs
 _helpers_lock = _forking.lock()
-_interruptible = _checks.env_flag(INTERRUPTIBLE_ENV, True)
+_interruptible = None  # read from INTERRUPTIBLE_ENV by loader.init() (a bad value raises
+# there, before any UR object exists, not in ``import ur_cffi``), if not set before
 
 
 def set_interruptible_waits(enabled: bool) -> bool:
@@ -49,13 +50,16 @@ def set_interruptible_waits(enabled: bool) -> bool:
     plain blocking UR calls; returns the previous setting.  Not needed for speed: the default
     waits block directly on work measured short, and Ctrl-C then waits for the device."""
     global _interruptible
-    previous, _interruptible = _interruptible, _checks.flag("set_interruptible_waits",
-                                                           enabled)
+    enabled = _checks.flag("set_interruptible_waits", enabled)
+    previous, _interruptible = interruptible_waits(), enabled
     return previous
 
 
 def interruptible_waits() -> bool:
     """The current setting of :func:`set_interruptible_waits`."""
+    global _interruptible
+    if _interruptible is None:
+        _interruptible = _checks.env_flag(INTERRUPTIBLE_ENV, True)
     return _interruptible
 
 

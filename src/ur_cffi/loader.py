@@ -435,6 +435,7 @@ def init(validation: bool | None = None) -> list[Adapter]:
             return _state["adapters"]
         if validation is None:  # (read at this initialisation only: a later change is not
             validation = _checks.env_flag(VALIDATION_ENV, False)  # an error at each call)
+        _waiting.interruptible_waits()  # (reads its variable)
         selector = os.environ.get(SELECTOR_ENV)
         terms = device_selector(selector or "")  # urLoaderInit reads it: refuse a malformed one
         _state["selector"] = selector
