@@ -231,12 +231,31 @@ def test_the_listing_tool_takes_no_arguments_and_reports_a_malformed_selector():
 
 def test_the_listing_tool_says_a_bad_switch_in_one_line_and_stops_quietly_at_a_closed_pipe():
     env = {k: v for k, v in os.environ.items()
-           if k not in ("ONEAPI_DEVICE_SELECTOR", "UR_CFFI_VALIDATION")}
+           if k not in ("ONEAPI_DEVICE_SELECTOR", "UR_CFFI_VALIDATION",
+                        "UR_CFFI_INTERRUPTIBLE_WAITS")}
     tool = [sys.executable, "-m", "ur_cffi"]
-    bad = subprocess.run(tool, env={**env, "UR_CFFI_VALIDATION": "maybe"},
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
-    assert "UR_CFFI_VALIDATION='maybe': a switch is one of" in bad.stderr
+    # (UR_CFFI_INTERRUPTIBLE_WAITS was read in import ur_cffi: a 20-line traceback)
+    for variable in ("UR_CFFI_VALIDATION", "UR_CFFI_INTERRUPTIBLE_WAITS"):
+        bad = subprocess.run(tool, env={**env, variable: "maybe"},
+                             capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
+        assert f"{variable}='maybe': a switch is one of" in bad.stderr
+    # A value that is not UTF-8, printed where stdout is strict UTF-8 (UnicodeEncodeError)
+    strict = subprocess.run(tool, env={**env, "OCL_ICD_VENDORS": "/tmp/\udcff",
+                                       "PYTHONIOENCODING": "utf-8:strict"},
+                            capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in strict.stderr and "OCL_ICD_VENDORS=/tmp/\\xff" in strict.stdout
+    # Started with stdout closed (AttributeError), or writing to a full disk (OSError)
+    closed = subprocess.run(tool, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, timeout=120, pass_fds=(),
+                            preexec_fn=lambda: os.close(1))
+    assert closed.returncode in (0, 1) and "Traceback" not in closed.stderr, closed.stderr
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            written = subprocess.run(tool, env=env, stdout=full, stderr=subprocess.PIPE,
+                                     text=True, timeout=120)
+        assert written.returncode == 1 and "Traceback" not in written.stderr, written.stderr
+        assert "No space left on device" in written.stderr
     # A reader that stops after one line (| head -1) closed the pipe: no BrokenPipeError.
     listing = subprocess.Popen(tool, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     listing.stdout.readline()

@@ -16,27 +16,35 @@ def _gib(nbytes: int) -> str:
     return f"{nbytes / 2**30:.1f} GiB"
 
 
+def _variable(name: str) -> str:
+    """Environment variable ``name``'s value, printable whatever its bytes (backslash escapes
+    for those that are not UTF-8)."""
+    return os.environ[name].encode(errors="surrogateescape").decode(errors="backslashreplace")
+
+
 def _why_no_devices() -> list[str]:
     reasons = []
     if os.environ.get("UR_ADAPTERS_FORCE_LOAD"):
-        reasons.append(f"UR_ADAPTERS_FORCE_LOAD={os.environ['UR_ADAPTERS_FORCE_LOAD']} is set: "
+        reasons.append(f"UR_ADAPTERS_FORCE_LOAD={_variable('UR_ADAPTERS_FORCE_LOAD')} is set: "
                        "UR's loader loads the adapters it names, and no others")
     if os.environ.get("ONEAPI_DEVICE_SELECTOR"):
         hint = loader.selector_hint(frozenset(
             _selector_name(platform) for adapter in loader.init()
             for platform in adapter.platforms()))
-        reasons.append(f"ONEAPI_DEVICE_SELECTOR={os.environ['ONEAPI_DEVICE_SELECTOR']} may "
+        reasons.append(f"ONEAPI_DEVICE_SELECTOR={_variable('ONEAPI_DEVICE_SELECTOR')} may "
                        f"filter every device out{f' ({hint})' if hint else ''}")
     if not any(_libraries._first(name) for name in ("libze_loader.so.1", "libze_loader.so")):
         reasons.append("no Level Zero GPU driver (libze_loader) was found: no Intel GPU")
     icd, vendors = os.environ.get("OCL_ICD_FILENAMES"), os.environ.get("OCL_ICD_VENDORS")
     if vendors and not icd:
-        reasons.append(f"OCL_ICD_VENDORS={vendors} is set: ur_cffi leaves the OpenCL runtimes "
-                       "to it (unset it for the intel-opencl-rt wheel's CPU device)")
+        reasons.append(f"OCL_ICD_VENDORS={_variable('OCL_ICD_VENDORS')} is set: ur_cffi leaves "
+                       "the OpenCL runtimes to it (unset it for the intel-opencl-rt wheel's CPU "
+                       "device)")
     elif not icd and not os.path.isdir("/etc/OpenCL/vendors"):
         reasons.append("no OpenCL runtime: pip install intel-opencl-rt for the CPU device")
     elif icd and not all(os.path.exists(p) for p in icd.split(":")):
-        reasons.append(f"OCL_ICD_FILENAMES={icd} names a file that does not exist")
+        reasons.append(f"OCL_ICD_FILENAMES={_variable('OCL_ICD_FILENAMES')} names a file that "
+                       "does not exist")
     return reasons
 
 
@@ -49,12 +57,15 @@ def main(argv=None) -> int:
     ).parse_args(argv)
     try:
         status = _list_devices()
-        sys.stdout.flush()  # here, where a closed pipe is caught
+        if sys.stdout is not None:  # (None: started with stdout closed)
+            sys.stdout.flush()  # here, where a closed pipe is caught
         return status
     except (loader.DeviceSelectorError, _checks.SwitchError) as error:
         print(f"python -m ur_cffi: {error}", file=sys.stderr)
         return 1
-    except BrokenPipeError:  # (| head): no traceback, nor another at exit's flush
+    except OSError as error:  # (| head, a full disk): no traceback, nor another at exit's flush
+        if not isinstance(error, BrokenPipeError):
+            print(f"python -m ur_cffi: writing the listing: {error}", file=sys.stderr)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
 
@@ -67,8 +78,9 @@ def _list_devices() -> int:
     print(f"ur_cffi: UR API {HEADER_FACTS['version']} (bindings built from {header})")
     print(f"loader:  {_libraries.opened_loader() or 'found by the dynamic linker'} (built for "
           f"{built_for.get('release', 'an unrecorded loader')})")
-    print(f"OpenCL ICDs: {os.environ.get('OCL_ICD_FILENAMES', '(system default)')}"
-          + (f", OCL_ICD_VENDORS={os.environ['OCL_ICD_VENDORS']}"
+    print("OpenCL ICDs: " + (_variable("OCL_ICD_FILENAMES") if "OCL_ICD_FILENAMES" in os.environ
+                             else "(system default)")
+          + (f", OCL_ICD_VENDORS={_variable('OCL_ICD_VENDORS')}"
              if os.environ.get("OCL_ICD_VENDORS") else ""))
     adapters = loader.init()
     if not adapters:
