@@ -393,6 +393,16 @@ def test_to_dpctl_refuses_what_it_cannot_make(queue, shim_cache, monkeypatch, tm
     monkeypatch.setenv("CXX", "no-such-compiler")
     with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler: 'no-such-compiler'"):
         interop.to_dpctl(queue)
+    monkeypatch.setenv("CXX", "c++ -O2")  # (a command, as make reads it: "not on PATH")
+    cache_file = tmp_path / "a file"
+    cache_file.touch()
+    monkeypatch.setenv("UR_CFFI_CACHE_DIR", str(cache_file))  # (a bare FileExistsError)
+    with pytest.raises(RuntimeError, match="the SYCL shim's cache folder '.*a file' "
+                                           "\\(UR_CFFI_CACHE_DIR, default ~/.cache/ur_cffi\\) "
+                                           "cannot be made"):
+        interop.to_dpctl(queue)
+    monkeypatch.setenv("UR_CFFI_CACHE_DIR", str(tmp_path))
+    assert interop.to_dpctl(queue).sycl_device.is_cpu
 
 
 def test_usm_queries_refuse_what_is_no_address(queue):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -78,25 +79,34 @@ def _build() -> Path:
     if not (include / "sycl" / "sycl.hpp").is_file():
         raise RuntimeError(f"no SYCL headers at {include}/sycl beside the loaded {libsycl}: "
                            "install the intel-sycl-rt wheel of the same release (it has them)")
-    compiler = os.environ.get("CXX", "c++")
-    compiler_path = shutil.which(compiler)
+    compiler = os.environ.get("CXX") or "c++"
+    try:  # (a command with its launcher or flags, as make reads CXX: "ccache g++", "g++ -O2")
+        program, *compiler_flags = shlex.split(compiler)
+    except ValueError as error:
+        raise RuntimeError(f"CXX={compiler!r} is no command: {error}") from None
+    compiler_path = shutil.which(program)
     if compiler_path is None:
         raise RuntimeError(f"ur_cffi.interop.to_dpctl compiles a small C++ shim and needs a C++ "
-                           f"compiler: {compiler!r} (CXX) is not on PATH")
+                           f"compiler: {program!r} (of CXX={compiler!r}) is not on PATH")
     flags = ["-std=c++17", "-shared", "-fPIC", "-O1", "-DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING"]
     stat = libsycl.stat()
     key = hashlib.blake2b(f"{SOURCE}|{libsycl.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|"
-                          f"{compiler_path}|{flags}".encode(), digest_size=10).hexdigest()
+                          f"{compiler_path}|{compiler_flags}|{flags}".encode(),
+                          digest_size=10).hexdigest()
     cache = Path(os.environ.get("UR_CFFI_CACHE_DIR") or Path.home() / ".cache" / "ur_cffi")
     target = cache / f"sycl_shim-{key}.so"
     if target.is_file():
         return target
-    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise RuntimeError(f"the SYCL shim's cache folder {str(cache)!r} (UR_CFFI_CACHE_DIR, "
+                           f"default ~/.cache/ur_cffi) cannot be made: {error}") from None
     with tempfile.TemporaryDirectory(dir=cache) as work:
         source = Path(work) / "sycl_shim.cpp"
         source.write_text(SOURCE)
         built = Path(work) / target.name
-        command = [compiler_path, *flags, f"-I{include}", "-o", str(built), str(source),
+        command = [compiler_path, *compiler_flags, *flags, f"-I{include}", "-o", str(built), str(source),
                    f"-L{libsycl.parent}", f"-l:{libsycl.name}", f"-Wl,-rpath,{libsycl.parent}"]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=300)
