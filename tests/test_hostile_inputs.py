@@ -672,6 +672,8 @@ def test_info_queries_refuse_another_enum_a_null_handle_and_binaries(device, con
                                         "property, not 2"):
         query("urDeviceGetInfo", device.handle, device.handle,
               ur_device_info_t.UR_DEVICE_INFO_NAME)
+    with pytest.raises(TypeError, match="urQueueFinish is no info query"):  # ("takes -3")
+        query("urQueueFinish", device.handle)
     done = crash_probe.run_child(code=(
         "import ur_cffi\n"
         "from ur_cffi.enums import ur_device_info_t\n"

@@ -97,6 +97,10 @@ def _parameters(function: str, count: int) -> tuple[str, tuple[int, ...]]:
     """The name of the info enum info function ``function`` takes after ``count`` arguments,
     and the positions of the handles among those."""
     parameters = ffi.typeof(getattr(lib, function)).args
+    if len(parameters) < 4 or parameters[-4].kind != "enum" or \
+            [p.cname for p in parameters[-3:]] != ["size_t", "void *", "size_t *"]:
+        raise TypeError(f"{function} is no info query (a function that takes a property, "
+                        "its size, a value and the size returned, as urDeviceGetInfo)")
     if count != len(parameters) - 4:  # (..., the property, its size, value, size returned)
         raise TypeError(f"{function} takes {len(parameters) - 4} argument(s) before the "
                         f"property, not {count}")
