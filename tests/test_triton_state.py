@@ -80,6 +80,7 @@ def rss():
 ur_triton.activate()
 if sys.argv[2] == "--control":  # what the driver did before: nothing cached is ever forgotten
     ur_triton.active_driver().forget_closed_contexts = lambda: None
+    programs._forget_closed_contexts = lambda: None
 live, sizes, worst = [], [], 0.0
 for cycle in range(int(sys.argv[3])):
     with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
@@ -118,6 +119,63 @@ def test_context_churn_leaves_no_programs_behind():
     assert max(live) == min(live), found["live"]
     assert found["cached"] <= 1  # the latest context's, until the next using() or activate()
     assert sizes[-1] - sizes[0] < RSS_BOUND, [round(s / 2**20, 1) for s in found["rss"]]
+
+
+@pytest.mark.cpu_device("SPIR-V programs")
+def test_programs_loaded_by_hand_go_with_their_closed_contexts(device, rng):
+    """programs.load (the README's way to launch a compiled kernel by hand) kept every closed
+    context's program, and with it the context's UR handle, for good: only ur_cffi.triton's
+    own scopes forgot them.  Now a load drops those of contexts closed since."""
+    from ur_cffi.triton import programs
+
+    compiled = ur_triton.compile(scale, {"x_ptr": "*fp32", "y_ptr": "*fp32", "a": "fp32",
+                                         "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 256},
+                                 device=device)
+    before = programs.cached_programs()
+    for _ in range(4):
+        with device.create_context() as context, ur_cffi.Queue(context, device) as queue:
+            program = programs.load(context, device, compiled.asm["spv"],
+                                    compiled.metadata.build_flags)
+            options = ur_triton.kernel_options(compiled)
+            kernel = program.kernel(compiled.metadata.name, **options)
+            local = options["required_local_size"][0]
+            n = int(rng.integers(300, 1000))
+            host = rng.standard_normal(n).astype(np.float32)
+            x, y = ur_cffi.asarray(host, queue=queue), ur_cffi.empty(n, np.float32, queue=queue)
+            y.fill(np.nan)
+            kernel.launch(queue, triton.cdiv(n, 256) * local, None, x, y, np.float32(2.0),
+                          np.int32(n))
+            np.testing.assert_allclose(y.to_numpy(), 2.0 * host.astype(np.float64), rtol=1e-6)
+            del program, kernel, x, y
+    assert programs.cached_programs() <= before + 1  # the last one's, until the next load
+
+
+def test_deactivate_drops_the_caches_of_kernels_only_warmed_up_or_refused(device, rng,
+                                                                            inactive):
+    """A JITFunction was noted only when a launch loaded its kernel: its cache entries made
+    by warmup() or by a launch refused as it binds kept their Context (and its UR context,
+    never closed) after deactivate()."""
+    from kernels import add
+
+    def dropped_after(use):
+        context = device.create_context()
+        queue = ur_cffi.Queue(context, device)
+        ur_triton.activate(queue)
+        n = int(rng.integers(300, 1000))
+        x = ur_cffi.asarray(rng.standard_normal(n).astype(np.float32), queue=queue)
+        use(x, ur_cffi.empty(n, np.float32, queue=queue), n)
+        ur_triton.deactivate()
+        dropped = weakref.ref(context)
+        del context, queue, x
+        gc.collect()
+        return dropped() is None
+
+    def refused(x, y, n):
+        with pytest.raises(TypeError, match="argument 'out_ptr' is a numpy.ndarray"):
+            add[(triton.cdiv(n, 256),)](x, y, np.zeros(n, np.float32), n, BLOCK=256)
+
+    assert dropped_after(lambda x, y, n: scale.warmup(x, y, 2.0, n, BLOCK=256, grid=(1,)))
+    assert dropped_after(refused)
 
 
 def test_context_churn_control_measures_the_leak():
@@ -393,10 +451,11 @@ def test_using_refuses_a_wait_for_event_of_another_context(queue, device, rng):
             pass
 
 
-def test_using_blocks_ending_out_of_order_on_one_thread(context, device, rng, inactive):
-    """Blocks of two asyncio tasks on one thread, the first ending while the second is open:
-    leaving raised, and later launches went to a queue no block named any more.  (While both
-    are open, launches go to the innermost block's queue: the stack is the thread's.)"""
+def test_using_blocks_of_asyncio_tasks_on_one_thread_are_each_tasks_own(context, device, rng,
+                                                                           inactive):
+    """Blocks of two asyncio tasks on one thread, both open: a launch in A's block went to B's
+    queue (the stack was the thread's), and A's finish of its own queue returned before it ran.
+    Then A leaves while B is inside its block (leaving raised, once)."""
     import asyncio
 
     queues = {name: ur_cffi.Queue(context, device) for name in "AB"}
@@ -404,27 +463,35 @@ def test_using_blocks_ending_out_of_order_on_one_thread(context, device, rng, in
     ur_triton.activate(default)
     seen = {}
 
-    async def task(name, entered, leave):
+    async def task(name, entered, other_entered, leave):
         with ur_triton.using(queues[name]):
             entered.set()
+            await other_entered.wait()
+            x, y, a, n, expected = random_scale_case(rng, queues[name])
+            scale[(triton.cdiv(n, 256),)](x, y, a, n, BLOCK=256)
+            seen[name] = ur_triton.last_event().queue, ur_triton.current_queue()
+            queues[name].finish()
+            np.testing.assert_allclose(y.to_numpy(), expected, rtol=1e-6)
             await leave.wait()
 
     async def main():
         a_in, b_in, a_out, b_out = (asyncio.Event() for _ in range(4))
-        a = asyncio.create_task(task("A", a_in, a_out))
+        a = asyncio.create_task(task("A", a_in, b_in, a_out))
         await a_in.wait()
-        b = asyncio.create_task(task("B", b_in, b_out))
+        b = asyncio.create_task(task("B", b_in, a_in, b_out))
         await b_in.wait()
+        seen["main, both open"] = ur_triton.current_queue()
         a_out.set()
         await a  # A leaves while B is inside its block
-        seen["B open"] = ur_triton.current_queue()
         b_out.set()
         await b
         seen["both left"] = ur_triton.current_queue()
 
     try:
         asyncio.run(main())
-        assert seen["B open"] is queues["B"] and seen["both left"] is default
+        assert seen["A"] == (queues["A"], queues["A"]) and \
+            seen["B"] == (queues["B"], queues["B"])
+        assert seen["main, both open"] is default and seen["both left"] is default
         x, y, a, n, expected = random_scale_case(rng, default)
         scale[(triton.cdiv(n, 256),)](x, y, a, n, BLOCK=256)
         assert ur_triton.last_event().queue is default

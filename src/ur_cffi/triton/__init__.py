@@ -157,7 +157,8 @@ def _uninstall() -> None:
 @contextlib.contextmanager
 @hold_back_in  # Ctrl-C while the block is entered or left: once it is (not in the block)
 def using(queue, wait_for=()):
-    """Launches in this block (on this thread) go to ``queue`` and wait for ``wait_for``.
+    """Launches in this block (in this thread or asyncio task) go to ``queue`` and wait for
+    ``wait_for``.
 
     ``queue=None`` keeps the current queue (to add ``wait_for`` only).  Without
     :func:`activate`, ur_cffi.triton is active while any thread is in a ``using`` block.  The

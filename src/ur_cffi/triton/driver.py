@@ -22,10 +22,12 @@ from ur_cffi objects:
 
 from __future__ import annotations
 
-import threading
+import contextvars
+import sys
 import weakref
 
 from triton.backends.driver import DriverBase
+from triton.runtime.jit import JITFunction
 
 from .. import _forking, _release
 from .._handle import Resource
@@ -101,14 +103,6 @@ def _release_events(handles: list) -> int:
     while handles:
         result = lib.urEventRelease(handles.pop()) or result
     return result
-
-
-class _Scopes(threading.local):
-    """Each thread's stack of ``using`` scopes (a ``threading.local`` subclass, so the stack
-    exists in every thread without a failing attribute lookup on the launch path)."""
-
-    def __init__(self):
-        self.stack: list[Scope] = []
 
 
 class Utils:
@@ -250,7 +244,10 @@ class URDriver(DriverBase):
         self.launch_lock = enqueue_lock  # also guards the launchers' argument blocks
         self.raw_launch_lock = raw_enqueue_lock  # the same, inside an _interrupts.section
         self._default: Scope | None = None
-        self._scopes = _Scopes()
+        # The ``using`` scopes of each thread and asyncio task (a new thread starts with
+        # none; a task, with those of the code that made it), innermost last.
+        self._scopes = contextvars.ContextVar(f"ur_cffi.triton scopes of {id(self):x}",
+                                              default=())
         self._last_event: Event | None = None
         self._latest = _LatestEvent()
         self._latest_queue: Queue | None = None
@@ -260,7 +257,7 @@ class URDriver(DriverBase):
         self._targets: dict = {}
         self._work_groups: dict = {}
         # What keeps per-context caches findable: the contexts of every scope so far, and the
-        # JITFunctions launched (their device_caches are keyed by (context, device)).  Weak:
+        # JITFunctions used (their device_caches are keyed by (context, device)).  Weak:
         # a context nothing cached holds is not kept alive by being listed.
         self._contexts = weakref.WeakSet()
         self._functions = weakref.WeakSet()
@@ -288,8 +285,8 @@ class URDriver(DriverBase):
         self._default = None
 
     def scope(self) -> Scope:
-        """The innermost ``using`` scope of this thread, else the default one."""
-        stack = self._scopes.stack
+        """The innermost ``using`` scope of this thread or task, else the default one."""
+        stack = self._scopes.get()
         if stack:
             return stack[-1]
         if self._default is None:
@@ -303,21 +300,21 @@ class URDriver(DriverBase):
 
     def current_queue(self) -> Queue | None:
         """The queue of :meth:`scope`, or None where there is none."""
-        stack = self._scopes.stack
+        stack = self._scopes.get()
         scope = stack[-1] if stack else self._default
         return None if scope is None else scope.queue
 
     def push(self, scope: Scope) -> None:
-        """Enter a ``using`` block on this thread."""
-        self._scopes.stack.append(self._note_context(scope))
+        """Enter a ``using`` block in this thread or task."""
+        self._scopes.set((*self._scopes.get(), self._note_context(scope)))
 
     def pop(self, scope: Scope) -> None:
-        """Leave the ``using`` block entered with ``scope``, wherever it is in this thread's
-        stack (blocks of two asyncio tasks on one thread may end out of order)."""
-        stack = self._scopes.stack
+        """Leave the ``using`` block entered with ``scope``, wherever it is in this thread's or
+        task's stack (a generator's block may end after those entered inside it)."""
+        stack = self._scopes.get()
         for index in range(len(stack) - 1, -1, -1):
             if stack[index] is scope:
-                del stack[index]
+                self._scopes.set(stack[:index] + stack[index + 1:])
                 return
 
     # --- per-context caches -------------------------------------------------------------
@@ -437,7 +434,7 @@ class URDriver(DriverBase):
 
     def get_current_device(self):
         """``(context, device)`` of the current queue (Triton's per-device cache key)."""
-        stack = self._scopes.stack  # scope(), inlined: Triton asks on every launch
+        stack = self._scopes.get()  # scope(), inlined: Triton asks on every launch
         return stack[-1].device_key if stack else (self._default or self.scope()).device_key
 
     def set_current_device(self, device_key) -> None:
@@ -446,11 +443,18 @@ class URDriver(DriverBase):
 
     def get_current_stream(self, device=None) -> Queue:
         """The ur_cffi Queue launches go to."""
-        stack = self._scopes.stack  # scope(), inlined: Triton asks on every launch
+        stack = self._scopes.get()  # scope(), inlined: Triton asks on every launch
         return stack[-1].queue if stack else (self._default or self.scope()).queue
 
     def get_current_target(self):
-        """The ``GPUTarget`` of the current queue's device (``target.py``)."""
+        """The ``GPUTarget`` of the current queue's device (``target.py``).
+
+        A JITFunction asks as it makes its cache for the current (context, device)
+        (``create_binder``): it is noted then, so that the cache goes with the context even
+        where no launch loads a kernel (``warmup()``, a launch refused as it binds)."""
+        caller = sys._getframe(1).f_locals.get("self")
+        if isinstance(caller, JITFunction):
+            self._functions.add(caller)
         device = self.scope().queue.device
         found = self._targets.get(device)
         if found is None:

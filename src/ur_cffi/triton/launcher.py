@@ -246,7 +246,7 @@ class Launcher:
                                                           function, addresses, values, args,
                                                           owners)
             return
-        stack = driver._scopes.stack  # driver.scope(), inlined: a hot path
+        stack = driver._scopes.get()  # driver.scope(), inlined: a hot path
         scope = stack[-1] if stack else driver._default or driver.scope()
         if recording and stream in recording:  # a ur_cffi.Graph records it instead (graph.py)
             recording[stream].record_triton(self, (grid_x, grid_y, grid_z), stream, function,

@@ -77,6 +77,7 @@ def load(context, device, il: bytes, flags: str = "") -> Program:
             return program
         program = _from_disk(context, device, il, options) or _from_il(context, device, il,
                                                                        options)
+        _forget_closed_contexts()
         _programs[key] = program
         return program
 
@@ -89,8 +90,16 @@ def load_binary(context, device, binary: bytes, options: str = "") -> Program:
     with _lock:
         program = _programs.get(key)
         if program is None or program.closed:
+            _forget_closed_contexts()
             program = _programs[key] = Program.from_binary(context, binary, options, device)
         return program
+
+
+def _forget_closed_contexts() -> None:
+    """Drop the programs of contexts closed since (hand launches never say when; each program
+    holds its context's UR handle until it goes).  Call under ``_lock``."""
+    for key in [key for key in _programs if key[0].closed]:
+        del _programs[key]
 
 
 def _from_il(context, device, il: bytes, options: str) -> Program:
