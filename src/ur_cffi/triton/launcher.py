@@ -446,8 +446,12 @@ class Launcher:
             raise TypeError(f"kernel {self.name!r}: expected a ur_cffi Kernel, not "
                             f"{type(function).__name__}")
         if function.program.context is not context:
-            raise ValueError(f"kernel {self.name!r} was loaded in another context than the "
-                             "launch queue's")
+            raise ValueError(
+                f"kernel {self.name!r} was loaded in another context than the launch queue's: "
+                "a compiled kernel loads in the context of its first launch and stays there "
+                "(one kept from warmup() or compile() and launched first on another context's "
+                "queue does so even inside its JITFunction's cache: clear that with "
+                f"{self.name}.device_caches.clear(), or compile one for each context)")
         if function.num_args != self.kernel_arg_count:
             raise RuntimeError(
                 f"kernel {self.name!r} takes {function.num_args} arguments but the Triton "
