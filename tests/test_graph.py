@@ -222,6 +222,33 @@ def test_sizes_alone_and_local_sizes_update(updatable, add, queue, rng):
     assert np.array_equal(result[:4 * BLOCK], expected) and np.isnan(result[4 * BLOCK:]).all()
 
 
+def test_a_refused_replay_leaves_the_graph_open(native, add, queue, device, rng):
+    """A replay refused for its queue or wait_for finalized the graph first: the next
+    recording failed with "the graph is finalized", naming nothing of why."""
+    kernel, local = add
+    n = 2 * BLOCK
+    x, y = (ur_cffi.asarray(random32(rng, n), queue=queue) for _ in range(2))
+    out = ur_cffi.empty(n, np.float32, queue=queue)
+    graph = ur_cffi.Graph(queue.context, native=native)
+    with graph.recording(queue):
+        command = kernel.launch(queue, blocks(n, local), local, x, y, out, np.int32(n))
+    with device.create_context() as other_context, \
+            ur_cffi.Queue(other_context, device) as other_queue:
+        with pytest.raises(ValueError, match="is not of the graph's context and device"):
+            graph.replay(other_queue)
+    with pytest.raises(TypeError):
+        graph.replay(queue, wait_for=[command])
+    with pytest.raises(TypeError):
+        graph.replay(queue, wait_for="x")
+    assert not graph.finalized
+    with graph.recording(queue):  # recording goes on
+        kernel.launch(queue, blocks(n, local), local, out, y, out, np.int32(n))
+    out.fill(np.nan)
+    graph.replay(queue).wait()
+    expected = x.to_numpy().astype(np.float64) + 2 * y.to_numpy().astype(np.float64)
+    np.testing.assert_allclose(out.to_numpy(), expected, rtol=1e-6)
+
+
 def test_views_update_launches(updatable, add, queue, rng):
     kernel, local = add
     n = 4 * BLOCK

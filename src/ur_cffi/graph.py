@@ -399,10 +399,13 @@ class Graph(_handle.Resource):
             raise RuntimeError(f"replay on {queue!r}, which is recording into {which}: "
                                "a replay cannot be recorded (UR command buffers do not nest); "
                                "replay it before or after the recording block")
+        if queue is not self._replay_queue or queue is None:
+            self._check_queue(queue, "replay")  # (a refused replay leaves the graph open)
+        count, events = wait_list(wait_for, self.context)
         if not self._finalized:
             self.finalize()
-        if queue is not self._replay_queue or queue is None:
-            self._replay_queue = self._check_queue(queue, "replay")
+        if queue is not self._replay_queue:
+            self._replay_queue = queue
             for resource in self._memory:  # reuse of their memory waits for this queue too
                 if type(resource) is USMArray:
                     resource._used_on(queue)
@@ -412,7 +415,6 @@ class Graph(_handle.Resource):
         with self._lock, section:  # Ctrl-C after the enqueue waits until the Event owns it
             self.handle  # noqa: B018 - raises ClosedError
             latest = state.latest
-            count, events = wait_list(wait_for, self.context)
             if latest is not None and (queue is not self._latest_queue or queue.out_of_order):
                 events = ffi.new("ur_event_handle_t[]", [events[i] for i in range(count)]
                                  + [latest])
