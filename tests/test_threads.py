@@ -343,6 +343,55 @@ def test_the_main_thread_may_finish_a_queue_another_thread_enqueues_on():
     assert "finished" in done.stdout
 
 
+FINISH_WHILE_LAUNCHING_OUT_OF_ORDER = textwrap.dedent("""
+    import sys, threading, time
+    import numpy as np
+    import ur_cffi, crash_probe
+    import device_under_test
+    from lcg import lcg_reference
+
+    device = device_under_test.get()
+    context = device.create_context()
+    program, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")
+    queue = ur_cffi.Queue(context, device, out_of_order=True)
+    n = crash_probe.BLOCK
+    seed = np.random.default_rng().integers(-2**31, 2**31, n, dtype=np.int32)
+    source, out = ur_cffi.asarray(seed, queue=queue), ur_cffi.zeros(n, np.int32, queue=queue)
+    queue.finish()
+    for wait in (queue.finish, device.synchronize):
+        done, launches = [], 0
+        def launch():
+            global launches
+            end = time.monotonic() + 5
+            while time.monotonic() < end:
+                lcg.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, source, out,
+                           n, 10, event=False)
+                launches += 1
+            done.append(True)
+        worker = threading.Thread(target=launch)
+        worker.start()
+        while not done:
+            wait()
+        worker.join()
+        queue.finish()
+        if not launches or not np.array_equal(out.to_numpy(), lcg_reference(seed, 10)):
+            sys.exit(f"{wait.__name__}: {launches} launches, a wrong result")
+    print("finished")
+""")
+
+
+def test_a_queue_may_be_finished_while_another_thread_launches_out_of_order(tmp_path,
+                                                                           kernels):
+    # urQueueFinish (Queue.finish, Device.synchronize) while another thread launched on an
+    # out-of-order queue crashed the CPU runtime (SIGSEGV): 5 of 9 runs of this test.
+    script = tmp_path / "finish_out_of_order.py"
+    script.write_text(FINISH_WHILE_LAUNCHING_OUT_OF_ORDER)
+    done = crash_probe.run_child([kernels], script=script, check=False,
+                                 timeout=CHILD_SECONDS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "finished" in done.stdout
+
+
 SHARED_KERNEL = textwrap.dedent("""
     import sys, threading
     from crash_probe import rounds

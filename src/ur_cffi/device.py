@@ -193,7 +193,7 @@ class Device(_handle.Resource):
         made of its partitions, and has not closed.  Work submitted by other libraries'
         queues is only covered in the first case.
         """
-        from .queue import retained
+        from .queue import finish_barrier, retained
 
         if self._device_wait is not False:
             try:
@@ -214,6 +214,12 @@ class Device(_handle.Resource):
         handles = []  # our own references: another thread may close the queues meanwhile
         try:
             for queue in queues:
+                if queue.out_of_order:  # (see finish_barrier)
+                    barrier = finish_barrier(queue)
+                    if barrier is not None:
+                        with barrier:
+                            barrier.wait()
+                    continue
                 handle = retained(queue)
                 if handle is not None:
                     handles.append(handle)

@@ -518,6 +518,15 @@ def _done() -> bool:
     return True
 
 
+def finish_barrier(queue: Queue) -> Event | None:
+    """What finishing an out-of-order ``queue`` waits for: a barrier after everything
+    submitted to it so far, enqueued under the enqueue lock; None if another thread closed the
+    queue (so finished it).  ``urQueueFinish`` there, while another thread launched on the
+    queue, crashed Intel's CPU runtime (SIGSEGV within seconds)."""
+    handle = raw_barrier(queue, keep_event=True)
+    return None if handle is None else Event._of(handle, queue)
+
+
 def raw_barrier(queue: Queue, wait_count: int = 0, waits=ffi.NULL, keep_event: bool = False,
                 locked: bool = False):
     """Enqueue a barrier on ``queue`` (raw: no Event object, not recorded by a Graph); its
@@ -676,6 +685,17 @@ class Queue(_handle.Resource):
             handle, window = self._handle, self._window
             if handle is None:
                 self.handle  # noqa: B018 - raises ClosedError
+            if self._out_of_order:
+                barrier = finish_barrier(self)
+                if barrier is None:
+                    self.handle  # noqa: B018 - raises ClosedError (another thread closed it)
+                try:
+                    self._wait_for_window(lib.urEventWait, "urEventWait",
+                                          (1, ffi.new("ur_event_handle_t[1]", [barrier.handle])),
+                                          barrier._probe)
+                finally:
+                    barrier.close()
+                return
             if len(window) == 1:
                 # The usual case, _wait_for_window's work inlined: one kernel, measured short.
                 # Emptied in place: every line here delays the wait, which on the CPU device
