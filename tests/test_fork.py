@@ -59,6 +59,7 @@ AFTER_INIT = REAP + textwrap.dedent("""
     out = ur_cffi.zeros(n, queue=queue)
     event = out.fill(1.0)
     grid = -(-n // crash_probe.BLOCK) * crash_probe.LOCAL_SIZE
+    device.synchronize()  # (where that finishes queues, a child's returned, waiting for none)
 
     read, write = os.pipe()
     pid = os.fork()
@@ -68,6 +69,7 @@ AFTER_INIT = REAP + textwrap.dedent("""
             "array.to_numpy": lambda: a.to_numpy(),
             "array.copy_from": lambda: a.copy_from(x),
             "queue.finish": lambda: queue.finish(),
+            "device.synchronize": lambda: device.synchronize(),
             "event.wait": lambda: event.wait(),
             "kernel.launch": lambda: axpy.launch(queue, grid, crash_probe.LOCAL_SIZE, a, a, out,
                                                  2.0, n),

@@ -195,6 +195,7 @@ class Device(_handle.Resource):
         """
         from .queue import finish_barrier, retained
 
+        self.handle  # noqa: B018 - raises ClosedError (closed, or the parent's after a fork)
         if self._device_wait is not False:
             try:
                 if self._expected_seconds() < _durations.DIRECT_SECONDS:  # a helper costs more
