@@ -278,6 +278,10 @@ def test_wait_lists_reject_non_events(queue):
                  lambda: array.copy_to(np.zeros(4, np.float32), wait_for=[None])):
         with pytest.raises(TypeError, match="wait_for takes Event objects"):
             call()
+    open_event, closed = queue.barrier(), queue.barrier()
+    closed.close()
+    with pytest.raises(ur_cffi.ClosedError, match=r"wait_for\[1\]: Event is closed"):
+        array.fill(0.0, wait_for=[open_event, closed])  # (it said only "Event is closed")
 
 
 def test_closing_queues_holds_no_memory(context):

@@ -111,12 +111,15 @@ def wait_list(wait_for, context=None) -> tuple[int, object]:
     if not wait_for:
         return 0, ffi.NULL
     handles = []
-    for event in wait_for:
+    for index, event in enumerate(wait_for):
         if not isinstance(event, Event):
             raise TypeError(f"wait_for takes Event objects, not {type(event).__name__}")
         if context is not None and event.queue.context is not context:
             raise ValueError(f"wait_for: {event!r} belongs to another context")
-        handles.append(event.handle)
+        try:
+            handles.append(event.handle)
+        except _handle.ClosedError as error:
+            raise _handle.ClosedError(f"wait_for[{index}]: {error}") from None
     return len(handles), ffi.new("ur_event_handle_t[]", handles)
 
 
