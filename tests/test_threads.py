@@ -392,6 +392,55 @@ def test_a_queue_may_be_finished_while_another_thread_launches_out_of_order(tmp_
     assert "finished" in done.stdout
 
 
+SYNCHRONIZE_AFTER_A_DROP = textwrap.dedent("""
+    import sys, threading, time
+    import numpy as np
+    import ur_cffi, crash_probe
+    import device_under_test
+    from lcg import lcg_reference
+
+    STEPS = 50_000_000  # about a second on the CPU device
+    device = device_under_test.get()
+    context = device.create_context()
+    program, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")
+    setup = ur_cffi.Queue(context, device)
+    n = crash_probe.BLOCK
+    seed = np.random.default_rng().integers(-2**31, 2**31, n, dtype=np.int32)
+    source = ur_cffi.asarray(seed, queue=setup)
+    out = ur_cffi.zeros(n, np.int32, queue=setup, kind="host")
+    setup.close()  # no open queue: on the CPU runtime finishing one waits for the device's work
+    dropped = []
+
+    def worker():
+        queue = ur_cffi.Queue(context, device)
+        lcg.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, source, out, n, STEPS,
+                   event=False)
+        queue.flush()
+        dropped.append(queue.ref)
+        del queue  # its collection finishes it, in this thread
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    while not dropped or dropped[0]() is not None:
+        time.sleep(0.001)
+    device.synchronize()
+    complete = np.array_equal(np.asarray(out), lcg_reference(seed, STEPS))
+    thread.join()
+    print("complete" if complete else "synchronize returned before the dropped queue's work")
+""")
+
+
+def test_synchronize_waits_for_a_queue_another_thread_dropped(tmp_path, kernels):
+    # A queue dropped without close() left the device's list at once, while its collection
+    # still finished it: synchronize() returned, and the host memory it wrote was incomplete.
+    script = tmp_path / "synchronize_after_a_drop.py"
+    script.write_text(SYNCHRONIZE_AFTER_A_DROP)
+    done = crash_probe.run_child([kernels], script=script, check=False,
+                                 timeout=CHILD_SECONDS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "complete" in done.stdout.splitlines(), done.stdout
+
+
 SHARED_KERNEL = textwrap.dedent("""
     import sys, threading
     from crash_probe import rounds

@@ -36,7 +36,8 @@ class Device(_handle.Resource):
     one made by hand (a sub-device from ``urDevicePartition``) owns the caller's reference,
     released when it is collected or at the teardown.  ``close()`` releases neither."""
 
-    __slots__ = ("platform", "queues_lock", "queue_handles_lock", "_queues", "_device_wait",
+    __slots__ = ("platform", "queues_lock", "queue_handles_lock", "_queues", "_unfinished",
+                 "_device_wait",
                  "_properties", "pageable_copies_wait", "copies_rows_one_by_one",
                  "_sub_devices")
     _release_function = "urDeviceRelease"
@@ -65,6 +66,7 @@ class Device(_handle.Resource):
             if parent != ffi.NULL else None
         self.platform = platform
         self._queues = weakref.WeakSet()  # ur_cffi's open queues on this device
+        self._unfinished = set()  # the QueueRefs of its queues whose release has yet to finish
         self._sub_devices = weakref.WeakSet()  # Devices made of its partitions (queues_lock)
         self.queues_lock = _forking.lock(reentrant=True)
         """Held to add to the queues and to list them (and the sub-devices).  Reentrant: a
@@ -193,6 +195,7 @@ class Device(_handle.Resource):
         made of its partitions, and has not closed.  Work submitted by other libraries'
         queues is only covered in the first case.
         """
+        from .queue import _finished as finished_condition
         from .queue import finish_barrier, retained
 
         self.handle  # noqa: B018 - raises ClosedError (closed, or the parent's after a fork)
@@ -208,10 +211,11 @@ class Device(_handle.Resource):
                 if error.result not in UNSUPPORTED:
                     raise
                 self._device_wait = False
-        queues = []
+        queues, dropped = [], []
         for device in self._with_sub_devices():
             with device.queues_lock:
                 queues += device._queues
+                dropped += [ref for ref in tuple(device._unfinished) if ref() is None]
         handles = []  # our own references: another thread may close the queues meanwhile
         try:
             for queue in queues:
@@ -229,6 +233,9 @@ class Device(_handle.Resource):
         finally:
             for handle in handles:
                 lib.urQueueRelease(handle)
+        if dropped:  # queues other threads dropped, whose collections are finishing them
+            with finished_condition:
+                finished_condition.wait_for(lambda: all(ref.finished for ref in dropped))
 
     def _with_sub_devices(self) -> list:
         """This device and the Devices made of its partitions, theirs too."""

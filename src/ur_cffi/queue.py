@@ -412,7 +412,7 @@ class QueueRef(weakref.ref):
     gone, whether its release has finished the UR queue (``finished``): a queue dropped
     without ``close()`` is finished by its collection, while other threads run."""
 
-    __slots__ = ("finished",)
+    __slots__ = ("finished", "unfinished")
 
     def finishing(self) -> bool:
         """Whether the queue's work may still run while nothing can order other work after
@@ -458,6 +458,7 @@ _finished = _forking.condition()  # (reentrant: a collection under it may finish
 
 def _note_finished(ref: QueueRef) -> None:
     ref.finished = True
+    ref.unfinished.discard(ref)
     with _finished:
         _finished.notify_all()
 
@@ -612,7 +613,7 @@ class Queue(_handle.Resource):
         self._finishers: list = []
         _interrupts.install()  # launches hold Ctrl-C back without a section
         self.ref = ref = QueueRef(self)
-        ref.finished = False
+        ref.finished, ref.unfinished = False, device._unfinished
         with section:
             check(lib.urQueueCreate(context.handle, device.handle, properties, out),
                   "urQueueCreate")
@@ -621,6 +622,7 @@ class Queue(_handle.Resource):
                       release=_finish_then_release)
         with device.queues_lock:
             device._queues.add(self)
+            device._unfinished.add(ref)
 
     def close(self) -> None:
         """Finish the queue, then release it; closing twice is harmless.  Finished while still
