@@ -451,6 +451,45 @@ def test_using_refuses_a_wait_for_event_of_another_context(queue, device, rng):
             pass
 
 
+def test_a_task_made_inside_a_using_block_outlives_its_wait_list(context, device, rng,
+                                                                  inactive):
+    """A task made inside using(queue, wait_for=...) keeps the block's scope (a ContextVar):
+    after the block ended, its launches handed UR the wait events the block had released."""
+    import asyncio
+
+    default, other = (ur_cffi.Queue(context, device) for _ in range(2))
+    ur_triton.activate(default)
+    x, y, a, n, expected = random_scale_case(rng, other)
+    results = []
+
+    async def later(block_ended):
+        await block_ended.wait()
+        for _ in range(50):
+            for _ in range(5):  # events made and freed meanwhile (reusing the freed memory)
+                default.barrier().close()
+            y.fill(np.nan)
+            scale[(triton.cdiv(n, 256),)](x, y, a, n, BLOCK=256)
+        results.append((ur_triton.current_queue(), y.to_numpy()))
+
+    async def main():
+        event, block_ended = default.barrier(), asyncio.Event()
+        with ur_triton.using(other, wait_for=[event]):
+            task = asyncio.create_task(later(block_ended))
+            event.close()
+        block_ended.set()
+        await task
+
+    try:
+        asyncio.run(main())
+        queue, result = results[0]
+        assert queue is other  # (the task's copy of the context)
+        np.testing.assert_allclose(result, expected, rtol=1e-6)
+    finally:
+        ur_triton.deactivate()
+        default.close()
+        other.close()
+
+
 def test_using_blocks_of_asyncio_tasks_on_one_thread_are_each_tasks_own(context, device, rng,
                                                                            inactive):
     """Blocks of two asyncio tasks on one thread, both open: a launch in A's block went to B's

@@ -71,7 +71,9 @@ class Scope:
         self._held = _HeldEvents(self.wait_events, self.wait_count) if self.wait_count else None
 
     def close(self) -> None:
-        """Release the scope's references to its wait events."""
+        """Release the scope's references to its wait events; launches still in the scope (an
+        asyncio task made inside its block keeps it) wait for nothing more."""
+        self.wait_count, self.wait_events, self.wait_for = 0, ffi.NULL, ()
         if self._held is not None:
             self._held.close()
 
