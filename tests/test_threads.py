@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import secrets
+import signal
 import sys
 import textwrap
 import threading
@@ -390,6 +391,55 @@ def test_a_queue_may_be_finished_while_another_thread_launches_out_of_order(tmp_
                                  timeout=CHILD_SECONDS)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "finished" in done.stdout
+
+
+FINISH_FROM_A_SIGNAL_HANDLER = textwrap.dedent("""
+    import faulthandler, signal, sys, time
+    import numpy as np
+    import ur_cffi, crash_probe
+    import device_under_test
+
+    faulthandler.dump_traceback_later(60, exit=True)  # a hang ends the child
+    device = device_under_test.get()
+    context = device.create_context()
+    program, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")
+    queue = ur_cffi.Queue(context, device, out_of_order=True)
+    n = crash_probe.BLOCK
+    source = ur_cffi.asarray(np.arange(n, dtype=np.int32), queue=queue)
+    out = ur_cffi.zeros(n, np.int32, queue=queue)
+    queue.finish()
+    finishes = 0
+
+    def on_alarm(signum, frame):  # a watchdog that waits for the device
+        global finishes
+        queue.finish()
+        finishes += 1
+        signal.setitimer(signal.ITIMER_REAL, 0.002)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 0.002)
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        lcg.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, source, out, n, 10,
+                   event=False)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    queue.finish()
+    print("finished", finishes)
+""")
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no signal.setitimer here")
+def test_a_signal_handler_may_finish_an_out_of_order_queue_its_thread_enqueues_on(tmp_path,
+                                                                                  kernels):
+    # finish() of an out-of-order queue enqueues a barrier under the enqueue lock, which a
+    # handler run inside the main thread's own enqueue waited for for good: it gives up after
+    # FINISH_LOCK_SECONDS and finishes with urQueueFinish, probing nothing.
+    script = tmp_path / "finish_from_a_signal_handler.py"
+    script.write_text(FINISH_FROM_A_SIGNAL_HANDLER)
+    done = crash_probe.run_child([kernels], script=script, check=False,
+                                 timeout=CHILD_SECONDS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("finished")
 
 
 SYNCHRONIZE_AFTER_A_DROP = textwrap.dedent("""

@@ -522,12 +522,24 @@ def _done() -> bool:
     return True
 
 
-def finish_barrier(queue: Queue) -> Event | None:
+FINISH_LOCK_SECONDS = 0.5
+"""How long :func:`finish_barrier` waits for the enqueue lock before it gives up."""
+
+
+def finish_barrier(queue: Queue) -> Event | bool | None:
     """What finishing an out-of-order ``queue`` waits for: a barrier after everything
     submitted to it so far, enqueued under the enqueue lock; None if another thread closed the
-    queue (so finished it).  ``urQueueFinish`` there, while another thread launched on the
-    queue, crashed Intel's CPU runtime (SIGSEGV within seconds)."""
-    handle = raw_barrier(queue, keep_event=True)
+    queue (so finished it); False if the lock stays taken for ``FINISH_LOCK_SECONDS`` (this
+    thread may hold it: a finish from a signal handler or finalizer run inside an enqueue),
+    where the caller finishes with ``urQueueFinish`` instead.  ``urQueueFinish`` there, while
+    another thread launched on the queue, crashed Intel's CPU runtime (SIGSEGV in seconds)."""
+    with section:
+        if not raw_enqueue_lock.acquire(timeout=FINISH_LOCK_SECONDS):
+            return False
+        try:
+            handle = raw_barrier(queue, keep_event=True, locked=True)
+        finally:
+            raw_enqueue_lock.release()
     return None if handle is None else Event._of(handle, queue)
 
 
@@ -690,10 +702,13 @@ class Queue(_handle.Resource):
             handle, window = self._handle, self._window
             if handle is None:
                 self.handle  # noqa: B018 - raises ClosedError
-            if self._out_of_order:
-                barrier = finish_barrier(self)
-                if barrier is None:
-                    self.handle  # noqa: B018 - raises ClosedError (another thread closed it)
+            barrier = self._out_of_order and finish_barrier(self)
+            if barrier is None:
+                self.handle  # noqa: B018 - raises ClosedError (another thread closed it)
+            if barrier is False and self._out_of_order:  # no probe: it takes the lock too
+                self._wait_for_window(_finish, "urQueueFinish", (handle,), None)
+                return
+            if barrier:
                 try:
                     self._wait_for_window(lib.urEventWait, "urEventWait",
                                           (1, ffi.new("ur_event_handle_t[1]", [barrier.handle])),
