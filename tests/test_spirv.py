@@ -448,6 +448,10 @@ def test_validate_rejects_what_the_cpu_compiler_crashes_on():
              "\\(word .*\\) has %4"),
             ((entry, *body[:5], inst(OP_FUNCTION_PARAMETER, 4, 9), *body[5:]),
              "OpFunctionParameter at word .* does not follow an OpFunction"),
+            ((entry, *body[:1], inst(OP_TYPE_INT, 4, 32, 0), inst(OP_TYPE_FUNCTION, 3, 2, 4),
+              inst(OP_FUNCTION, 2, 7, 0, 3), inst(8, 5, 1, 1),  # OpLine
+              inst(OP_FUNCTION_PARAMETER, 4, 9), *body[4:]),
+             "OpLine at word .* among the parameters of the OpFunction at word"),
             # (a GLCompute entry point named alike: the runtime crashed; one of another name
             # was listed by ur_cffi, not by the runtime)
             ((inst(OP_ENTRY_POINT, 5, 7, *string_words("k")), *body),

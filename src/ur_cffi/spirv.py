@@ -33,6 +33,8 @@ OP_FUNCTION = 54
 OP_FUNCTION_PARAMETER = 55
 OP_FUNCTION_END = 56
 OP_TYPE_UNTYPED_POINTER_KHR = 4417
+OP_LINE = 8
+OP_NO_LINE = 317
 
 EXECUTION_MODEL_KERNEL = 6
 
@@ -51,7 +53,7 @@ EXTENSION_KERNEL_ATTRIBUTES_INTEL = "SPV_INTEL_kernel_attributes"
 # runtimes read a shorter one's operands past its end, and crash or spin.  Other opcodes are
 # checked for their word count only.
 _FEWEST_WORDS = {
-    3: 3, 5: 3, 7: 3, 8: 4, OP_EXTENSION: 2, 11: 3, 12: 5, 14: 3,  # OpSource ... OpMemoryModel
+    3: 3, 5: 3, 7: 3, OP_LINE: 4, OP_EXTENSION: 2, 11: 3, 12: 5, 14: 3,  # OpSource ... OpMemoryModel
     OP_ENTRY_POINT: 4, OP_EXECUTION_MODE: 3, OP_CAPABILITY: 2, OP_EXECUTION_MODE_ID: 3,
     19: 2, 20: 2, OP_TYPE_INT: 4, OP_TYPE_FLOAT: 3, 23: 4, 28: 4, 30: 2,  # OpTypeVoid ...
     OP_TYPE_POINTER: 4, OP_TYPE_FUNCTION: 3, OP_TYPE_UNTYPED_POINTER_KHR: 3,
@@ -141,6 +143,10 @@ def _words(module):
                 offset += length
                 continue
             extra = opcode == OP_FUNCTION_PARAMETER
+            if opcode in (OP_LINE, OP_NO_LINE) and given < len(parameter_types):
+                raise ValueError(f"SPIR-V {'OpLine' if opcode == OP_LINE else 'OpNoLine'} at "
+                                 f"word {offset} among the parameters of the OpFunction at word "
+                                 f"{function} (the CPU runtime's build spins on it for good)")
             if given < len(parameter_types) or extra:
                 raise ValueError(f"SPIR-V OpFunction at word {function} is followed by "
                                  f"{'more than ' if extra else ''}{given} "
