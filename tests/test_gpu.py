@@ -449,7 +449,8 @@ def test_an_adapter_specific_error_says_what_the_adapter_said(gq, gctx, gpu):
             _release.launch_sizes((local,), 1), count, arguments, _release.launch_properties(),
             0, ffi.NULL, ffi.NULL)
     with pytest.raises(errors.AdapterSpecificError,
-                       match="adapter says 'Excessive allocation of local memory"):
+                       match="adapter's last message .*: 'Excessive allocation of local "
+                             "memory"):
         errors.check(result, _release.LAUNCH)
 
 

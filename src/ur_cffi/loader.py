@@ -731,8 +731,9 @@ def adapter_specific_messages() -> list[str]:
             continue
         text = ffi.string(message[0]).decode(errors="replace")
         if text:
-            said.append(f"the {adapter.backend.name} adapter says {text!r} (its error "
-                        f"{code[0]})")
+            said.append(f"the {adapter.backend.name} adapter's last message "
+                        f"(urAdapterGetLastError; an adapter may keep an older one): {text!r} "
+                        f"(its error {code[0]})")
     return said
 
 
