@@ -316,6 +316,15 @@ def test_the_environment_chooses_the_wait_kind(value, expected):
     assert done.stdout.strip() == str(expected)
 
 
+def test_set_interruptible_waits_overrides_a_malformed_variable():
+    # (it read the variable first, and raised its SwitchError)
+    done = crash_probe.run_child(
+        code="import ur_cffi; print(ur_cffi.set_interruptible_waits(False), "
+             "ur_cffi.interruptible_waits(), len(ur_cffi.devices()) > 0)",
+        env=crash_probe.child_env(UR_CFFI_INTERRUPTIBLE_WAITS="maybe"), timeout=120)
+    assert done.stdout.split() == ["True", "False", "True"], done.stdout
+
+
 def test_random_launch_sequences_stay_exact(add, queue, rng):
     """300 launches that mix reused and new arguments, sizes, closed and reallocated arrays,
     Events or none, and prepared launches: every output is exact and every launch of a

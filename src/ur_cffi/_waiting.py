@@ -51,7 +51,11 @@ def set_interruptible_waits(enabled: bool) -> bool:
     waits block directly on work measured short, and Ctrl-C then waits for the device."""
     global _interruptible
     enabled = _checks.flag("set_interruptible_waits", enabled)
-    previous, _interruptible = interruptible_waits(), enabled
+    try:
+        previous = interruptible_waits()
+    except _checks.SwitchError:  # a malformed variable: this call decides instead
+        previous = True
+    _interruptible = enabled
     return previous
 
 
