@@ -219,11 +219,10 @@ class Device(_handle.Resource):
         handles = []  # our own references: another thread may close the queues meanwhile
         try:
             for queue in queues:
-                if queue.out_of_order:  # (see finish_barrier)
-                    barrier = finish_barrier(queue)
-                    if barrier is not None:
-                        with barrier:
-                            barrier.wait()
+                barrier = queue.out_of_order and finish_barrier(queue)  # (see finish_barrier)
+                if barrier:
+                    with barrier:
+                        barrier.wait()
                     continue
                 handle = retained(queue)
                 if handle is not None:
