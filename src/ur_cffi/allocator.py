@@ -39,7 +39,8 @@ from . import _checks, _forking, _handle, _interrupts, _release, _waiting
 from ._ur import ffi, lib
 from .enums import ur_queue_flag_t, ur_result_t
 from .errors import URError, by_result, check
-from .queue import _complete, note_queue, raw_barrier, raw_enqueue_lock, recording, retained
+from .queue import (_complete, note_queue, raw_barrier, raw_enqueue_lock, raw_finish_barrier,
+                    recording, retained)
 
 _NULL = ffi.NULL
 _SMALL = 1 << 20
@@ -579,7 +580,13 @@ def _free_blocks(pool: _Pool, blocks: list[Block]) -> int:
         handle = retained(queue) if queue is not None and id(queue) not in finished else None
         if handle is not None:
             finished.add(id(queue))
-            result = lib.urQueueFinish(handle) or result
+            barrier = queue.out_of_order and raw_finish_barrier(queue)  # (see there)
+            if barrier:
+                result = lib.urEventWait(1, ffi.new("ur_event_handle_t[1]", [barrier])) or \
+                    result
+                lib.urEventRelease(barrier)
+            else:
+                result = lib.urQueueFinish(handle) or result
             lib.urQueueRelease(handle)
         events = _events_of(block)
         if events:

@@ -534,13 +534,18 @@ def finish_barrier(queue: Queue) -> Event | bool | None:
     where the caller finishes with ``urQueueFinish`` instead.  ``urQueueFinish`` there, while
     another thread launched on the queue, crashed Intel's CPU runtime (SIGSEGV in seconds)."""
     with section:
-        if not raw_enqueue_lock.acquire(timeout=FINISH_LOCK_SECONDS):
-            return False
-        try:
-            handle = raw_barrier(queue, keep_event=True, locked=True)
-        finally:
-            raw_enqueue_lock.release()
-    return None if handle is None else Event._of(handle, queue)
+        handle = raw_finish_barrier(queue)
+        return handle if not handle else Event._of(handle, queue)
+
+
+def raw_finish_barrier(queue: Queue):
+    """:func:`finish_barrier`'s event handle (the caller's to release), None or False."""
+    if not raw_enqueue_lock.acquire(timeout=FINISH_LOCK_SECONDS):
+        return False
+    try:
+        return raw_barrier(queue, keep_event=True, locked=True)
+    finally:
+        raw_enqueue_lock.release()
 
 
 def raw_barrier(queue: Queue, wait_count: int = 0, waits=ffi.NULL, keep_event: bool = False,
