@@ -344,6 +344,17 @@ def test_the_main_thread_may_finish_a_queue_another_thread_enqueues_on():
     assert "finished" in done.stdout
 
 
+def run_script(tmp_path, kernels, source: str) -> str:
+    """Run ``source`` in a child process with the test kernels' folder as its argument; its
+    output, once it exited with status 0 (a crash shows as a negative signal number)."""
+    script = tmp_path / "child.py"
+    script.write_text(source)
+    done = crash_probe.run_child([kernels], script=script, check=False,
+                                 timeout=CHILD_SECONDS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
 FINISH_WHILE_LAUNCHING_OUT_OF_ORDER = textwrap.dedent("""
     import sys, threading, time
     import numpy as np
@@ -389,12 +400,7 @@ def test_a_queue_may_be_finished_while_another_thread_launches_out_of_order(tmp_
     # urQueueFinish (Queue.finish, Device.synchronize, the allocator's free of cached blocks)
     # while another thread launched on an out-of-order queue crashed the CPU runtime (SIGSEGV):
     # 5 of 9 runs of this test without its third part.
-    script = tmp_path / "finish_out_of_order.py"
-    script.write_text(FINISH_WHILE_LAUNCHING_OUT_OF_ORDER)
-    done = crash_probe.run_child([kernels], script=script, check=False,
-                                 timeout=CHILD_SECONDS)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "finished" in done.stdout
+    assert "finished" in run_script(tmp_path, kernels, FINISH_WHILE_LAUNCHING_OUT_OF_ORDER)
 
 
 FINISH_FROM_A_SIGNAL_HANDLER = textwrap.dedent("""
@@ -438,12 +444,7 @@ def test_a_signal_handler_may_finish_an_out_of_order_queue_its_thread_enqueues_o
     # finish() of an out-of-order queue enqueues a barrier under the enqueue lock, which a
     # handler run inside the main thread's own enqueue waited for for good: it gives up after
     # FINISH_LOCK_SECONDS and finishes with urQueueFinish, probing nothing.
-    script = tmp_path / "finish_from_a_signal_handler.py"
-    script.write_text(FINISH_FROM_A_SIGNAL_HANDLER)
-    done = crash_probe.run_child([kernels], script=script, check=False,
-                                 timeout=CHILD_SECONDS)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.startswith("finished")
+    assert run_script(tmp_path, kernels, FINISH_FROM_A_SIGNAL_HANDLER).startswith("finished")
 
 
 SYNCHRONIZE_AFTER_A_DROP = textwrap.dedent("""
@@ -487,12 +488,8 @@ SYNCHRONIZE_AFTER_A_DROP = textwrap.dedent("""
 def test_synchronize_waits_for_a_queue_another_thread_dropped(tmp_path, kernels):
     # A queue dropped without close() left the device's list at once, while its collection
     # still finished it: synchronize() returned, and the host memory it wrote was incomplete.
-    script = tmp_path / "synchronize_after_a_drop.py"
-    script.write_text(SYNCHRONIZE_AFTER_A_DROP)
-    done = crash_probe.run_child([kernels], script=script, check=False,
-                                 timeout=CHILD_SECONDS)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "complete" in done.stdout.splitlines(), done.stdout
+    output = run_script(tmp_path, kernels, SYNCHRONIZE_AFTER_A_DROP)
+    assert "complete" in output.splitlines(), output
 
 
 SHARED_KERNEL = textwrap.dedent("""
