@@ -106,7 +106,8 @@ def _build() -> Path:
         source = Path(work) / "sycl_shim.cpp"
         source.write_text(SOURCE)
         built = Path(work) / target.name
-        command = [compiler_path, *compiler_flags, *flags, f"-I{include}", "-o", str(built), str(source),
+        command = [compiler_path, *compiler_flags, *flags, f"-I{include}", "-o", str(built),
+                   str(source),
                    f"-L{libsycl.parent}", f"-l:{libsycl.name}", f"-Wl,-rpath,{libsycl.parent}"]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=300)

@@ -707,19 +707,8 @@ class Queue(_handle.Resource):
             handle, window = self._handle, self._window
             if handle is None:
                 self.handle  # noqa: B018 - raises ClosedError
-            barrier = self._out_of_order and finish_barrier(self)
-            if barrier is None:
-                self.handle  # noqa: B018 - raises ClosedError (another thread closed it)
-            if barrier is False and self._out_of_order:  # no probe: it takes the lock too
-                self._wait_for_window(_finish, "urQueueFinish", (handle,), None)
-                return
-            if barrier:
-                try:
-                    self._wait_for_window(lib.urEventWait, "urEventWait",
-                                          (1, ffi.new("ur_event_handle_t[1]", [barrier.handle])),
-                                          barrier._probe)
-                finally:
-                    barrier.close()
+            if self._out_of_order:
+                self._finish_out_of_order(handle)
                 return
             if len(window) == 1:
                 # The usual case, _wait_for_window's work inlined: one kernel, measured short.
@@ -747,6 +736,23 @@ class Queue(_handle.Resource):
                 pass
             if _orphans:  # what dropped Events and closed imports held: done now?
                 release_orphans()
+
+    def _finish_out_of_order(self, handle) -> None:
+        """:meth:`finish` of an out-of-order queue: a wait for :func:`finish_barrier`'s event,
+        or ``urQueueFinish`` where that gives up (probing nothing: a probe takes the lock
+        too)."""
+        barrier = finish_barrier(self)
+        if barrier is None:
+            self.handle  # noqa: B018 - raises ClosedError (another thread closed it)
+        if barrier is False:
+            self._wait_for_window(_finish, "urQueueFinish", (handle,), None)
+            return
+        try:
+            self._wait_for_window(lib.urEventWait, "urEventWait",
+                                  (1, ffi.new("ur_event_handle_t[1]", [barrier.handle])),
+                                  barrier._probe)
+        finally:
+            barrier.close()
 
     def _wait_for_window(self, blocking_call, name: str, args: tuple, probe) -> None:
         """Wait with ``blocking_call(*args)`` for everything enqueued so far: the plain

@@ -53,7 +53,7 @@ EXTENSION_KERNEL_ATTRIBUTES_INTEL = "SPV_INTEL_kernel_attributes"
 # runtimes read a shorter one's operands past its end, and crash or spin.  Other opcodes are
 # checked for their word count only.
 _FEWEST_WORDS = {
-    3: 3, 5: 3, 7: 3, OP_LINE: 4, OP_EXTENSION: 2, 11: 3, 12: 5, 14: 3,  # OpSource ... OpMemoryModel
+    3: 3, 5: 3, 7: 3, OP_LINE: 4, OP_EXTENSION: 2, 11: 3, 12: 5, 14: 3,  # OpSource ...
     OP_ENTRY_POINT: 4, OP_EXECUTION_MODE: 3, OP_CAPABILITY: 2, OP_EXECUTION_MODE_ID: 3,
     19: 2, 20: 2, OP_TYPE_INT: 4, OP_TYPE_FLOAT: 3, 23: 4, 28: 4, 30: 2,  # OpTypeVoid ...
     OP_TYPE_POINTER: 4, OP_TYPE_FUNCTION: 3, OP_TYPE_UNTYPED_POINTER_KHR: 3,
@@ -251,7 +251,8 @@ def validate(module):
     of its opcode's operands for common opcodes; that every function ends (OpFunctionEnd) and
     is defined once, with parameters right after it as its type lists them; that every entry
     point is a kernel whose function is defined and no two share a name, float widths, and
-    that each function's type is a function type; does not check semantics. Raises ValueError naming the problem and its word offset.
+    that each function's type is a function type; does not check semantics. Raises
+    ValueError naming the problem and its word offset.
     """
     _words(module)
 
