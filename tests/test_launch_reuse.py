@@ -274,6 +274,36 @@ def test_prepared_launch_holds_its_memory_and_refuses_closed_memory(add, queue, 
         launch()
 
 
+def test_a_prepared_launch_counts_a_close_made_during_its_checks(add, queue, rng,
+                                                                  monkeypatch):
+    """Another thread's close between a prepared launch's memory checks and its reading of the
+    release count was taken as checked: every later call launched into the closed array's
+    memory, by then another array's (the caching allocator's reuse)."""
+    kernel, compiled = add
+    n = BLOCK
+    x, y, dx, dy = random_inputs(rng, n, queue)
+    out = poisoned(n, queue)
+    launch = kernel.prepare(queue, blocks(n, compiled), compiled.local_size, dx, dy, out,
+                            np.int32(n))
+    launch().wait()
+    ur_cffi.empty(4, np.float32, queue=queue).close()  # a release: the next call checks again
+    checks = ur_cffi.program.check_integer_addresses
+
+    def closing_during_the_checks(*args):  # as another thread's close() may land there
+        out.close()
+        return checks(*args)
+
+    monkeypatch.setattr(ur_cffi.program, "check_integer_addresses", closing_during_the_checks)
+    launch(event=False)  # racing the close: launching is fair, as in C
+    monkeypatch.undo()
+    queue.finish()
+    victim = ur_cffi.asarray(np.full(n, -1.0, np.float32), queue=queue)
+    with pytest.raises(ur_cffi.ClosedError, match="argument 2: USMArray is closed"):
+        launch(event=False)
+    queue.finish()
+    assert np.array_equal(victim.to_numpy(), np.full(n, -1.0, np.float32))
+
+
 def test_prepare_checks_like_launch(add, queue, rng):
     kernel, compiled = add
     n = BLOCK

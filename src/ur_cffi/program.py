@@ -442,7 +442,8 @@ class Kernel(_handle.Resource):
     def prepare(self, queue: Queue, global_size, local_size, *args,
                 global_offset=None) -> PreparedLaunch:
         """Check a launch once and return a :class:`PreparedLaunch` that enqueues it each
-        time it is called.  It holds the queue and the arguments (and so their memory)."""
+        time it is called.  It holds the queue and the arguments (and so their memory); their
+        values are packed now (a ctypes value changed later is not seen)."""
         call_args, held = self._check_and_pack(queue, global_size, local_size, args,
                                                global_offset)
         return PreparedLaunch(self, queue, args, call_args, held)
@@ -733,14 +734,15 @@ class PreparedLaunch:
         ``ClosedError`` if an argument was closed since :meth:`Kernel.prepare`."""
         if event is not True and event is not False:
             event = _checks.flag("event", event)
-        if self._released != _handle.released:
+        released = _handle.released  # (read before the checks: a close during them counts)
+        if self._released != released:
             for index, memory in enumerate(self._memories):
                 if memory is not None and memory.closed:
                     raise _handle.ClosedError(
                         f"prepared launch of {self.kernel.name!r}, argument "
                         f"{self._argument_name(index)}: {type(memory).__name__} is closed")
             check_integer_addresses(self.kernel, self.queue.context, self._addresses)
-            self._released = _handle.released
+            self._released = released
         if wait_for is _NO_EVENTS and not event and not recording:
             launch_args, items = self._launch_args  # (a call with * would not be inlined)
             _launch_without_event(self.kernel, self.queue, launch_args, items)

@@ -268,7 +268,8 @@ def prepare(fn, grid, *args, **kwargs):
     :class:`~ur_cffi.PreparedLaunch` on the current queue that enqueues it on each call
     (``launch(event=False)``, ``launch(wait_for=[...])``), without Triton's dispatch.
 
-    It holds its arguments; pointer arguments' addresses and the grid are fixed now.  Its
+    It holds its arguments; their values, pointer arguments' addresses and the grid are
+    fixed now.  Its
     launches do not run Triton's launch hooks and are not :func:`last_event`.
     """
     from threading import get_ident
