@@ -296,6 +296,16 @@ def test_reversed_and_transposed_views_copy_through_their_span_exactly(q, rng, k
                 out = np.full(view.shape, np.nan)
                 view.copy_to(out)
                 assert np.array_equal(out, host[key]), key
+        # Overlapping rows (a sliding window: numpy's sliding_window_view, torch's unfold)
+        # span no less in a part than in the whole: the parts recursed forever.
+        flat = rng.standard_normal(600)
+        base = ur_cffi.asarray(flat, queue=q, kind=kind)
+        for shape, strides in (((2, 550), (8, 8)), ((550, 40), (8, 8)), ((3, 290), (16, 8))):
+            window = ur_cffi.from_pointer(base.data_ptr(), shape, np.float64, queue=q,
+                                          strides=strides, owner=base)
+            assert memory._through_span(window, np.empty(shape), reading=True)
+            expected = np.lib.stride_tricks.as_strided(flat, shape, strides)
+            assert np.array_equal(window.to_numpy(), expected), (shape, strides)
     finally:
         memory._SPAN_PART_BYTES = part_bytes
     wide = ur_cffi.asarray(rng.standard_normal((4, 100_000)), queue=q, kind=kind)

@@ -1256,13 +1256,14 @@ class USMArray(_handle.Resource):
         low, high = _strided.span(self._shape, self._strides, self.itemsize)
         outer = max(range(self.ndim), key=lambda axis: abs(self._strides[axis])
                     if self._shape[axis] > 1 else -1, default=None)
-        if high - low <= _SPAN_PART_BYTES or outer is None or self._shape[outer] <= 1:
+        if high - low <= _SPAN_PART_BYTES or outer is None or self._shape[outer] <= 1 or \
+                (step := max(1, _SPAN_PART_BYTES // abs(self._strides[outer]))) \
+                >= self._shape[outer]:  # (overlapping rows: a part may span no less)
             staging, low = self._staging()
             event = self._copy_span(queue, staging, low, to_host=True, blocking=True,
                                     wait_for=wait_for)
             host[...] = staging
             return event
-        step = max(1, _SPAN_PART_BYTES // abs(self._strides[outer]))
         for start in range(0, self._shape[outer], step):
             part = (slice(None),) * outer + (slice(start, start + step),)
             event = self[part]._read_through_span(queue, host[part], wait_for)
