@@ -377,8 +377,10 @@ FINISH_WHILE_LAUNCHING_OUT_OF_ORDER = textwrap.dedent("""
             global launches
             end = time.monotonic() + 5
             while time.monotonic() < end:
-                lcg.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, source, out,
-                           n, 10, event=False)
+                launched = lcg.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE,
+                                      source, out, n, 10, event=launches % 32 == 31)
+                if launched is not None:  # (a backlog that outgrows the device makes each
+                    launched.wait()       # finish longer than the last: 68 s under load)
                 launches += 1
             done.append(True)
         worker = threading.Thread(target=launch)
