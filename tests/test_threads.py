@@ -344,12 +344,13 @@ def test_the_main_thread_may_finish_a_queue_another_thread_enqueues_on():
     assert "finished" in done.stdout
 
 
-def run_script(tmp_path, kernels, source: str) -> str:
-    """Run ``source`` in a child process with the test kernels' folder as its argument; its
-    output, once it exited with status 0 (a crash shows as a negative signal number)."""
+def run_script(tmp_path, kernels, source: str, *args) -> str:
+    """Run ``source`` in a child process with the test kernels' folder and ``args`` as its
+    arguments; its output, once it exited with status 0 (a crash shows as a negative signal
+    number)."""
     script = tmp_path / "child.py"
     script.write_text(source)
-    done = crash_probe.run_child([kernels], script=script, check=False,
+    done = crash_probe.run_child([kernels, *args], script=script, check=False,
                                  timeout=CHILD_SECONDS)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -415,8 +416,9 @@ FINISH_FROM_A_SIGNAL_HANDLER = textwrap.dedent("""
     device = device_under_test.get()
     context = device.create_context()
     program, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")
-    queue = ur_cffi.Queue(context, device, out_of_order=True)
-    n = crash_probe.BLOCK
+    queue = ur_cffi.Queue(context, device, out_of_order=sys.argv[2] == "out-of-order")
+    steps = 10 if queue.out_of_order else 20_000  # (in order: a few ms a kernel, so that
+    n = crash_probe.BLOCK                         # finish() polls its probe)
     source = ur_cffi.asarray(np.arange(n, dtype=np.int32), queue=queue)
     out = ur_cffi.zeros(n, np.int32, queue=queue)
     queue.finish()
@@ -432,8 +434,8 @@ FINISH_FROM_A_SIGNAL_HANDLER = textwrap.dedent("""
     signal.setitimer(signal.ITIMER_REAL, 0.002)
     end = time.monotonic() + 3
     while time.monotonic() < end:
-        lcg.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, source, out, n, 10,
-                   event=False)
+        lcg.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, source, out, n,
+                   steps, event=False)
     signal.setitimer(signal.ITIMER_REAL, 0)
     queue.finish()
     print("finished", finishes)
@@ -441,12 +443,15 @@ FINISH_FROM_A_SIGNAL_HANDLER = textwrap.dedent("""
 
 
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no signal.setitimer here")
-def test_a_signal_handler_may_finish_an_out_of_order_queue_its_thread_enqueues_on(tmp_path,
-                                                                                  kernels):
+@pytest.mark.parametrize("order", ["out-of-order", "in-order"])
+def test_a_signal_handler_may_finish_a_queue_its_thread_enqueues_on(tmp_path, kernels, order):
     # finish() of an out-of-order queue enqueues a barrier under the enqueue lock, which a
     # handler run inside the main thread's own enqueue waited for for good: it gives up after
-    # FINISH_LOCK_SECONDS and finishes with urQueueFinish, probing nothing.
-    assert run_script(tmp_path, kernels, FINISH_FROM_A_SIGNAL_HANDLER).startswith("finished")
+    # FINISH_LOCK_SECONDS and finishes with urQueueFinish, probing nothing.  An in-order
+    # queue's finish of a long window polled a probe, a barrier enqueued under that lock: it
+    # probes nothing while the lock is taken.
+    assert run_script(tmp_path, kernels, FINISH_FROM_A_SIGNAL_HANDLER,
+                      order).startswith("finished")
 
 
 SYNCHRONIZE_AFTER_A_DROP = textwrap.dedent("""

@@ -92,14 +92,13 @@ def wait(blocking_call, name: str, *args, probe=None) -> None:
 
     ``probe()``, if given, is called only when the wait polls, and returns ``is_done()``, which
     reports completion without blocking (making it may cost an enqueue, so a blocking wait
-    never does).  After an interrupt the objects stay usable: waiting again, or closing them,
+    never does), or None where it cannot make one: the wait then polls nothing.  After an interrupt the objects stay usable: waiting again, or closing them,
     waits for the device as usual.
     """
     if blocks_directly():
         check(blocking_call(*args), name)
         return
-    if probe is not None:
-        is_done = probe()
+    if probe is not None and (is_done := probe()) is not None:
         deadline = time.perf_counter() + SPIN_SECONDS
         while not is_done():
             if time.perf_counter() > deadline:

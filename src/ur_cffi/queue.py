@@ -788,12 +788,18 @@ class Queue(_handle.Resource):
 
         Not ``UR_QUEUE_INFO_EMPTY``: the OpenCL adapter answers it from state that another
         thread's enqueue changes under it (invalid events, crashes).  Enqueued on the queue
-        itself even while a Graph records it: the wait is for the queue's own work.
+        itself even while a Graph records it: the wait is for the queue's own work.  None (no
+        probe) while the enqueue lock is taken: this thread may hold it (a finish from a signal
+        handler run inside an enqueue waited for good).
         """
-        if recording and self in recording:
-            handle = raw_barrier(self, keep_event=True)
+        with section:
+            if not raw_enqueue_lock.acquire(blocking=False):
+                return None
+            try:
+                handle = raw_barrier(self, keep_event=True, locked=True)
+            finally:
+                raw_enqueue_lock.release()
             return Event._of(handle, self)._is_done if handle is not None else _done
-        return self.barrier()._is_done
 
     def flush(self) -> None:
         """Submit everything queued so far to the device without waiting."""
