@@ -499,6 +499,54 @@ def test_synchronize_waits_for_a_queue_another_thread_dropped(tmp_path, kernels)
     assert "complete" in output.splitlines(), output
 
 
+SYNCHRONIZE_INSIDE_A_DROP = textwrap.dedent("""
+    import faulthandler, signal, sys, time, weakref
+    import numpy as np
+    import ur_cffi, crash_probe
+    import device_under_test
+
+    faulthandler.dump_traceback_later(40, exit=True)  # a hang ends the child
+    device = device_under_test.get()
+    context = device.create_context()
+    program, lcg = crash_probe.load(context, crash_probe.Path(sys.argv[1]), "lcg")
+    n = crash_probe.BLOCK
+    with ur_cffi.Queue(context, device) as setup:
+        source = ur_cffi.asarray(np.arange(n, dtype=np.int32), queue=setup)
+        out = ur_cffi.zeros(n, np.int32, queue=setup)
+    queue = ur_cffi.Queue(context, device)
+    queue.barrier()
+    weakref.finalize(queue, device.synchronize)  # runs before the queue's own release
+    del queue
+    synchronizes = 0
+
+    def on_alarm(signum, frame):  # a watchdog, run inside a dropped queue's release at times
+        global synchronizes
+        device.synchronize()
+        synchronizes += 1
+        signal.setitimer(signal.ITIMER_REAL, 0.002)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 0.002)
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        queue = ur_cffi.Queue(context, device)
+        lcg.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, source, out, n, 100,
+                   event=False)
+        del queue  # its collection finishes it, here
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    print("finished", synchronizes)
+""")
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no signal.setitimer here")
+def test_synchronize_inside_a_queues_release_in_this_thread(tmp_path, kernels):
+    # synchronize() waited for dropped queues' releases to finish them: from a finalizer run
+    # before a queue's own release, or a signal handler run inside it, it waited for good (the
+    # release is further up its own thread); it finishes them itself.  The handler after the
+    # urQueueRelease, before the handle was noted released, crashed that first version.
+    assert run_script(tmp_path, kernels, SYNCHRONIZE_INSIDE_A_DROP).startswith("finished")
+
+
 SHARED_KERNEL = textwrap.dedent("""
     import sys, threading
     from crash_probe import rounds

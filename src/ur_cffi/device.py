@@ -195,7 +195,6 @@ class Device(_handle.Resource):
         made of its partitions, and has not closed.  Work submitted by other libraries'
         queues is only covered in the first case.
         """
-        from .queue import _finished as finished_condition
         from .queue import finish_barrier, retained
 
         self.handle  # noqa: B018 - raises ClosedError (closed, or the parent's after a fork)
@@ -215,9 +214,20 @@ class Device(_handle.Resource):
         for device in self._with_sub_devices():
             with device.queues_lock:
                 queues += device._queues
-                dropped += [ref for ref in tuple(device._unfinished) if ref() is None]
+                dropped += [(ref, device.queue_handles_lock)
+                            for ref in tuple(device._unfinished) if ref() is None]
         handles = []  # our own references: another thread may close the queues meanwhile
         try:
+            # Queues dropped whose releases have yet to finish them: finished here, not waited
+            # for (that release may be this thread's, further up: a signal handler's or a
+            # finalizer's synchronize() inside it waited for good).
+            for ref, handles_lock in dropped:
+                with handles_lock:
+                    handle = ref.handle
+                    result = lib.urQueueRetain(handle) if handle is not None else 0
+                if handle is not None:
+                    check(result, "urQueueRetain")
+                    handles.append(handle)
             for queue in queues:
                 barrier = queue.out_of_order and finish_barrier(queue)  # (see finish_barrier)
                 if barrier:
@@ -232,9 +242,6 @@ class Device(_handle.Resource):
         finally:
             for handle in handles:
                 lib.urQueueRelease(handle)
-        if dropped:  # queues other threads dropped, whose collections are finishing them
-            with finished_condition:
-                finished_condition.wait_for(lambda: all(ref.finished for ref in dropped))
 
     def _with_sub_devices(self) -> list:
         """This device and the Devices made of its partitions, theirs too."""

@@ -410,9 +410,10 @@ def _check_profiling_info(prop) -> None:
 class QueueRef(weakref.ref):
     """A weak reference to a queue (``Queue.ref``) that also tells, once the queue object is
     gone, whether its release has finished the UR queue (``finished``): a queue dropped
-    without ``close()`` is finished by its collection, while other threads run."""
+    without ``close()`` is finished by its collection, while other threads run.  ``handle``:
+    the UR queue until its release (set and cleared under ``Device.queue_handles_lock``)."""
 
-    __slots__ = ("finished", "unfinished")
+    __slots__ = ("finished", "unfinished", "handle")
 
     def finishing(self) -> bool:
         """Whether the queue's work may still run while nothing can order other work after
@@ -439,6 +440,7 @@ def _finish_then_release(handle, handles_lock, ref: QueueRef) -> int:
         if queue is not None:  # close(), not a collection: others may be using the handle
             _wait_for_calls_in_progress(queue)
         with handles_lock:  # Device.queue_handles_lock: others retain it under the lock
+            ref.handle = None  # first: a signal handler after the release may retain it
             release = lib.urQueueRelease(handle)
     finally:
         _note_finished(ref)
@@ -630,10 +632,11 @@ class Queue(_handle.Resource):
         self._finishers: list = []
         _interrupts.install()  # launches hold Ctrl-C back without a section
         self.ref = ref = QueueRef(self)
-        ref.finished, ref.unfinished = False, device._unfinished
+        ref.finished, ref.unfinished, ref.handle = False, device._unfinished, None
         with section:
             check(lib.urQueueCreate(context.handle, device.handle, properties, out),
                   "urQueueCreate")
+            ref.handle = out[0]
             self._own(out[0], parents=(context, device),
                       release_args=(out[0], device.queue_handles_lock, ref),
                       release=_finish_then_release)
