@@ -161,7 +161,9 @@ def using(queue, wait_for=()):
     ``wait_for``.
 
     ``queue=None`` keeps the current queue (to add ``wait_for`` only).  Without
-    :func:`activate`, ur_cffi.triton is active while any thread is in a ``using`` block.  The
+    :func:`activate`, ur_cffi.triton is active while any thread is in a ``using`` block (an
+    asyncio task made inside one keeps its queue after it only while ur_cffi.triton is
+    active).  The
     block holds its own references to the ``wait_for`` events, so closing one inside it is safe.
     Raises ``TypeError`` for a ``queue`` that is not a ur_cffi Queue, ``ClosedError`` for a
     closed queue or event.

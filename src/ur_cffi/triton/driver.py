@@ -73,7 +73,8 @@ class Scope:
     def close(self) -> None:
         """Release the scope's references to its wait events; launches still in the scope (an
         asyncio task made inside its block keeps it) wait for nothing more."""
-        self.wait_count, self.wait_events, self.wait_for = 0, ffi.NULL, ()
+        with enqueue_lock:  # a launch in the scope (another thread's) reads them under it
+            self.wait_count, self.wait_events, self.wait_for = 0, ffi.NULL, ()
         if self._held is not None:
             self._held.close()
 
