@@ -730,6 +730,14 @@ def pad_with(x_ptr, y_ptr, n, PAD: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n, other=PAD))
 
 
+@triton.jit
+def as_type(x_ptr, y_ptr, n, TYPE: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask).to(TYPE).to(tl.float32),
+             mask=mask)
+
+
 def test_a_compiled_kernel_launched_by_hand_refuses_what_it_was_not_compiled_for(tq, rng):
     """A CompiledKernel called by hand skips Triton's specialization: an n not divisible by 16
     given to a kernel compiled for one wrote past n, an n compiled in as 1 copied one element
@@ -755,6 +763,18 @@ def test_a_compiled_kernel_launched_by_hand_refuses_what_it_was_not_compiled_for
         with pytest.raises(ValueError, match=message):
             kernel[grid](*args)
     assert_nothing_launched(out, before)
+    truncated = as_type[(1,)](x, out, n, TYPE=tl.int32, BLOCK=256)  # (dtypes were not checked:
+    tq.finish()
+    out.fill(np.nan)
+    before = ur_triton.last_event()
+    with pytest.raises(ValueError, match="argument 'TYPE' of kernel 'as_type': "  # it ran as
+                       "triton.language.float32, where Triton compiled the kernel with "
+                       "triton.language.int32"):  # int32 for float32)
+        truncated[grid](x, out, n, tl.float32, 256)
+    assert_nothing_launched(out, before)
+    truncated[grid](x, out, n, tl.int32, 256)
+    tq.finish()
+    assert np.array_equal(out.to_numpy()[:n], np.trunc(x.to_numpy()[:n]))
     padded = pad_with[(1,)](x, out, n, PAD=float("nan"), BLOCK=256)  # (NaN != NaN: refused)
     padded[(1, 1, 1)](x, out, n, float("nan"), 256)
     tq.finish()
@@ -806,6 +826,16 @@ def test_a_compiled_kernel_launched_by_hand_refuses_memory_where_it_was_compiled
     np.testing.assert_allclose(out.to_numpy(), x.to_numpy(), rtol=0)
 
 
+class Wrapped:
+    """Memory behind another object, as libraries wrap it (dtype, data_ptr)."""
+
+    def __init__(self, array):
+        self.array, self.dtype = array, array.dtype
+
+    def data_ptr(self):
+        return self.array.data_ptr()
+
+
 def test_wrong_pointer_dtype(tq, rng):
     from triton.compiler import ASTSource
 
@@ -822,6 +852,9 @@ def test_wrong_pointer_dtype(tq, rng):
     one = ur_cffi.zeros(1, np.float32, queue=tq)  # where a float goes: refused, not read (a
     with pytest.raises(TypeError, match="argument 'a'"):  # read under the launch lock hung)
         compiled[(1, 1, 1)](ur_cffi.zeros(n, np.float32, queue=tq), y, one, n, 1024)
+    pairs = ur_cffi.zeros(n, np.complex64, queue=tq)  # a dtype Triton has no element type for:
+    with pytest.raises(TypeError, match=r"\*fp32 but the argument holds complex64"):  # taken
+        compiled[(1, 1, 1)](Wrapped(pairs), y, 1.0, n, 1024)  # as floats behind a wrapper
     assert_nothing_launched(y, before)
 
 

@@ -150,9 +150,10 @@ def _path_name(names: list, path: tuple) -> str:
 
 
 def compiled_constants(src) -> list[tuple[int, str, object]]:
-    """``(position in the launcher's flattened *args, name, value)`` of each number and None
-    Triton compiled in: constexpr parameters, integers it specialized as 1 and arguments given
-    as None (``src.constants``, keyed by their path in ``src.signature``; 3.3 to 3.6)."""
+    """``(position in the launcher's flattened *args, name, value)`` of each value Triton
+    compiled in: constexpr parameters (numbers, dtypes, strings, tuples...), integers it
+    specialized as 1 and arguments given as None (``src.constants``, keyed by their path in
+    ``src.signature``; 3.3 to 3.6)."""
     constants = getattr(src, "constants", None)
     if not isinstance(constants, dict):
         return []
@@ -161,7 +162,7 @@ def compiled_constants(src) -> list[tuple[int, str, object]]:
                  enumerate(_named(src.signature.items()))}
     found = []
     for path, value in constants.items():
-        if isinstance(path, tuple) and path and type(value) in (int, float, bool, type(None)):
+        if isinstance(path, tuple) and path:
             name = _path_name(names, path)
             if name in positions:
                 found.append((positions[name], name, value))

@@ -381,9 +381,7 @@ class Launcher:
                                  f"divisible by 16, {hint}")
         for position, name, value in self.constants:
             given = args[position]
-            if (given is None) != (value is None) or hasattr(given, "data_ptr") or \
-                    isinstance(given, (int, float, np.number)) and given != value and \
-                    not (given != given and value != value):  # (NaN compiled in, NaN given)
+            if given is not value and _differs(given, value):
                 raise ValueError(f"argument {name!r} of kernel {self.name!r}: {given!r}, where "
                                  f"Triton compiled the kernel with {value!r}: {relaunch}")
 
@@ -488,7 +486,7 @@ class Launcher:
                                 f"{type(arg).__name__}, which has no data_ptr(). Pass UR "
                                 "memory: ur_cffi.asarray(x, queue=queue)")
             dtype = getattr(arg, "dtype", None)
-            if dtype is not None and element_type(dtype) not in (element, None):
+            if dtype is not None and element_type(dtype) != element:  # (complex64: none)
                 raise TypeError(f"{where}: the kernel was compiled for *{element} but the "
                                 f"argument holds {dtype}")
             address = _checked_address(where, data_ptr(), arg)
@@ -775,6 +773,17 @@ def _checked_address(where: str, address, arg) -> int:
                          "does not say it is empty (numel() or size 0); pass None where the "
                          "kernel takes a null pointer")
     return address
+
+
+def _differs(given, compiled) -> bool:
+    """Whether an argument ``given`` is not the value Triton ``compiled`` into the kernel
+    (NaN is NaN; memory, or a value that does not compare, never is)."""
+    if (given is None) != (compiled is None) or hasattr(given, "data_ptr"):
+        return True
+    try:
+        return bool(given != compiled) and not (given != given and compiled != compiled)
+    except Exception:  # noqa: BLE001 - whatever comparing raises, it is no match
+        return True
 
 
 def _has_no_elements(arg) -> bool:
