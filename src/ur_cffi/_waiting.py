@@ -92,8 +92,9 @@ def wait(blocking_call, name: str, *args, probe=None) -> None:
 
     ``probe()``, if given, is called only when the wait polls, and returns ``is_done()``, which
     reports completion without blocking (making it may cost an enqueue, so a blocking wait
-    never does), or None where it cannot make one: the wait then polls nothing.  After an interrupt the objects stay usable: waiting again, or closing them,
-    waits for the device as usual.
+    never does), or None where it cannot make one: the wait then polls nothing.  After an
+    interrupt the objects stay usable: waiting again, or closing them, waits for the device
+    as usual.
     """
     if blocks_directly():
         check(blocking_call(*args), name)

@@ -163,10 +163,9 @@ def using(queue, wait_for=()):
     ``queue=None`` keeps the current queue (to add ``wait_for`` only).  Without
     :func:`activate`, ur_cffi.triton is active while any thread is in a ``using`` block (an
     asyncio task made inside one keeps its queue after it only while ur_cffi.triton is
-    active).  The
-    block holds its own references to the ``wait_for`` events, so closing one inside it is safe.
-    Raises ``TypeError`` for a ``queue`` that is not a ur_cffi Queue, ``ClosedError`` for a
-    closed queue or event.
+    active).  The block holds its own references to the ``wait_for`` events, so closing one
+    inside it is safe.  Raises ``TypeError`` for a ``queue`` that is not a ur_cffi Queue,
+    ``ClosedError`` for a closed queue or event.
     """
     from .driver import Scope
 
@@ -271,8 +270,8 @@ def prepare(fn, grid, *args, **kwargs):
     (``launch(event=False)``, ``launch(wait_for=[...])``), without Triton's dispatch.
 
     It holds its arguments; their values, pointer arguments' addresses and the grid are
-    fixed now.  Its
-    launches do not run Triton's launch hooks and are not :func:`last_event`.
+    fixed now.  Its launches do not run Triton's launch hooks and are not
+    :func:`last_event`.
     """
     from threading import get_ident
 
