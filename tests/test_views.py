@@ -646,6 +646,12 @@ def test_shape_and_stride_accessors(q):
         array.stride(3)
     with pytest.raises(ValueError, match="not a permutation"):
         array.transpose(0, 2)  # numpy's meaning; PyTorch's swap is swapaxes
+    matrix = array[0]  # PyTorch code's transpose(0, 1) or (-2, -1) of a matrix kept it as is
+    for axes in ((0, 1), (-2, -1), (0, -1)):
+        with pytest.raises(ValueError, match=rf"PyTorch's swaps the two: a.swapaxes\({axes[0]}"):
+            matrix.transpose(*axes)
+    assert matrix.transpose((0, 1)).stride() == (5, 1)  # numpy's spelling of the same order
+    assert matrix.transpose(1, 0).stride() == matrix.T.stride() == (1, 5)
     with pytest.raises(TypeError, match="advanced indexing|integer-array index"):
         array[[0, 1]]
     with pytest.raises(TypeError, match="boolean"):
@@ -902,6 +908,11 @@ def test_pytorchs_in_place_names(q, rng, kind):
     array = ur_cffi.asarray(host, queue=q, kind=kind)
     twin = array.clone()
     assert twin.data_ptr() != array.data_ptr() and np.array_equal(twin.to_numpy(), host)
+    for view in (array.T, array[:, ::-2], array[1:, 1:3].T):  # laid out as PyTorch's clone
+        cloned = view.clone()  # (code that passes one array's strides for both: it was C order)
+        assert cloned.stride() == ur_cffi.empty_like(view).stride()
+        assert cloned.base is None and np.array_equal(cloned.to_numpy(), view.to_numpy())
+    assert array.T.clone().stride() == (1, 6)
     assert array[:, ::2].zero_() is not None and not array.to_numpy()[:, ::2].any()
     assert np.array_equal(array.to_numpy()[:, 1::2], host[:, 1::2])
     assert array.copy_(twin) is array and np.array_equal(array.to_numpy(), host)
@@ -1012,6 +1023,10 @@ def test_numpy_and_pytorch_shape_methods(q, rng, kind):
         assert made.shape == expected.shape
         assert np.array_equal(made.to_numpy(), expected)
     assert array.squeeze().base is array and array.flip(0).base is array
+    squeezed = array.squeeze()  # the new axis's stride is PyTorch's (numpy's a[..., None]: 0)
+    assert squeezed.unsqueeze(-1).stride() == (4, 1, 1)
+    assert squeezed.unsqueeze(0).stride() == (12, 4, 1)
+    assert squeezed.unsqueeze(1).stride() == (4, 4, 1)
     assert array.ravel().base is array and array.flatten().base is not array
     assert array.contiguous() is array and array.T.contiguous().is_contiguous()
     assert array.dim() == 4

@@ -845,6 +845,10 @@ class USMArray(_handle.Resource):
         reverse = not axes or (len(axes) == 1 and axes[0] is None)
         order = tuple(reversed(range(self.ndim))) if reverse else \
             _strided.axes(self.ndim, axes, "transpose")
+        if len(axes) == 2 and order == (0, 1):  # (PyTorch code's x.transpose(0, 1) or (-2, -1))
+            raise ValueError(f"transpose{axes} of a 2-D array: numpy's transpose takes the axes' "
+                             "new order, so this keeps it as it is, where PyTorch's swaps the "
+                             f"two: a.swapaxes{axes} or a.T swaps them")
         return self._view([self._shape[a] for a in order], [self._strides[a] for a in order])
 
     def permute(self, *dims) -> USMArray:
@@ -883,7 +887,12 @@ class USMArray(_handle.Resource):
         """A view with an axis of extent 1 inserted before ``dim`` (PyTorch's ``unsqueeze``,
         numpy's ``expand_dims``; ``dim`` from ``-ndim - 1`` to ``ndim``)."""
         position = _strided.axis_index(self.ndim + 1, dim, "unsqueeze")
-        return self[(slice(None),) * position + (None,)]
+        shape, strides = list(self._shape), list(self._strides)
+        # PyTorch's stride for the new axis (not numpy's 0 of a[..., None]): x.stride(-1) == 1
+        stride = shape[position] * strides[position] if position < self.ndim else self.itemsize
+        shape.insert(position, 1)
+        strides.insert(position, stride)
+        return self._view(shape, strides)
 
     def flip(self, axis=None) -> USMArray:
         """A view with the elements of ``axis`` (an int or sequence of them; None: every axis)
@@ -933,9 +942,15 @@ class USMArray(_handle.Resource):
         return self
 
     def clone(self) -> USMArray:
-        """A new contiguous array with this array's elements (PyTorch's ``clone``: :meth:`copy`,
-        made and copied on the current Triton queue: :data:`current_queue`)."""
-        return self.copy(queue=_current_queue_of(self))
+        """A new array with this array's elements, laid out as it is (PyTorch's ``clone``, as
+        :func:`~ur_cffi.empty_like` lays it out; :meth:`copy` makes a contiguous one), made
+        and copied on the current Triton queue (:data:`current_queue`)."""
+        from .creation import empty_like
+
+        queue = _current_queue_of(self)
+        out = empty_like(self, queue=self._queue_for(queue))
+        out.copy_from(self, queue=queue)
+        return out
 
     def copy_(self, source) -> USMArray:
         """Write ``source`` into this array as ``self[...] = source`` does (PyTorch's ``copy_``:
