@@ -1089,6 +1089,24 @@ def test_a_closed_import_gives_its_memory_back_once_its_queued_work_is_done(cont
         assert producer.deleted == 1
 
 
+def test_arrays_imported_from_one_sycl_queue_share_one_queue(dpctl_queue, rng):
+    """Each import without queue= made a UR queue of its own: a fill of one array ran after
+    the copy from it into another (stale values), and 200 imports kept 200 queues."""
+    import dpctl.memory as dpm
+
+    n = 1 << 20
+    first, second = (interop.from_sycl_usm_array_interface(
+        dpm.MemoryUSMDevice(4 * n, queue=dpctl_queue)).view(np.float32) for _ in range(2))
+    assert first.queue is second.queue is interop.queue_from_dpctl(dpctl_queue)
+    for value in rng.standard_normal(3).astype(np.float32):
+        first.fill(value, blocking=False)
+        second[...] = first
+        assert np.array_equal(second.to_numpy(), np.full(n, value, np.float32))
+    queue = first.queue
+    queue.close()
+    assert interop.queue_from_dpctl(dpctl_queue) is not queue  # a closed one is not given
+
+
 def test_contexts_from_dpctl_take_no_opencl_reference_each(dpctl_queue):
     """SYCL's get_native adds a reference to the cl_context it returns: every
     context_from_dpctl and queue_from_dpctl kept one more, and the context could never go."""

@@ -649,6 +649,8 @@ def _own_view(source: USMArray, shape, strides, data: int, queue, copy) -> USMAr
 _from_dpctl: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _from_dpctl_lock = _forking.lock()
 _dpctl_queues: dict = {}  # id(ur_cffi Context) -> the dpctl SyclQueue it was made from
+# dpctl SyclQueue -> the Queue queue_from_dpctl made for it, while that is in use
+_queues_from_dpctl: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def _native_opencl_context(sycl_context) -> int:
@@ -728,13 +730,19 @@ def _check_sycl_queue(what: str, sycl_queue) -> None:
 def queue_from_dpctl(sycl_queue):
     """A ur_cffi Queue in :func:`context_from_dpctl`'s context on the same device (a UR queue
     of its own: order it against the SYCL queue by waiting, e.g. ``sycl_queue.wait()``),
-    out of order unless ``sycl_queue`` is in order (dpctl's default queue is not)."""
+    out of order unless ``sycl_queue`` is in order (dpctl's default queue is not).  The same
+    Queue comes back for the same SYCL queue while it is open and in use, so that work on
+    arrays imported from one SYCL queue stays in one order."""
     from .queue import Queue
 
     _check_sycl_queue("queue_from_dpctl", sycl_queue)
     context = context_from_dpctl(sycl_queue)
-    return Queue(context, context.devices[0],
-                 out_of_order=not sycl_queue.is_in_order)
+    with _from_dpctl_lock:
+        queue = _queues_from_dpctl.get(sycl_queue)
+        if queue is None or queue.closed or queue.context is not context:
+            queue = _queues_from_dpctl[sycl_queue] = Queue(
+                context, context.devices[0], out_of_order=not sycl_queue.is_in_order)
+        return queue
 
 
 def to_dpctl(queue):
