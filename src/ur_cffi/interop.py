@@ -692,10 +692,13 @@ def context_from_dpctl(sycl_queue):
         if found is not None and not found.closed:
             return found
         name = sycl_queue.sycl_device.name
-        device = next((d for d in devices() if d.name == name and d.backend.name.endswith(
-            "OPENCL")), None)
-        if device is None:
+        named = [d for d in devices() if d.name == name and d.backend.name.endswith("OPENCL")]
+        if not named:
             raise ValueError(f"context_from_dpctl: no UR OpenCL device named {name!r}")
+        if len(named) > 1:  # (the first would be the wrong one for the queue of a second)
+            raise NotImplementedError(f"context_from_dpctl: {len(named)} UR OpenCL devices "
+                                      f"are named {name!r}: which is the queue's is not known")
+        device = named[0]
         out = ffi.new("ur_context_handle_t *")
         handles = ffi.new("ur_device_handle_t[1]", [device.handle])
         properties = ffi.new("ur_context_native_properties_t *", {
