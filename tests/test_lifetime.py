@@ -877,6 +877,31 @@ def test_the_exit_frees_no_memory_numpy_still_uses():
         assert done.stdout.split("\n")[:2] == ["main ends", f"at exit {2.0 * (1 << 20)}"]
 
 
+VIEWS_OF_CLOSED_ARRAYS_AT_EXIT = textwrap.dedent("""
+    import os
+    import numpy as np
+    import ur_cffi
+    import device_under_test
+
+    device = device_under_test.get()
+    queue = ur_cffi.Queue(device.create_context(), device)
+    arrays = [ur_cffi.asarray(np.arange(8, dtype=np.float32), queue=queue, kind="host")
+              for _ in range(2)]
+    os.kept = [np.asarray(arrays[0]), np.from_dlpack(arrays[1])]  # in a module ur_cffi's
+    for array in arrays:                                            # end comes before
+        array.close()
+    print("main ends", flush=True)
+""")
+
+
+def test_views_of_closed_arrays_outliving_ur_cffi_end_quietly():
+    # Their pins' finalizers ran after the interpreter's end had cleared ur_cffi's modules:
+    # "Exception ignored in ExportPin.__del__ ... 'NoneType' object is not callable".
+    done = crash_probe.run_child(code=VIEWS_OF_CLOSED_ARRAYS_AT_EXIT, check=False, timeout=50)
+    assert done.returncode == 0 and done.stdout == "main ends\n", done.stderr[-3000:]
+    assert "Exception ignored" not in done.stderr, done.stderr[-3000:]
+
+
 LAUNCHING_AT_EXIT = textwrap.dedent("""
     import sys, threading
     import numpy as np

@@ -481,8 +481,8 @@ class _Consumed:
     @hold_back_in  # a finalizer: an exception there would be printed and the deleter skipped
     def __del__(self):
         deleter = getattr(self, "deleter", None)
-        if deleter:
-            _handle.run_after_collection(deleter, self.address)
+        if deleter and getattr(_handle, "_live", None) is not None:  # (None: the interpreter's
+            _handle.run_after_collection(deleter, self.address)  # end cleared the modules)
 
 
 def from_dlpack(x, *, queue, copy=None) -> USMArray:

@@ -180,8 +180,8 @@ class ExportPin:
     @hold_back_in  # a finalizer, as the registry's own callback is (_handle._collected)
     def __del__(self):
         root = getattr(self, "_root", None)
-        if root is None:  # __init__ did not get as far
-            return
+        if root is None or getattr(_handle, "_live", None) is None:  # __init__ did not get as
+            return  # far; the interpreter's end cleared the modules (the process frees all)
         _pins_inside.discard(id(self))
         exports = root._exports
         exports.discard(id(self))
