@@ -1180,6 +1180,10 @@ def test_from_pointer_strides_stay_within_int64_elements(queue):
         with pytest.raises(ValueError, match=f"from_pointer: stride {wrong} is out of range"):
             ur_cffi.from_pointer(array.data_ptr(), (1,), np.float32, queue=queue,
                                  strides=(wrong,), owner=array)
+    with pytest.raises(ValueError, match=r"shape \(0, 4611686018427387904, 4611686018427387904"
+                                         r"\) of float32: its extents other than 0 span"):
+        ur_cffi.from_pointer(array.data_ptr(), (0, top, top), np.float32, queue=queue)  # (numpy
+    # and DLPack failed on it later, as ur_cffi.empty refuses it)
 
 
 DEFERRED_AT_TEARDOWN = """
