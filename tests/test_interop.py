@@ -1089,6 +1089,16 @@ def test_a_closed_import_gives_its_memory_back_once_its_queued_work_is_done(cont
         assert producer.deleted == 1
 
 
+def test_a_capsule_of_another_contexts_device_memory_says_to_pass_the_array(queue, device,
+                                                                              rng):
+    host = rng.standard_normal(10)
+    array = ur_cffi.asarray(host, queue=queue)
+    other = ur_cffi.Queue(device.create_context(), device)
+    assert np.array_equal(ur_cffi.from_dlpack(array, queue=other).to_numpy(), host)  # a copy
+    with pytest.raises(BufferError, match="a capsule cannot give one: pass the array"):
+        ur_cffi.from_dlpack(array.__dlpack__(), queue=other)  # (it named the producer's copy)
+
+
 def test_arrays_imported_from_one_sycl_queue_share_one_queue(dpctl_queue, rng):
     """Each import without queue= made a UR queue of its own: a fill of one array ran after
     the copy from it into another (stale values), and 200 imports kept 200 queues."""

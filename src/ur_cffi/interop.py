@@ -597,7 +597,9 @@ def from_dlpack(x, *, queue, copy=None) -> USMArray:
         raise BufferError(f"from_dlpack: DLPack device {device} memory at 0x{data:x} is not "
                           f"USM of the queue's context, and its producer gave no copy on the "
                           f"host (__dlpack__(dl_device=(kDLCPU, 0), copy=True))"
-                          + (": copy=False forbids one" if copy is False else ""))
+                          + (": copy=False forbids one" if copy is False else
+                             "; a capsule cannot give one: pass the array" if not
+                             hasattr(x, "__dlpack__") else ""))
     if copy is False:
         raise BufferError(
             f"from_dlpack(copy=False): USM at 0x{data:x} is not aligned to {dtype} "
