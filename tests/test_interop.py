@@ -1095,6 +1095,9 @@ def test_a_capsule_of_another_contexts_device_memory_says_to_pass_the_array(queu
     array = ur_cffi.asarray(host, queue=queue)
     other = ur_cffi.Queue(device.create_context(), device)
     assert np.array_equal(ur_cffi.from_dlpack(array, queue=other).to_numpy(), host)  # a copy
+    if interop.usm_kind(other.context, array.data_ptr()) is not None:
+        pytest.skip(f"{device!r}: the contexts of a device share its memory here (the CUDA "
+                    "adapter's do): a capsule of it is wrapped, not refused")
     with pytest.raises(BufferError, match="a capsule cannot give one: pass the array"):
         ur_cffi.from_dlpack(array.__dlpack__(), queue=other)  # (it named the producer's copy)
 
@@ -1168,6 +1171,7 @@ def test_a_capsule_taken_before_close_imports_as_numpy_would(queue, rng, kind):
     """close() leaves the memory to DLPack capsules already taken: numpy imported one, and
     ur_cffi.from_dlpack raised ClosedError after using it up."""
     values = rng.standard_normal(8)
+    gc.collect()  # (garbage of earlier tests freed now, not inside the count)
     before = ur_cffi.memory_stats()["allocated_bytes"]
     array = ur_cffi.asarray(values, queue=queue, kind=kind)
     capsule = array.__dlpack__()
