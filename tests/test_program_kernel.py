@@ -60,6 +60,23 @@ def test_program_from_il(context, compile_triton, device):
     assert program.closed
 
 
+def test_a_program_handle_is_owned_once(build_triton, context, device):
+    """Program(context, handle) took a handle another Program owned: both released it, and a
+    kernel of the first then crashed the process (as Device and Event refuse it)."""
+    program, _ = build_triton("add", BLOCK=BLOCK)
+    with pytest.raises(ValueError, match="is owned already .*use that Program"):
+        ur_cffi.Program(context, program.handle)
+    for handle in (5, "not a handle", ur_cffi.ffi.NULL, context.handle):
+        with pytest.raises(TypeError, match="Program takes a non-null ur_program_handle_t"):
+            ur_cffi.Program(context, handle)
+    with pytest.raises(TypeError, match="context"):
+        ur_cffi.Program("not a context", program.handle)
+    handle = _release.program_from_binary(context.handle, device.handle, program.binaries[0])
+    with ur_cffi.Program(context, handle) as taken:  # the caller's own reference: taken
+        assert taken.context is context and taken.handle == handle
+    assert program.kernel_names  # the first still owns its handle
+
+
 @pytest.mark.parametrize("options", ["-cl-opt-disable", "-cl-mad-enable -cl-no-signed-zeros"])
 def test_build_options_reach_the_compiler(context, compile_triton, queue, rng, options):
     compiled = compile_triton("add", BLOCK=BLOCK)

@@ -33,6 +33,9 @@ _C_SCALARS = {np.dtype(name): f"{ctype} *" for name, ctype in (
     ("uint64", "uint64_t"), ("float32", "float"), ("float64", "double"))}
 
 
+_PROGRAM_HANDLE = ffi.typeof("ur_program_handle_t")
+
+
 class Program(_handle.Resource):
     """A built UR program.  Make one with :meth:`from_il` or :meth:`from_binary`."""
 
@@ -40,7 +43,25 @@ class Program(_handle.Resource):
     _release_function = "urProgramRelease"
 
     def __init__(self, context, handle):
-        """Take ownership of a ``ur_program_handle_t`` (use the factories instead)."""
+        """Take ownership of ``handle``, the caller's reference to a ``ur_program_handle_t`` of
+        ``context`` (use the factories instead)."""
+        _check_context(context)
+        if not isinstance(handle, ffi.CData) or ffi.typeof(handle) is not _PROGRAM_HANDLE or \
+                handle == ffi.NULL:
+            raise TypeError(f"Program takes a non-null ur_program_handle_t, not {handle!r}")
+        if _handle.owns(handle):  # (each would release it: a crash)
+            raise ValueError(f"Program: handle {handle!r} is owned already (by a Program, which "
+                             "releases it): use that Program")
+        self._take(context, handle)
+
+    @classmethod
+    def _of(cls, context, handle) -> Program:
+        """The Program of ``handle``, a program ur_cffi has just made in ``context``."""
+        program = cls.__new__(cls)
+        program._take(context, handle)
+        return program
+
+    def _take(self, context, handle) -> None:
         self.context = context
         self._built = False
         # {kernel: parameter sizes} from the binary, where the adapter cannot say (signatures)
@@ -64,7 +85,7 @@ class Program(_handle.Resource):
         with section:
             check(lib.urProgramCreateWithIL(context.handle, il, len(il), ffi.NULL, out),
                   "urProgramCreateWithIL")
-            program = cls(context, out[0])
+            program = cls._of(context, out[0])
         program.kernel_parameters = parameters
         try:
             program.build(options)
@@ -91,8 +112,8 @@ class Program(_handle.Resource):
         binary = _bytes("binary", binary)
         entries = signatures.binary_entries(device, binary)
         with section:
-            program = cls(context, _release.program_from_binary(context.handle, device.handle,
-                                                                binary))
+            program = cls._of(context, _release.program_from_binary(context.handle,
+                                                                    device.handle, binary))
         program.binary_entries = entries
         program.build(options)
         return program
