@@ -128,6 +128,25 @@ def test_unknown_build_options_raise_with_the_log(context, compile_triton):
     assert "Unrecognized build options: -cl-bogus-flag" in str(raised.value)
 
 
+@pytest.mark.cpu_device("SPIR-V programs, the CPU device's partitions and its build log")
+def test_a_failed_build_for_one_device_of_two_gives_its_own_log(device, compile_triton):
+    # The error path read the log of every device of the context: a program made from a
+    # binary is one device's, the other's query failed, and its error replaced the build's.
+    import device_under_test
+
+    sub_devices = device_under_test.partition(device, "EQUALLY", 1, 2)
+    if not sub_devices:
+        pytest.skip(f"{device!r} is not partitioned into two equal sub-devices here")
+    first, second = sub_devices
+    with ur_cffi.Context([second]) as alone:
+        binary = ur_cffi.Program.from_il(alone, compile_triton("add", BLOCK=BLOCK).spirv) \
+            .binaries[0]
+    with ur_cffi.Context([first, second]) as both:
+        with pytest.raises(errors.InvalidValueError, match="(?s)urProgramBuild .*build log:.*"
+                           "Unrecognized build options: -cl-bogus-flag"):
+            ur_cffi.Program.from_binary(both, binary, "-cl-bogus-flag", device=second)
+
+
 def spirv_header(bound=16):
     return struct.pack("<5I", spirv.MAGIC, 0x00010000, 0, bound, 0)
 

@@ -132,7 +132,13 @@ class Program(_handle.Resource):
                                   "the program is built already (OpenCL refuses a second "
                                   "build once kernels exist): make a new Program to build it "
                                   "with other options") from None
-            logs = "\n".join(self.build_log(device) for device in self.context.devices)
+            logs = []
+            for device in self.context.devices:  # (a program from a binary is one device's:
+                try:                              # the others' log queries fail)
+                    logs.append(self.build_log(device))
+                except URError:
+                    pass
+            logs = "\n".join(logs)
             raise type(error)(error.result, error.function, f"build log:\n{logs.strip()}") \
                 from None
 
