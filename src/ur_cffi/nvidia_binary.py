@@ -39,7 +39,7 @@ _PTX_WIDTHS = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16,
 # Strings (``.file`` names), then comments, an unclosed one running to the end: each match
 # ends where the next search starts, so stripping them takes one pass over the text.
 _STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
-_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$%]*)\s*(\(([^()]*)\))?")
+_ENTRY = re.compile(r"(\.extern\s+)?\.entry\s+([A-Za-z_$%][\w$%]*)\s*(\(([^()]*)\)|\()?")
 _PARAM = re.compile(r"\.param\b([^,]*)")
 _TYPE = re.compile(r"\.(?:[bsuf](8|16|32|64)|b(128)|(texref|samplerref|surfref))\b")
 _VECTOR = re.compile(r"\.v(2|4)\b")
@@ -81,9 +81,13 @@ def ptx_entries(text: str) -> dict[str, tuple[int, ...]]:
     text = _STRINGS_AND_COMMENTS.sub(lambda m: '""' if m.group().startswith('"') else " ", text)
     found = {}
     for match in _ENTRY.finditer(text):
-        params = match.group(3) or ""
-        found[match.group(1)] = tuple(_ptx_param_size(declaration.group(1), match.group(1))
-                                      for declaration in _PARAM.finditer(params))
+        extern, kernel, parenthesized, params = match.groups()
+        if parenthesized == "(":
+            raise ValueError(f"PTX entry {kernel!r}: its parameter list is not closed")
+        if extern:  # a declaration of another module's kernel, not one of this module
+            continue
+        found[kernel] = tuple(_ptx_param_size(declaration.group(1), kernel)
+                              for declaration in _PARAM.finditer(params or ""))
     return found
 
 
