@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -211,6 +212,25 @@ def run_child(args=(), *, code: str | None = None, script: Path | None = None,
         raise AssertionError(f"child exited with {done.returncode}\n--- stdout\n"
                              f"{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-8000:]}")
     return done
+
+
+class Watchdog:
+    """Calls ``function`` from a SIGALRM handler every ``seconds``, as a watchdog waiting for
+    the device would, inside whatever the main thread runs then, until :meth:`stop`;
+    ``calls`` counts the calls."""
+
+    def __init__(self, function, seconds: float = 0.002):
+        self.function, self.seconds, self.calls = function, seconds, 0
+        signal.signal(signal.SIGALRM, self._on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    def _on_alarm(self, signum, frame):
+        self.function()
+        self.calls += 1
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+    def stop(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def rounds(seconds: float = 15.0, at_least: int = 3):

@@ -407,7 +407,7 @@ def test_a_queue_may_be_finished_while_another_thread_launches_out_of_order(tmp_
 
 
 FINISH_FROM_A_SIGNAL_HANDLER = textwrap.dedent("""
-    import faulthandler, signal, sys, time
+    import faulthandler, sys, time
     import numpy as np
     import ur_cffi, crash_probe
     import device_under_test
@@ -422,23 +422,14 @@ FINISH_FROM_A_SIGNAL_HANDLER = textwrap.dedent("""
     source = ur_cffi.asarray(np.arange(n, dtype=np.int32), queue=queue)
     out = ur_cffi.zeros(n, np.int32, queue=queue)
     queue.finish()
-    finishes = 0
-
-    def on_alarm(signum, frame):  # a watchdog that waits for the device
-        global finishes
-        queue.finish()
-        finishes += 1
-        signal.setitimer(signal.ITIMER_REAL, 0.002)
-
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, 0.002)
+    watchdog = crash_probe.Watchdog(queue.finish)
     end = time.monotonic() + 3
     while time.monotonic() < end:
         lcg.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, source, out, n,
                    steps, event=False)
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    watchdog.stop()
     queue.finish()
-    print("finished", finishes)
+    print("finished", watchdog.calls)
 """)
 
 
@@ -500,7 +491,7 @@ def test_synchronize_waits_for_a_queue_another_thread_dropped(tmp_path, kernels)
 
 
 SYNCHRONIZE_INSIDE_A_DROP = textwrap.dedent("""
-    import faulthandler, signal, sys, time, weakref
+    import faulthandler, sys, time, weakref
     import numpy as np
     import ur_cffi, crash_probe
     import device_under_test
@@ -517,24 +508,15 @@ SYNCHRONIZE_INSIDE_A_DROP = textwrap.dedent("""
     queue.barrier()
     weakref.finalize(queue, device.synchronize)  # runs before the queue's own release
     del queue
-    synchronizes = 0
-
-    def on_alarm(signum, frame):  # a watchdog, run inside a dropped queue's release at times
-        global synchronizes
-        device.synchronize()
-        synchronizes += 1
-        signal.setitimer(signal.ITIMER_REAL, 0.002)
-
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, 0.002)
+    watchdog = crash_probe.Watchdog(device.synchronize)  # inside a queue's release at times
     end = time.monotonic() + 3
     while time.monotonic() < end:
         queue = ur_cffi.Queue(context, device)
         lcg.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, source, out, n, 100,
                    event=False)
         del queue  # its collection finishes it, here
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    print("finished", synchronizes)
+    watchdog.stop()
+    print("finished", watchdog.calls)
 """)
 
 
