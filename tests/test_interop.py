@@ -1110,14 +1110,18 @@ def test_arrays_imported_from_one_sycl_queue_share_one_queue(dpctl_queue, rng):
     n = 1 << 20
     first, second = (interop.from_sycl_usm_array_interface(
         dpm.MemoryUSMDevice(4 * n, queue=dpctl_queue)).view(np.float32) for _ in range(2))
-    assert first.queue is second.queue is interop.queue_from_dpctl(dpctl_queue)
+    assert first.queue is second.queue
     for value in rng.standard_normal(3).astype(np.float32):
         first.fill(value, blocking=False)
         second[...] = first
         assert np.array_equal(second.to_numpy(), np.full(n, value, np.float32))
+    with interop.queue_from_dpctl(dpctl_queue) as own:  # the caller's: closing it closes
+        assert own is not first.queue                  # no import's queue
+    assert np.array_equal(second.to_numpy(), np.full(n, value, np.float32))
     queue = first.queue
     queue.close()
-    assert interop.queue_from_dpctl(dpctl_queue) is not queue  # a closed one is not given
+    third = interop.from_sycl_usm_array_interface(dpm.MemoryUSMDevice(4, queue=dpctl_queue))
+    assert third.queue is not queue and not third.queue.closed  # a closed one is not given
 
 
 def test_contexts_from_dpctl_take_no_opencl_reference_each(dpctl_queue):

@@ -655,8 +655,8 @@ def _own_view(source: USMArray, shape, strides, data: int, queue, copy) -> USMAr
 _from_dpctl: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _from_dpctl_lock = _forking.lock()
 _dpctl_queues: dict = {}  # id(ur_cffi Context) -> the dpctl SyclQueue it was made from
-# dpctl SyclQueue -> the Queue queue_from_dpctl made for it, while that is in use
-_queues_from_dpctl: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+# dpctl SyclQueue -> the Queue its imports go to (_import_queue), while that is in use
+_import_queues: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def _native_opencl_context(sycl_context) -> int:
@@ -739,19 +739,28 @@ def _check_sycl_queue(what: str, sycl_queue) -> None:
 def queue_from_dpctl(sycl_queue):
     """A ur_cffi Queue in :func:`context_from_dpctl`'s context on the same device (a UR queue
     of its own: order it against the SYCL queue by waiting, e.g. ``sycl_queue.wait()``),
-    out of order unless ``sycl_queue`` is in order (dpctl's default queue is not).  The same
-    Queue comes back for the same SYCL queue while it is open and in use, so that work on
-    arrays imported from one SYCL queue stays in one order."""
+    out of order unless ``sycl_queue`` is in order (dpctl's default queue is not)."""
     from .queue import Queue
 
     _check_sycl_queue("queue_from_dpctl", sycl_queue)
     context = context_from_dpctl(sycl_queue)
+    return Queue(context, context.devices[0],
+                 out_of_order=not sycl_queue.is_in_order)
+
+
+def _import_queue(sycl_queue):
+    """The Queue :func:`from_sycl_usm_array_interface` puts arrays of ``sycl_queue`` on: one
+    :func:`queue_from_dpctl` for every import from it while that is open and in use, so that
+    work on them stays in one order (each import made a queue of its own)."""
     with _from_dpctl_lock:
-        queue = _queues_from_dpctl.get(sycl_queue)
-        if queue is None or queue.closed or queue.context is not context:
-            queue = _queues_from_dpctl[sycl_queue] = Queue(
-                context, context.devices[0], out_of_order=not sycl_queue.is_in_order)
-        return queue
+        queue = _import_queues.get(sycl_queue)
+    if queue is None or queue.closed:
+        made = queue_from_dpctl(sycl_queue)
+        with _from_dpctl_lock:
+            queue = _import_queues.get(sycl_queue)
+            if queue is None or queue.closed:  # (another thread's may have come first)
+                queue = _import_queues[sycl_queue] = made
+    return queue
 
 
 def to_dpctl(queue):
@@ -847,7 +856,8 @@ def sycl_usm_array_interface(array: USMArray) -> dict:
 def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:
     """A USMArray over the memory of ``obj`` (anything with ``__sycl_usm_array_interface__``,
     e.g. dpctl's USM memory), without a copy; ``queue`` defaults to one made with
-    :func:`queue_from_dpctl` on the interface's SYCL queue.  ``obj`` stays alive with it.
+    :func:`queue_from_dpctl` on the interface's SYCL queue, the same for every import from it
+    while that Queue is open and in use.  ``obj`` stays alive with it.
 
     The flag in ``data`` is not read: the protocol calls it read-only, but dpctl's memory
     objects set it True for writable memory (their documentation says so), so it cannot
@@ -864,7 +874,7 @@ def from_sycl_usm_array_interface(obj, *, queue=None) -> USMArray:
         if not hasattr(syclobj, "sycl_context"):
             raise TypeError("from_sycl_usm_array_interface: give queue= (the interface names "
                             f"{type(syclobj).__name__}, not a dpctl SyclQueue)")
-        queue = queue_from_dpctl(syclobj)
+        queue = _import_queue(syclobj)
     missing = [key for key in ("data", "shape", "typestr") if key not in interface]
     if missing:
         raise ValueError(f"{what}: the interface has no {', '.join(map(repr, missing))}")
