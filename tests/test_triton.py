@@ -738,6 +738,50 @@ def as_type(x_ptr, y_ptr, n, TYPE: tl.constexpr, BLOCK: tl.constexpr):
              mask=mask)
 
 
+@triton.jit
+def copy_with(x_ptr, y_ptr, n, UNUSED: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n))
+
+
+@triton.jit
+def apply(x_ptr, y_ptr, n, FUNCTION: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, FUNCTION(tl.load(x_ptr + offsets, mask=mask)), mask=mask)
+
+
+def test_a_function_defined_again_under_its_name_is_named_as_such(tq, rng, tmp_path,
+                                                                 monkeypatch):
+    """Triton's cache keys on a constexpr's repr: a function defined again (a module reloaded,
+    a notebook cell run again) got the old one's kernel, silently; ur_cffi refuses it, saying
+    so and how to compile for the new one."""
+    import importlib
+
+    (tmp_path / "functions_here.py").write_text(
+        "import triton\n@triton.jit\ndef shift(x):\n    return x + 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import functions_here
+
+    n = 100
+    x = ur_cffi.asarray(random32(rng, n), queue=tq)
+    out = poisoned(n, tq)
+    apply[(1,)](x, out, n, FUNCTION=functions_here.shift, BLOCK=128)
+    tq.finish()
+    assert np.array_equal(out.to_numpy(), x.to_numpy() + np.float32(1.0))
+    (tmp_path / "functions_here.py").write_text(
+        "import triton\n@triton.jit\ndef shift(x):\n    return x + 2.0\n")
+    importlib.reload(functions_here)
+    with pytest.raises(ValueError, match=r"FUNCTION.* is another object than the one of that "
+                                         r"repr .*apply.device_caches.clear\(\)"):
+        apply[(1,)](x, out, n, FUNCTION=functions_here.shift, BLOCK=128)
+    apply.device_caches.clear()
+    out.fill(np.nan)
+    apply[(1,)](x, out, n, FUNCTION=functions_here.shift, BLOCK=128)
+    tq.finish()
+    assert np.array_equal(out.to_numpy(), x.to_numpy() + np.float32(2.0))
+
+
 def test_a_compiled_kernel_launched_by_hand_refuses_what_it_was_not_compiled_for(tq, rng):
     """A CompiledKernel called by hand skips Triton's specialization: an n not divisible by 16
     given to a kernel compiled for one wrote past n, an n compiled in as 1 copied one element
@@ -777,6 +821,8 @@ def test_a_compiled_kernel_launched_by_hand_refuses_what_it_was_not_compiled_for
     assert np.array_equal(out.to_numpy()[:n], np.trunc(x.to_numpy()[:n]))
     padded = pad_with[(1,)](x, out, n, PAD=float("nan"), BLOCK=256)  # (NaN != NaN: refused)
     padded[(1, 1, 1)](x, out, n, float("nan"), 256)
+    for _ in range(2):  # NaN in a tuple: the second call (Triton's cached kernel) was refused
+        copy_with[(1,)](x, out, n, UNUSED=(float("nan"), 1.0), BLOCK=256)
     tq.finish()
     compiled[grid](x, out, 2.0, n, 256)  # what it was compiled for
     tq.finish()

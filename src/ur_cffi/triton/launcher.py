@@ -382,6 +382,13 @@ class Launcher:
         for position, name, value in self.constants:
             given = args[position]
             if given is not value and _differs(given, value):
+                if repr(given) == repr(value):  # (a function defined again, say)
+                    raise ValueError(
+                        f"argument {name!r} of kernel {self.name!r}: {given!r} is another "
+                        "object than the one of that repr Triton compiled the kernel with: "
+                        "its cache keys on the repr and gave the other's kernel; clear the "
+                        f"cache ({self.name}.device_caches.clear(), of the @triton.jit "
+                        "function) to compile for this one")
                 raise ValueError(f"argument {name!r} of kernel {self.name!r}: {given!r}, where "
                                  f"Triton compiled the kernel with {value!r}: {relaunch}")
 
@@ -777,9 +784,11 @@ def _checked_address(where: str, address, arg) -> int:
 
 def _differs(given, compiled) -> bool:
     """Whether an argument ``given`` is not the value Triton ``compiled`` into the kernel
-    (NaN is NaN; memory, or a value that does not compare, never is)."""
+    (NaN is NaN, in tuples too; memory, or a value that does not compare, never is)."""
     if (given is None) != (compiled is None) or hasattr(given, "data_ptr"):
         return True
+    if isinstance(given, tuple) and isinstance(compiled, tuple):
+        return len(given) != len(compiled) or any(map(_differs, given, compiled))
     try:
         return bool(given != compiled) and not (given != given and compiled != compiled)
     except Exception:  # noqa: BLE001 - whatever comparing raises, it is no match
