@@ -772,9 +772,15 @@ def test_a_function_defined_again_under_its_name_is_named_as_such(tq, rng, tmp_p
     (tmp_path / "functions_here.py").write_text(
         "import triton\n@triton.jit\ndef shift(x):\n    return x + 2.0\n")
     importlib.reload(functions_here)
-    with pytest.raises(ValueError, match=r"FUNCTION.* is another object than the one of that "
-                                         r"repr .*apply.device_caches.clear\(\)"):
+    out.fill(np.nan)
+    try:  # Triton 3.3's cache key is the repr; 3.6's (the GPU machine's) tells them apart
         apply[(1,)](x, out, n, FUNCTION=functions_here.shift, BLOCK=128)
+    except ValueError as error:
+        assert re.search(r"FUNCTION.* is another object than the one of that repr "
+                         r".*apply.device_caches.clear\(\)", str(error)), error
+    else:
+        tq.finish()
+        assert np.array_equal(out.to_numpy(), x.to_numpy() + np.float32(2.0))
     apply.device_caches.clear()
     out.fill(np.nan)
     apply[(1,)](x, out, n, FUNCTION=functions_here.shift, BLOCK=128)
