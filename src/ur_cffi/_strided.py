@@ -134,10 +134,18 @@ def new_shape(shape_args, size: int, itemsize: int) -> tuple[int, ...]:
         shape = tuple(size // known if extent == -1 else extent for extent in shape)
     if math.prod(shape) != size:
         raise ValueError(f"cannot reshape an array of size {size} into shape {shape}")
-    if not size and math.prod(filter(None, shape)) * itemsize > INTP_MAX:
-        raise ValueError(f"shape {shape}: its extents other than 0 span more bytes than an "
-                         f"index holds ({INTP_MAX}); numpy refuses it too")
+    if not size:
+        check_empty_span(f"shape {shape}", shape, itemsize)
     return shape
+
+
+def check_empty_span(what: str, shape: tuple, itemsize: int) -> None:
+    """Raise ``ValueError`` (``what`` first) where the extents of ``shape``, which holds no
+    elements, other than its 0s span more bytes than numpy's index holds: numpy refuses such a
+    shape, and DLPack's int64 products overflow on it."""
+    if math.prod(filter(None, shape)) * itemsize > INTP_MAX:
+        raise ValueError(f"{what}: its extents other than 0 span more bytes than an index "
+                         f"holds ({INTP_MAX}); numpy refuses it too")
 
 
 def reshaped_strides(shape, strides, target, itemsize: int) -> tuple | None:

@@ -100,10 +100,9 @@ def from_pointer(address, shape, dtype, *, queue, strides=None, owner=None) -> U
     address = _checks.integer("from_pointer: address", address, minimum=1)
     shape, dtype = _shape(shape), _dtype(dtype)
     _no_objects(dtype, "from_pointer")
-    if not math.prod(shape) and math.prod(filter(None, shape)) * dtype.itemsize > \
-            _strided.INTP_MAX:  # (as USMArray refuses it: numpy and DLPack failed on it later)
-        raise ValueError(f"from_pointer: shape {shape} of {dtype}: its extents other than 0 "
-                         f"span more bytes than an index holds ({_strided.INTP_MAX})")
+    if not math.prod(shape):  # (as USMArray checks it: numpy and DLPack failed on it later)
+        _strided.check_empty_span(f"from_pointer: shape {shape} of {dtype}", shape,
+                                  dtype.itemsize)
     if strides is not None:
         strides = tuple(_checks.integer("from_pointer: stride", s, minimum=-(1 << 62),
                                         maximum=1 << 62)  # (DLPack's are int64 elements)

@@ -526,9 +526,8 @@ class USMArray(_handle.Resource):
         if nbytes > SIZE_MAX:
             raise ValueError(f"shape {shape} of {dtype} is {nbytes} bytes, more than size_t "
                              f"holds ({SIZE_MAX})")
-        if not size and math.prod(filter(None, shape)) * dtype.itemsize > _INTP_MAX:
-            raise ValueError(f"shape {shape} of {dtype}: its extents other than 0 span more "
-                             f"bytes than an index holds ({_INTP_MAX}); numpy refuses it too")
+        if not size:
+            _strided.check_empty_span(f"shape {shape} of {dtype}", shape, dtype.itemsize)
         self._strides = (dtype.itemsize,) if len(shape) == 1 else \
             _strided.contiguous_strides(shape, dtype.itemsize)
         self._base = self._exports = None
