@@ -214,20 +214,13 @@ class Device(_handle.Resource):
         for device in self._with_sub_devices():
             with device.queues_lock:
                 queues += device._queues
-                dropped += [(ref, device.queue_handles_lock)
-                            for ref in tuple(device._unfinished) if ref() is None]
+                dropped += [ref for ref in tuple(device._unfinished) if ref() is None]
         handles = []  # our own references: another thread may close the queues meanwhile
         try:
             # Queues dropped whose releases have yet to finish them: finished here, not waited
             # for (that release may be this thread's, further up: a signal handler's or a
             # finalizer's synchronize() inside it waited for good).
-            for ref, handles_lock in dropped:
-                with handles_lock:
-                    handle = ref.handle
-                    result = lib.urQueueRetain(handle) if handle is not None else 0
-                if handle is not None:
-                    check(result, "urQueueRetain")
-                    handles.append(handle)
+            handles += filter(None, map(retained, dropped))  # (no barrier: none launches there)
             for queue in queues:
                 barrier = queue.out_of_order and finish_barrier(queue)  # (see finish_barrier)
                 if barrier:

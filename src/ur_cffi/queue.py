@@ -411,9 +411,10 @@ class QueueRef(weakref.ref):
     """A weak reference to a queue (``Queue.ref``) that also tells, once the queue object is
     gone, whether its release has finished the UR queue (``finished``): a queue dropped
     without ``close()`` is finished by its collection, while other threads run.  ``handle``:
-    the UR queue until its release (set and cleared under ``Device.queue_handles_lock``)."""
+    the UR queue until its release (set and cleared under ``handles_lock``, its device's
+    ``queue_handles_lock``: :func:`retained` takes it)."""
 
-    __slots__ = ("finished", "unfinished", "handle")
+    __slots__ = ("finished", "unfinished", "handle", "handles_lock")
 
     def finishing(self) -> bool:
         """Whether the queue's work may still run while nothing can order other work after
@@ -508,12 +509,16 @@ def _frames_elsewhere(depth: int = 3) -> list:
     return found
 
 
-def retained(queue: Queue):
+def retained(queue: Queue | QueueRef):
     """``queue``'s handle with a reference of the caller's own (to give back with
     ``urQueueRelease``), or None if it is closed: for code that uses a queue another thread
-    may close meanwhile."""
-    with queue.device.queue_handles_lock:
-        handle = queue._handle
+    may close meanwhile.  Of a :class:`QueueRef`: its dropped queue's, until the release."""
+    if type(queue) is QueueRef:
+        lock, attribute = queue.handles_lock, "handle"
+    else:
+        lock, attribute = queue.device.queue_handles_lock, "_handle"
+    with lock:
+        handle = getattr(queue, attribute)
         result = lib.urQueueRetain(handle) if handle is not None else 0
     if handle is not None:
         check(result, "urQueueRetain")
@@ -633,6 +638,7 @@ class Queue(_handle.Resource):
         _interrupts.install()  # launches hold Ctrl-C back without a section
         self.ref = ref = QueueRef(self)
         ref.finished, ref.unfinished, ref.handle = False, device._unfinished, None
+        ref.handles_lock = device.queue_handles_lock
         with section:
             check(lib.urQueueCreate(context.handle, device.handle, properties, out),
                   "urQueueCreate")
