@@ -191,6 +191,27 @@ def test_an_event_takes_only_an_event_handle(queue):
             ur_cffi.Event(handle, queue)
 
 
+def test_an_event_refuses_a_queue_it_was_not_enqueued_on(context, device, queue):
+    """``Event(handle, queue)`` took an event of another context: a wait on it passed the wait
+    list's context check, and UR answered ``UR_RESULT_ERROR_UNKNOWN`` naming nothing."""
+    from ur_cffi import ffi
+
+    with ur_cffi.Context([device]) as other_context, \
+            ur_cffi.Queue(other_context, device) as other_context_queue, \
+            ur_cffi.Queue(context, device) as same_context_queue:
+        for source, match in ((other_context_queue, "another context"),
+                              (same_context_queue, "another queue")):
+            raw = ffi.new("ur_event_handle_t *")
+            ur_cffi.check(ur_cffi.lib.urEnqueueEventsWait(source.handle, 0, ffi.NULL, raw),
+                          "urEnqueueEventsWait")
+            with pytest.raises(ValueError, match=f"is an event of {match} than"):
+                ur_cffi.Event(raw[0], queue)
+            event = ur_cffi.Event(raw[0], source)  # refused above without taking the handle
+            event.wait()
+            assert event.status == COMPLETE
+            event.close()
+
+
 def test_a_queues_context_device_and_flags_are_read_only(context, device):
     """``queue.flags = 0`` made ``queue.profiling`` False on a profiling queue, and the
     allocator took an out-of-order queue for an in-order one."""

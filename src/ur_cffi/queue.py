@@ -248,6 +248,7 @@ class Event(_handle.Resource):
             raise ValueError(f"Event: handle {handle!r} is owned already (by an Event, which "
                              "releases it): use that Event; Event() takes a reference no "
                              "ur_cffi object holds")
+        _check_event_queue(handle, queue)
         self._take(handle, queue, keep_alive)
 
     @classmethod
@@ -399,6 +400,20 @@ class ReplayEvent(SeveralCommandsEvent):
                 "the last command's; the OpenCL CPU runtime's command-buffer event spans "
                 "nanoseconds); time it between barriers: queue.barrier() before and after, "
                 "on a profiling queue")
+
+
+def _check_event_queue(handle, queue: Queue) -> None:
+    """Raise ``ValueError`` where the UR event ``handle`` is not of ``queue``'s context or, where
+    the event names a queue, of ``queue`` (waits on it would pass the wait list's context
+    check, and UR answered ``UR_RESULT_ERROR_UNKNOWN``)."""
+    context = query("urEventGetInfo", handle, ur_event_info_t.UR_EVENT_INFO_CONTEXT)
+    if context != queue.context.handle:
+        raise ValueError(f"Event: handle {handle!r} is an event of another context than its "
+                         f"queue's ({queue!r}): give the Queue it was enqueued on")
+    of_queue = query("urEventGetInfo", handle, ur_event_info_t.UR_EVENT_INFO_COMMAND_QUEUE)
+    if of_queue != ffi.NULL and of_queue != queue.handle:
+        raise ValueError(f"Event: handle {handle!r} is an event of another queue than "
+                         f"{queue!r}: give the Queue it was enqueued on")
 
 
 def _check_profiling_info(prop) -> None:
