@@ -349,7 +349,7 @@ def test_empty_cache_and_the_memory_limit(queue):
     stats = ur_cffi.memory_stats()
     assert stats["cached_bytes"] == 0
     base = stats["reserved_bytes"]
-    frees = stats["ur_frees"]
+    frees, retries = stats["ur_frees"], stats["oom_retries"]
     ur_cffi.set_memory_limit(base + (64 << 10))
     try:
         assert ur_cffi.memory_stats()["limit_bytes"] == base + (64 << 10)
@@ -358,6 +358,7 @@ def test_empty_cache_and_the_memory_limit(queue):
         kept = ur_cffi.empty(48 << 10, np.uint8, queue=queue)  # over the limit with the
         stats = ur_cffi.memory_stats()                           # cached block: emptied first
         assert stats["ur_frees"] == frees + 1 and stats["cached_bytes"] == 0
+        assert stats["oom_retries"] == retries + 1  # (the limit's retries were not counted)
         served = stats["allocations"]
         with pytest.raises(MemoryError, match=r"^ur_cffi's memory limit returned .*: shape "
                                               r"\(32768,\) of uint8: 32768 bytes more would pass "

@@ -306,6 +306,7 @@ class _Pool(_handle.Resource):
         limit = _totals["limit"]
         if limit is not None and _totals["reserved"] + size > limit:
             if not emptied:  # (the caller empties the cache, then takes again)
+                self.stats["oom_retries"] += 1
                 raise EmptyCacheFirst
             raise by_result[_LIMIT_RESULT](
                 _LIMIT_RESULT, "ur_cffi's memory limit",
