@@ -644,6 +644,10 @@ def test_shape_and_stride_accessors(q):
     assert array.device is q.device and array.data is array
     with pytest.raises(ValueError, match="axis 3 is out of range"):
         array.stride(3)
+    for out_of_range in (lambda: array.stride(-4), lambda: array.squeeze(3),  # PyTorch catches
+                         lambda: array.swapaxes(3, 0), lambda: array.unsqueeze(4)):  # IndexError
+        with pytest.raises(np.exceptions.AxisError, match="is out of range for"):
+            out_of_range()
     with pytest.raises(ValueError, match="not a permutation"):
         array.transpose(0, 2)  # numpy's meaning; PyTorch's swap is swapaxes
     matrix = array[0]  # PyTorch code's transpose(0, 1) or (-2, -1) of a matrix kept it as is
@@ -656,6 +660,9 @@ def test_shape_and_stride_accessors(q):
         array[[0, 1]]
     with pytest.raises(TypeError, match="boolean"):
         array[True]
+    for key in (1.0, "0", (0, 1.5), np.float32(0)):  # numpy's IndexError (was TypeError)
+        with pytest.raises(IndexError, match="only integers, slices"):
+            array[key]
     with pytest.raises(IndexError, match="out of bounds"):
         array[3]
     with pytest.raises(IndexError, match="too many indices"):

@@ -61,11 +61,20 @@ def _index(key) -> int | None:
         return None
 
 
+def _advanced_index(key) -> bool:
+    """Whether numpy takes ``key`` as an advanced (copying) index: a bool, a sequence or an
+    array."""
+    if isinstance(key, (bool, np.bool_, list, tuple, np.ndarray)):
+        return True
+    return not isinstance(key, np.generic) and (
+        hasattr(key, "__array__") or hasattr(key, "__array_interface__"))
+
+
 def index(shape, strides, key) -> tuple[tuple, tuple, int]:
     """``(shape, strides, byte offset)`` of ``array[key]`` for basic indexing: integers,
     slices (any step), ``None`` and ``...``, as numpy computes them.  Raises ``IndexError``
-    for an index out of range, ``TypeError`` for anything else (advanced indexing copies
-    in numpy; a USMArray view never copies)."""
+    for an index out of range or of no index type (a float), ``TypeError`` for an advanced
+    index (it copies in numpy; a USMArray view never copies)."""
     keys = key if isinstance(key, tuple) else (key,)
     ellipses = sum(1 for k in keys if k is Ellipsis)
     if ellipses > 1:
@@ -97,6 +106,9 @@ def index(shape, strides, key) -> tuple[tuple, tuple, int]:
             dim += 1
         else:
             position = _index(k)
+            if position is None and not _advanced_index(k):
+                raise IndexError(f"index {k!r} ({type(k).__name__}): only integers, slices "
+                                 "(:), ellipsis (...) and None index a USMArray")
             if position is None:
                 raise TypeError(
                     f"index {k!r} ({type(k).__name__}): a USMArray takes integers, slices, "
@@ -212,12 +224,14 @@ def axis_set(ndim: int, given, what: str) -> set[int]:
 
 
 def axis_index(ndim: int, axis, what: str) -> int:
-    """``axis`` as an index in ``range(ndim)``; raises naming ``what``."""
+    """``axis`` as an index in ``range(ndim)``; raises naming ``what`` (out of range: numpy's
+    ``AxisError``, a ``ValueError`` and the ``IndexError`` PyTorch raises)."""
     if isinstance(axis, np.ndarray) and axis.ndim == 0:
         axis = axis[()]  # one axis, as numpy reads it
     number = _checks.integer(f"{what}: axis", axis, minimum=-(2**63))
     if not -ndim <= number < ndim:
-        raise ValueError(f"{what}: axis {axis} is out of range for {ndim} dimensions")
+        raise np.exceptions.AxisError(f"{what}: axis {axis} is out of range for {ndim} "
+                                      "dimensions")
     return number % ndim
 
 
