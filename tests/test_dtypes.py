@@ -307,6 +307,8 @@ def test_assignment_drops_a_values_leading_axes_of_one_as_numpy_does(queue, rng)
     with pytest.raises(ValueError, match=r"shape \(2, 1, 3\) does not broadcast to the "
                                          r"target's shape \(3,\)"):
         target[0] = np.ones((2, 1, 3), np.float32)
+    with pytest.raises(ValueError, match=r"shape \(1, 3\) does not broadcast"):
+        target[0] = [[1.0, 2.0, 3.0]]  # numpy drops them for arrays only (this was taken)
 
 
 def test_a_dtype_is_kept_as_given(queue):

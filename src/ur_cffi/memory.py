@@ -757,8 +757,9 @@ class USMArray(_handle.Resource):
             self.fill(cell, queue=queue)
             return
         leading = host.ndim - self.ndim
-        if leading > 0 and all(extent == 1 for extent in host.shape[:leading]):
-            host = host.reshape(host.shape[leading:])  # numpy drops such leading axes
+        if leading > 0 and isinstance(value, np.ndarray) and \
+                all(extent == 1 for extent in host.shape[:leading]):
+            host = host.reshape(host.shape[leading:])  # numpy drops them for arrays only
         try:
             host = np.broadcast_to(host, self._shape)
         except ValueError:
