@@ -1104,6 +1104,9 @@ def test_edges_of_iteration_axes_steps_and_shapes_as_numpy_has_them(q, rng, kind
 def test_constructors_name_a_value_numpy_has_no_number_type_for(q):
     with pytest.raises(TypeError, match="arange: start must be a number, not None"):
         ur_cffi.arange(None, queue=q)
+    counted = ur_cffi.arange(stop=5, queue=q)  # numpy's arange(stop=n): a TypeError before
+    assert counted.dtype == np.arange(stop=5).dtype and counted.to_numpy().tolist() == [0, 1, 2,
+                                                                                    3, 4]
     with pytest.raises(TypeError, match=f"full: fill_value {2**70} fits no numpy number type"):
         ur_cffi.full(3, 2**70, queue=q)
     assert ur_cffi.full(3, 2**70, np.float64, queue=q).to_numpy().tolist() == [2.0**70] * 3

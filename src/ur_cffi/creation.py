@@ -37,8 +37,12 @@ def full(shape, fill_value, dtype=None, *, queue, kind: str = "device") -> USMAr
     return array
 
 
-def arange(start, stop=None, step=1, dtype=None, *, queue, kind: str = "device") -> USMArray:
-    """Evenly spaced values in ``[start, stop)`` (``numpy.arange``, computed on the host)."""
+def arange(start=None, stop=None, step=1, dtype=None, *, queue,
+           kind: str = "device") -> USMArray:
+    """Evenly spaced values in ``[start, stop)`` (``numpy.arange``, computed on the host;
+    ``arange(stop=n)`` counts from 0, as numpy's and PyTorch's ``arange(end=n)``)."""
+    if start is None and stop is not None:
+        start = 0
     if start is None:
         raise TypeError("arange: start must be a number, not None")
     if step is None:  # as numpy reads it
