@@ -764,6 +764,19 @@ def test_the_spirv_check_takes_bit_carriers_and_leaves_hidden_args_alone(context
         hidden.launch(queue, local, local, ur_cffi.empty(64, np.float32, queue=queue), 1)
     program.kernel(name, ("ptr", "int32"), hidden_args=(np.uint64(0),)).launch(
         queue, local, local, ur_cffi.empty(64, np.float32, queue=queue), 1).wait()
+    # An address for a hidden pointer is checked as a "ptr" argument's is (UR's refusal at the
+    # launch named no argument; a shared context would have launched on it).
+    with ur_cffi.Context([queue.device]) as other_context:
+        other = ur_cffi.empty(64, np.float32, queue=ur_cffi.Queue(other_context, queue.device))
+        for address in (0xDEADBEEF000, other.data_ptr()):
+            with pytest.raises(ValueError, match=rf"hidden_args\[0\] of '{name}' \(argument "
+                                                 rf"2, a pointer\): address 0x{address:x} is "
+                                                 "not USM memory of the kernel's context"):
+                program.kernel(name, ("ptr", "int32"), hidden_args=(np.uint64(address),))
+        other.close()
+    scratch = ur_cffi.empty(64, np.float32, queue=queue)
+    program.kernel(name, ("ptr", "int32"), hidden_args=(np.uint64(scratch.data_ptr()),)).launch(
+        queue, local, local, ur_cffi.empty(64, np.float32, queue=queue), 1).wait()
     n = int(rng.integers(1, 64))
     out = ur_cffi.full(64, np.nan, np.float32, queue=queue)
     kernel.launch(queue, local, local, out, np.int32(n)).wait()

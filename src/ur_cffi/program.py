@@ -382,6 +382,9 @@ class Kernel(_handle.Resource):
         if parameters is not None and declared is not None:
             signatures.check_declared(name, declared, parameters)
         self.parameters = parameters
+        if parameters is not None and hidden_args:
+            declared = _hidden_pointers_declared(name, declared, hidden_args, parameters,
+                                                 program.context)
         # (With a signature, the hidden arguments only: check_declared did the rest.)
         self._argument_checks = signatures.argument_checks(
             parameters, len(signature) if signature is not None else 0) if parameters else ()
@@ -701,6 +704,28 @@ class Kernel(_handle.Resource):
             raise ValueError(f"argument {index} of {self.name!r}: address 0x{address:x} is not "
                              "USM memory of the launch queue's context")
         return address
+
+
+def _hidden_pointers_declared(name: str, declared, hidden_args: tuple, parameters: tuple,
+                              context):
+    """``declared`` with ``"ptr"`` for each of ``hidden_args`` that is an integer of a
+    pointer's size given for a pointer parameter (a USM pointer argument, as a ``"ptr"``
+    argument's: as a value, OpenCL took a non-zero one for a memory object and refused the
+    launch); raises ``ValueError`` naming ``hidden_args[i]`` where it is neither 0 (a null
+    scratch pointer) nor USM memory of ``context``."""
+    first = len(parameters) - len(hidden_args)
+    hidden = []
+    for index, value in enumerate(hidden_args):
+        pointer = parameters[first + index] == "ptr" and isinstance(value, np.integer) and \
+            value.itemsize == _POINTER_SIZE
+        if pointer and value and not is_usm(context, int(value)):
+            raise ValueError(f"hidden_args[{index}] of {name!r} (argument {first + index}, a "
+                             f"pointer): address 0x{int(value):x} is not USM memory of the "
+                             "kernel's context")
+        hidden.append("ptr" if pointer else None)
+    if "ptr" not in hidden:
+        return declared
+    return (declared[:first] if declared is not None else (None,) * first) + tuple(hidden)
 
 
 def integer_addresses(kernel: Kernel, args: tuple, launcher=None) -> tuple:

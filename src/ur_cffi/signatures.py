@@ -211,17 +211,14 @@ def check_arguments(kernel, args: tuple, words) -> None:
     checked as its ``_argument_checks``): the runtime would crash on a ``Local`` for a global
     pointer, or read a float's bits as an integer.  ``words``: the launch's argument block
     (``_release.new_arguments``), packed from ``args``, which end with the kernel's
-    ``hidden_args`` (an integer of a pointer's size passes for a pointer there: a null
-    scratch pointer)."""
+    ``hidden_args`` (an integer of a pointer's size for a pointer is packed as one: the
+    kernel's ``_declared``)."""
     given = len(args) - len(kernel.hidden_args)
     for index, kinds, size, takes in kernel._argument_checks:
         base = index * _WORDS
         kind, arg = words[base + 2] & 0xFFFFFFFF, args[index]
         if kind in kinds and (not size or words[base + 3] == size) \
                 and (takes is None or _category(arg) in takes):
-            continue
-        if index >= given and kind == _release.VALUE and words[base + 3] == 8 and \
-                kinds[0] == _release.POINTER and _category(arg) in _INTEGERS:
             continue
         raise _argument_error(kernel, index, arg, kernel.parameters[index], given)
 
