@@ -1419,3 +1419,22 @@ def test_an_exception_that_ends_a_recording_block_leaves_the_graph_unusable(cont
             with pytest.raises(RuntimeError, match="recording block ended with TypeError: "
                                "fill: value must be one number"):
                 use()
+
+
+def test_closing_the_queue_recording_gave_leaves_the_graph_usable(native, context, queue, rng):
+    """``recording()`` without a queue yields the graph's own; once the user closed it, the
+    graph's fill, launch, copy and add, later recordings without a queue and every update
+    raised a bare ``Queue is closed`` for good: the graph makes its own queue again."""
+    values = rng.standard_normal(64).astype(np.float32)
+    out = ur_cffi.full(64, np.nan, np.float32, queue=queue)
+    source = ur_cffi.asarray(values, queue=queue)
+    graph = ur_cffi.Graph(context, native=native)
+    with graph.recording() as own:
+        out.fill(np.float32(-1.0), queue=own, blocking=False)
+    own.close()
+    graph.copy(out, source, after=graph.commands)
+    with graph.recording() as again:
+        assert again is not own and not again.closed
+    graph.replay(queue).wait()
+    assert np.array_equal(out.to_numpy(), values)
+    assert len(graph.commands) == 2

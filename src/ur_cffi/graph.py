@@ -493,11 +493,12 @@ class Graph(_handle.Resource):
     # --- internals -------------------------------------------------------------------------
 
     def _own_queue(self) -> Queue:
-        """The graph's own queue, made when first needed: what records without a queue of the
-        user's, and checks updates.  Nothing runs on it."""
+        """The graph's own queue, made when first needed (again where the user closed the one
+        ``recording()`` gave): what records without a queue of the user's, and checks
+        updates.  Nothing runs on it."""
         with self._lock:
             self.handle  # noqa: B018 - raises ClosedError
-            if self._state.queue is None:
+            if self._state.queue is None or self._state.queue.closed:
                 self._state.queue = Queue(self.context, self.device)
             return self._state.queue
 
