@@ -1438,3 +1438,12 @@ def test_closing_the_queue_recording_gave_leaves_the_graph_usable(native, contex
     graph.replay(queue).wait()
     assert np.array_equal(out.to_numpy(), values)
     assert len(graph.commands) == 2
+
+
+def test_a_graph_replayed_one_by_one_says_it_updates_everything(context):
+    """Its updates change arguments and sizes; on UR 0.10, whose header has no update
+    capability flags, ``update_capabilities`` read 0 ("updates nothing")."""
+    bits = ur_cffi.graph._CAPABILITIES
+    assert sorted(bits.values()) == [1, 2, 4, 8]  # UR's values, wherever the header has them
+    with ur_cffi.Graph(context, native=False) as graph:
+        assert graph.update_capabilities == 15

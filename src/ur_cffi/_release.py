@@ -44,7 +44,9 @@ command buffers (``Graph``)    ``urEnqueueCommandBufferExp``, updates by    :dat
                                handled: a Graph replays command by          launch`
                                command); a launch appended with its
                                arguments in 2026.2, from arguments set on
-                               the kernel before
+                               the kernel before; the update capability    :data:`UPDATE_
+                               flags (none in UR 0.10's header: a yes/no   CAPABILITIES`
+                               property there)
 USM pools (``allocator``)      ``UR_DEVICE_INFO_USM_POOL_SUPPORT`` from     :func:`usm_pool`
                                2025.1 (2025.0: no UR pool is used);
                                ``urUSMPoolCreate`` in every release
@@ -438,6 +440,16 @@ def _command_buffers_handled() -> bool:
 HAS_COMMAND_BUFFERS = _command_buffers_handled()
 """Whether a ``ur_cffi.Graph`` can be a UR command buffer with this header's functions (oneAPI
 2025.2 on); where not, a graph replays its commands one by one."""
+
+UPDATE_CAPABILITIES = {
+    name: int(enumerator("ur_device_command_buffer_update_capability_flag_t",
+                         "UR_DEVICE_COMMAND_BUFFER_UPDATE_CAPABILITY_FLAG_" + name) or 1 << bit)
+    for bit, name in enumerate(("KERNEL_ARGUMENTS", "LOCAL_WORK_SIZE", "GLOBAL_WORK_SIZE",
+                                "GLOBAL_WORK_OFFSET"))}
+"""The bits of ``ur_device_command_buffer_update_capability_flag_t`` a graph's updates use, by
+name without the prefix; UR's values where the header has no such enum (UR 0.10, whose graphs
+replay one by one and update everything: read as 0, every graph there said it updated
+nothing)."""
 
 HAS_APPEND_WITH_ARGS = has("urCommandBufferAppendKernelLaunchWithArgsExp")
 """Whether a launch is appended with its argument list (oneAPI 2026.2), not from arguments

@@ -76,12 +76,8 @@ _STYPE = ur_structure_type_t
 
 _recording_lock = _forking.lock()  # guards ``queue.recording``
 
-# Update capabilities, as bits; 0 where the header has no such flag (no graph is native there).
 _FLAG = "UR_DEVICE_COMMAND_BUFFER_UPDATE_CAPABILITY_FLAG_"
-_CAPABILITIES = {name: int(_release.enumerator("ur_device_command_buffer_update_capability_flag_t",
-                                                 _FLAG + name) or 0)
-                 for name in ("KERNEL_ARGUMENTS", "LOCAL_WORK_SIZE", "GLOBAL_WORK_SIZE",
-                              "GLOBAL_WORK_OFFSET")}
+_CAPABILITIES = _release.UPDATE_CAPABILITIES
 _ARGUMENTS, _LOCAL, _GLOBAL, _OFFSET = _CAPABILITIES.values()
 
 
