@@ -112,6 +112,7 @@ def wait(blocking_call, name: str, *args, probe=None) -> None:
             return
     handles, retain_name, release_name = _held(name, args)
     outcome, held, finished = [], [], threading.Event()
+    owner = ["caller"]  # who gives the references back: "caller", then "helper" once it runs
 
     def give_back():
         while held:
@@ -120,11 +121,23 @@ def wait(blocking_call, name: str, *args, probe=None) -> None:
             _helpers.pop(helper, None)
 
     def run():
+        with _helpers_lock:
+            if owner[0] != "caller":  # the caller gave up on it (below) and gave them back
+                finished.set()
+                return
+            owner[0] = "helper"
         try:
             outcome.append(blocking_call(*args))
         finally:
             give_back()
             finished.set()
+
+    def give_back_unless_running():
+        with _helpers_lock:
+            if owner[0] == "helper":
+                return
+            owner[0] = "nobody"
+        give_back()
 
     helper = threading.Thread(target=run, name=f"ur_cffi {name}", daemon=True)
     # Ctrl-C waits until the helper runs (or not at all): one arriving inside start() would
@@ -138,10 +151,12 @@ def wait(blocking_call, name: str, *args, probe=None) -> None:
                 _helpers[helper] = finished
             helper.start()
         except (RuntimeError, MemoryError):  # no thread to be had (address space exhausted)
-            give_back()
-            started = False
+            give_back_unless_running()
+            started = owner[0] == "helper"
         except BaseException:
-            give_back()
+            # (Another signal's handler may raise inside start() or after it: the helper
+            # may run, and wait, with the references.)
+            give_back_unless_running()
             raise
         else:
             started = True
