@@ -280,6 +280,46 @@ def test_a_child_forked_before_any_use_uses_ur_normally():
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
 
 
+FORK_DURING_INIT = REAP + textwrap.dedent("""
+    import os, sys, threading, time
+    import ur_cffi
+    import device_under_test
+
+    inside, initialise = threading.Event(), ur_cffi.loader._loader_init
+    def marked(*args):
+        inside.set()
+        return initialise(*args)
+    ur_cffi.loader._loader_init = marked  # (urLoaderInit, the loader's first call)
+    threading.Thread(target=device_under_test.get, daemon=True).start()  # initialises UR
+    inside.wait()
+    read, write = os.pipe()
+    pid = os.fork()  # while that thread is inside the loader's initialisation
+    if pid == 0:
+        os.close(read)
+        try:
+            device_under_test.get()
+            message = "child used UR"
+        except ur_cffi.ClosedError as error:
+            message = "ClosedError: " + str(error)
+        os.write(write, message.encode())
+        os._exit(0)
+    os.close(write)
+    report, status = reap(pid, time.monotonic() + float(sys.argv[1]), read)
+    print(report.decode(), "|", status)
+""")
+
+
+def test_a_child_forked_while_another_thread_initialises_ur_gets_closed_errors():
+    """The child of a fork inside another thread's first use of UR counted as forked before
+    any use, and its own first call waited for good in the half-made loader (10 of 12 runs
+    of a review's script)."""
+    done = crash_probe.run_child([CHILD_SECONDS], code=FORK_DURING_INIT, timeout=90)
+    report, status = done.stdout.strip().rsplit("|", 1)
+    assert status.strip() == "0", done.stdout
+    assert report.startswith("ClosedError: ur_cffi was initialised (or being initialised by "
+                             "another thread) before this process was forked"), report
+
+
 EXIT_STATUS = REAP + textwrap.dedent("""
     import os, sys, time
     import device_under_test

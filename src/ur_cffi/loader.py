@@ -81,7 +81,8 @@ PRELOAD_FILTER_ENV = "UR_LOADER_PRELOAD_FILTER"
 
 _lock = _forking.lock(reentrant=True)
 _state: dict = {"adapters": None, "validation": False, "atexit": False, "generation": 0,
-                "log": None, "own_log": False, "forked": False, "selector": None}
+                "log": None, "own_log": False, "forked": False, "selector": None,
+                "initialising": False}
 
 
 class ValidationError(RuntimeError):
@@ -245,8 +246,9 @@ def refused_selector_hint(backend: str) -> str:
 
 def _after_fork_in_child() -> None:
     # The child shares the parent's UR state but not its runtime threads; it must not use it,
-    # release it or tear it down (the parent still owns it).
-    if _state["adapters"] is not None:
+    # release it or tear it down (the parent still owns it).  A fork while another thread
+    # initialises the loader leaves the child a half-made one (its first call waited for good).
+    if _state["adapters"] is not None or _state["initialising"]:
         _state["forked"] = True
         _exit_past_the_runtime()
 
@@ -426,7 +428,8 @@ def init(validation: bool | None = None) -> list[Adapter]:
     with _lock, section:  # a lock a waiting teardown may hold; then Ctrl-C is held back
         if _state["forked"]:
             raise _handle.ClosedError(
-                "ur_cffi was initialised before this process was forked; a child cannot use "
+                "ur_cffi was initialised (or being initialised by another thread) before "
+                "this process was forked; a child cannot use "
                 "its parent's UR state. Fork before using ur_cffi, or use multiprocessing's "
                 "'spawn' or 'forkserver' start method")
         if _state["adapters"] is not None:
@@ -439,13 +442,17 @@ def init(validation: bool | None = None) -> list[Adapter]:
         selector = os.environ.get(SELECTOR_ENV)
         terms = device_selector(selector or "")  # urLoaderInit reads it: refuse a malformed one
         _state["selector"] = selector
-        _loader_init(validation, _preload_filter_drops_selected(terms or ()))
-        count = ffi.new("uint32_t *")
-        check(lib.urAdapterGet(0, ffi.NULL, count), "urAdapterGet")
-        handles = ffi.new("ur_adapter_handle_t[]", count[0])
-        if count[0]:  # (none where ONEAPI_DEVICE_SELECTOR names only absent backends)
-            check(lib.urAdapterGet(count[0], handles, ffi.NULL), "urAdapterGet")
-        _state["adapters"] = [Adapter._taking(handles[i]) for i in range(count[0])]
+        _state["initialising"] = True
+        try:
+            _loader_init(validation, _preload_filter_drops_selected(terms or ()))
+            count = ffi.new("uint32_t *")
+            check(lib.urAdapterGet(0, ffi.NULL, count), "urAdapterGet")
+            handles = ffi.new("ur_adapter_handle_t[]", count[0])
+            if count[0]:  # (none where ONEAPI_DEVICE_SELECTOR names only absent backends)
+                check(lib.urAdapterGet(count[0], handles, ffi.NULL), "urAdapterGet")
+            _state["adapters"] = [Adapter._taking(handles[i]) for i in range(count[0])]
+        finally:
+            _state["initialising"] = False
         _state["validation"] = validation
         _state["generation"] += 1
         if not _state["atexit"]:
