@@ -516,3 +516,34 @@ def test_an_exception_from_another_signals_handler_does_not_crash_a_wait():
     now owns the references.  (Such handlers may still leave locks held: README says so.)"""
     done = crash_probe.run_child(code=ANOTHER_SIGNALS_EXCEPTION, timeout=90, check=False)
     assert done.returncode >= 0, done.stderr[-4000:]
+
+
+CTRL_C_INSIDE_QUEUE_CREATE = """
+import gc, os, signal
+import ur_cffi, device_under_test
+from ur_cffi import queue as queue_module
+device = device_under_test.get()
+context = device.create_context()
+real_check = queue_module.check
+def check(result, name, *rest):  # a Ctrl-C handled inside urQueueCreate's section
+    if name == "urQueueCreate":
+        os.kill(os.getpid(), signal.SIGINT)
+    return real_check(result, name, *rest)
+queue_module.check = check
+try:
+    ur_cffi.Queue(context, device)
+except KeyboardInterrupt:
+    print("interrupted")
+queue_module.check = real_check
+gc.collect()
+print("left unfinished", len(device._unfinished))
+"""
+
+
+def test_ctrl_c_as_a_queue_is_made_is_raised_after_its_device_knows_it():
+    """The interrupt, raised as the section around urQueueCreate ended, came before the queue
+    was added to its device's sets: ``device.synchronize()`` did not know it, and its release
+    printed "Exception ignored ... TypeError: weak object has gone away"."""
+    done = crash_probe.run_child(code=CTRL_C_INSIDE_QUEUE_CREATE, timeout=60)
+    assert done.stdout.split("\n")[:2] == ["interrupted", "left unfinished 0"], done.stdout
+    assert "Exception ignored" not in done.stderr, done.stderr[-2000:]

@@ -661,9 +661,11 @@ class Queue(_handle.Resource):
             self._own(out[0], parents=(context, device),
                       release_args=(out[0], device.queue_handles_lock, ref),
                       release=_finish_then_release)
-        with device.queues_lock:
-            device._queues.add(self)
-            device._unfinished.add(ref)
+            # (In the section: a Ctrl-C as it ended left an owned queue its device did not
+            # know, whose release then discarded its never-hashed weak reference: TypeError.)
+            with device.queues_lock:
+                device._queues.add(self)
+                device._unfinished.add(ref)
 
     def close(self) -> None:
         """Finish the queue, then release it; closing twice is harmless.  Finished while still
