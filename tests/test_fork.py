@@ -75,6 +75,7 @@ AFTER_INIT = REAP + textwrap.dedent("""
                                                  2.0, n),
             "device.name": lambda: device.name,
             "context.create_queue": lambda: ur_cffi.Queue(context, device),
+            "device.create_context": lambda: device.create_context(),  # (said "teardown")
             "devices()": lambda: ur_cffi.devices(),
             "default_device()": lambda: ur_cffi.default_device(),
             "init()": lambda: ur_cffi.init(),

@@ -381,8 +381,9 @@ class Platform:
         """The raw UR handle; raises :class:`ClosedError` once its adapter is released
         (``loader.teardown()``): the handle belongs to that loader's generation."""
         if self.adapter.closed:
-            raise _handle.ClosedError("Platform is closed: its adapter was released at the "
-                                      "loader's teardown")
+            raise _handle.ClosedError(
+                "Platform belongs to the parent process (forked)" if _handle._forked else
+                "Platform is closed: its adapter was released at the loader's teardown")
         return self._platform_handle
 
     @property
