@@ -29,6 +29,7 @@ malformed selector reliably: by release, UR ignores it, drops every adapter, ans
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import os
 import re
@@ -668,15 +669,17 @@ def _teardown(if_shown: str) -> int:
                 "through __sycl_usm_array_interface__, until the array object goes), which "
                 "the teardown would free under them: drop those first")
         _waiting.drain()  # waits a Ctrl-C left running hold references of their own
-        allocator = sys.modules.get(f"{__package__}.allocator")
-        if allocator is not None:
-            allocator.give_back_kept()  # frees a collection could not do at once
-        queue.release_orphans(wait=True)  # commands of dropped Events, memory still held
-        _finish_open_queues()  # nothing may still run on memory or events released next
-        _handle.release_all(queue.raw_enqueue_lock, closed_first=(queue.Queue,))
-        queue.release_orphans(wait=True)  # Events release_all found with memory to keep
-        _state["adapters"] = None
-        check(lib.urLoaderTearDown(), "urLoaderTearDown")
+        program = sys.modules.get(f"{__package__}.program")
+        with program.builds_stopped() if program is not None else contextlib.nullcontext():
+            allocator = sys.modules.get(f"{__package__}.allocator")
+            if allocator is not None:
+                allocator.give_back_kept()  # frees a collection could not do at once
+            queue.release_orphans(wait=True)  # commands of dropped Events, memory still held
+            _finish_open_queues()  # nothing may still run on memory or events released next
+            _handle.release_all(queue.raw_enqueue_lock, closed_first=(queue.Queue,))
+            queue.release_orphans(wait=True)  # Events release_all found with memory to keep
+            _state["adapters"] = None
+            check(lib.urLoaderTearDown(), "urLoaderTearDown")
         if not _state["validation"] or _state["log"] is None:
             return 0
         problems = validation_problems()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import ctypes
 import functools
 import math
@@ -11,7 +12,8 @@ from time import perf_counter
 
 import numpy as np
 
-from . import _checks, _durations, _handle, _interrupts, _release, dtypes, signatures, spirv
+from . import (_checks, _durations, _forking, _handle, _interrupts, _release, dtypes, signatures,
+               spirv)
 from ._handle import _events, _serials
 from ._interrupts import hold_back_in, section
 from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
@@ -34,6 +36,42 @@ _C_SCALARS = {np.dtype(name): f"{ctype} *" for name, ctype in (
 
 
 _PROGRAM_HANDLE = ffi.typeof("ur_program_handle_t")
+
+
+_build_gate = _forking.condition()
+_builds = {"running": 0, "stopped": False}
+
+
+@contextlib.contextmanager
+def _building():
+    """Around UR's calls that build programs: counted, so that the loader's teardown waits
+    for them (Intel's CPU runtime crashed at the process's exit with a daemon thread's build
+    still running, 14 of 15 runs with three such threads), and refused while it runs."""
+    with _build_gate:
+        if _builds["stopped"]:
+            raise _handle.ClosedError("the UR loader is being torn down (loader.teardown(), or "
+                                      "the interpreter's exit): no program is built now")
+        _builds["running"] += 1
+    try:
+        yield
+    finally:
+        with _build_gate:
+            _builds["running"] -= 1
+            _build_gate.notify_all()
+
+
+@contextlib.contextmanager
+def builds_stopped():
+    """A block (the loader's teardown) that program builds in progress have ended before, and
+    in which new ones raise ``ClosedError``."""
+    with _build_gate:
+        _builds["stopped"] = True
+        _build_gate.wait_for(lambda: not _builds["running"])
+    try:
+        yield
+    finally:
+        with _build_gate:
+            _builds["stopped"] = False
 
 
 class Program(_handle.Resource):
@@ -82,7 +120,7 @@ class Program(_handle.Resource):
         if parameters is not None:
             il = spirv.in_native_order(il)
         out = ffi.new("ur_program_handle_t *")
-        with section:
+        with _building(), section:
             check(lib.urProgramCreateWithIL(context.handle, il, len(il), ffi.NULL, out),
                   "urProgramCreateWithIL")
             program = cls._of(context, out[0])
@@ -111,7 +149,7 @@ class Program(_handle.Resource):
             raise ValueError(f"device {device!r} is not a device of {context!r}")
         binary = _bytes("binary", binary)
         entries = signatures.binary_entries(device, binary)
-        with section:
+        with _building(), section:
             program = cls._of(context, _release.program_from_binary(context.handle,
                                                                     device.handle, binary))
         program.binary_entries = entries
@@ -122,8 +160,9 @@ class Program(_handle.Resource):
         """``urProgramBuild``; on failure the raised error's message carries the build log."""
         options = _checks.no_nul("options", options)
         try:
-            check(lib.urProgramBuild(self.context.handle, self.handle, options),
-                  "urProgramBuild")
+            with _building():
+                result = lib.urProgramBuild(self.context.handle, self.handle, options)
+            check(result, "urProgramBuild")
             self._built = True
         except URError as error:
             if self._built and error.result == ur_result_t.UR_RESULT_ERROR_INVALID_OPERATION:
