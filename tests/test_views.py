@@ -1197,3 +1197,15 @@ def test_copy_to_a_reversed_numpy_array_names_its_strides(queue):
     with pytest.raises(ValueError, match=r"non-negative strides, not strides \(-4,\) \(shape "
                                          r"\(6,\)\): read into a new one"):
         a.copy_to(target)
+
+
+
+def test_copy_to_takes_a_negative_stride_on_an_axis_of_one_element(queue, rng):
+    """numpy gives ``full((3, 1, 2))[:, ::-1]`` strides (16, -16, 8) and calls it
+    C-contiguous; the stride never steps, and copy_to of a view refused it."""
+    values = rng.standard_normal((3, 2, 4))
+    array = ur_cffi.asarray(values, queue=queue)
+    target = np.full((3, 1, 2), np.nan)[:, ::-1]
+    assert target.strides == (16, -16, 8)
+    array[:, :1, ::2].copy_to(target)
+    assert np.array_equal(target, values[:, :1, ::2])

@@ -1255,14 +1255,16 @@ class USMArray(_handle.Resource):
                                    self.itemsize, host.nbytes, blocking, wait_for,
                                    (host, self))
         self._same_shape("copy_to", host.shape, offset)
-        if any(s < 0 for s in host.strides):
+        # (An axis of one element never steps: numpy may give it any stride, -16 included.)
+        host_strides = tuple(s if n > 1 else 0 for n, s in zip(host.shape, host.strides))
+        if any(s < 0 for s in host_strides):
             raise ValueError(f"copy_to needs a numpy array with non-negative strides, not "
                              f"strides {host.strides} (shape {host.shape}): read into a new "
                              "one, dst[...] = a.to_numpy()")
         if blocking and _through_span(self, host, True) and not (recording and queue in recording):
             return self._read_through_span(queue, host, wait_for)
         _wait_before_pageable_copy(queue, host, wait_for)
-        return self._strided_copy(queue, host.ctypes.data, host.strides, self.data_ptr(),
+        return self._strided_copy(queue, host.ctypes.data, host_strides, self.data_ptr(),
                                   self._strides, blocking, wait_for, (host, self))
 
     def _read_through_span(self, queue: Queue, host: np.ndarray, wait_for) -> Event:
