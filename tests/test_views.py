@@ -1209,3 +1209,18 @@ def test_copy_to_takes_a_negative_stride_on_an_axis_of_one_element(queue, rng):
     assert target.strides == (16, -16, 8)
     array[:, :1, ::2].copy_to(target)
     assert np.array_equal(target, values[:, :1, ::2])
+
+
+@pytest.mark.parametrize("kind", ["host", "shared"])
+def test_np_asarray_reads_records_whose_fields_are_out_of_order(queue, rng, kind):
+    """numpy has no array-interface descr for them ("dtype.descr is not defined for types
+    with overlapping or out-of-order fields"): np.asarray raised; to_numpy() read them."""
+    record = np.dtype({"names": ["a", "b"], "formats": ["<i4", "<f2"], "offsets": [4, 0],
+                       "itemsize": 8})
+    values = np.zeros(5, record)
+    values["a"] = rng.integers(-1000, 1000, 5)
+    values["b"] = rng.standard_normal(5)
+    array = ur_cffi.asarray(values, queue=queue, kind=kind)
+    host = np.asarray(array)
+    assert host.dtype == record and host.tobytes() == values.tobytes()
+    assert host.ctypes.data == array.data_ptr()  # a view, not a copy

@@ -166,6 +166,17 @@ def _typestr(dtype: np.dtype) -> str:
     return dtype.str if dtype.isbuiltin != 2 else f"|V{dtype.itemsize}"
 
 
+def _descr(dtype: np.dtype, typestr: str) -> list:
+    """An array interface's descr of ``dtype``: raw bytes where numpy has none (the dtypes of
+    :func:`_typestr`, records whose fields overlap or are out of order)."""
+    if dtype.isbuiltin == 2:
+        return [("", typestr)]
+    try:
+        return dtype.descr
+    except ValueError:  # "dtype.descr is not defined for types with overlapping or
+        return [("", f"|V{dtype.itemsize}")]  # out-of-order fields"
+
+
 class _HostView:
     """What numpy reads through ``__array_interface__``; it keeps the USMArray alive, and its
     memory even past the array's ``close()`` (an :class:`ExportPin`)."""
@@ -181,7 +192,7 @@ class _HostView:
         self.__array_interface__ = {
             "data": (array.data_ptr(), False), "shape": array.shape,
             "strides": array.strides, "typestr": typestr,
-            "descr": dtype.descr if dtype.isbuiltin != 2 else [("", typestr)], "version": 3}
+            "descr": _descr(dtype, typestr), "version": 3}
 
 
 def to_host_view(array: USMArray, dtype=None, copy=None) -> np.ndarray:
