@@ -1267,6 +1267,26 @@ def test_prepare_of_an_autotuned_kernel_tunes_on_real_launches(tq, rng):
     assert int(count.to_numpy()[0]) - before == blocks
 
 
+
+def test_the_rest_of_a_using_block_comes_after_its_wait_list(tq, rng):
+    """``using(queue, wait_for=[event])`` ordered only its launches after ``event``: an
+    autotuner's ``clone()`` for ``restore_value`` (and any other work of the block on the
+    queue) read what ``event``'s kernel had not yet written."""
+    n, steps = 1 << 14, 20000  # about a second on the CPU device
+    host = rng.integers(-2**31, 2**31, size=n, dtype=np.int64).astype(np.int32)
+    x = ur_cffi.asarray(host, queue=tq)
+    out = ur_cffi.full(n, -1, np.int32, queue=tq)
+    tq.finish()
+    with ur_cffi.Queue(tq.context, tq.device) as writer, \
+            ur_cffi.Queue(tq.context, tq.device) as reader:
+        with ur_triton.using(writer):
+            lcg_steps[(n // 256,)](x, out, n, steps, BLOCK=256)
+            written = ur_triton.last_event()
+        with ur_triton.using(reader, wait_for=[written]):
+            copy = out.clone()  # (on the block's queue, as PyTorch's current stream)
+        np.testing.assert_array_equal(copy.to_numpy(queue=reader), lcg_reference(host, steps))
+
+
 def test_last_event_of_a_launch_on_an_in_order_queue_without_profiling(tq, context, device,
                                                                       kernels, rng):
     """There a launch takes no event of its own, and last_event() stands a marker in for it:

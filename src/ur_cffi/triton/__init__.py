@@ -158,7 +158,8 @@ def _uninstall() -> None:
 @hold_back_in  # Ctrl-C while the block is entered or left: once it is (not in the block)
 def using(queue, wait_for=()):
     """Launches in this block (in this thread or asyncio task) go to ``queue`` and wait for
-    ``wait_for``.
+    ``wait_for``; so does the rest of the block's work on ``queue`` (a barrier enqueued there
+    first, except while it records into a Graph).
 
     ``queue=None`` keeps the current queue (to add ``wait_for`` only).  Without
     :func:`activate`, ur_cffi.triton is active while any thread is in a ``using`` block (an
@@ -167,6 +168,7 @@ def using(queue, wait_for=()):
     inside it is safe.  Raises ``TypeError`` for a ``queue`` that is not a ur_cffi Queue,
     ``ClosedError`` for a closed queue or event.
     """
+    from ..queue import recording
     from .driver import Scope
 
     install_interrupts()  # (hold_back_in needs the handler)
@@ -177,6 +179,10 @@ def using(queue, wait_for=()):
         _state["users"] += 1
     try:
         scope = Scope(driver.scope().queue if queue is None else queue, wait_for)
+        if scope.wait_count and scope.queue not in recording:
+            # All the block's work on the queue comes after wait_for (CUDA's wait_event), not
+            # only its launches: an autotuner's clone() for restore_value read stale values.
+            scope.queue.barrier(scope.wait_for)
         driver.push(scope)
         try:
             yield scope.queue
