@@ -1235,13 +1235,19 @@ def test_pytorch_style_copies_run_on_the_triton_queue_whatever_the_source(tq, rn
         array[...] = 2.5  # assignment stays on the array's own queue
 
 
-def test_prepare_of_an_autotuned_kernel_tunes_on_real_launches(tq, rng):
+@pytest.mark.parametrize("timing", ["the driver's benchmarker", "warmup and rep", "do_bench"])
+def test_prepare_of_an_autotuned_kernel_tunes_on_real_launches(tq, rng, timing):
     """Inside ``prepare`` nothing launches, except the autotuner's timed runs: it chooses from
-    real timings, as a first ``kernel[grid]`` does (the kernel counts its programs)."""
+    real timings, as a first ``kernel[grid]`` does (the kernel counts its programs).  Timed by
+    the autotuner's own ``warmup=``/``rep=`` or ``do_bench=``, it timed launches that never
+    ran until 2026-12-07."""
     configs = [triton.Config({"BLOCK": 64}, num_warps=1),
                triton.Config({"BLOCK": 512}, num_warps=4)]
+    options = {"the driver's benchmarker": {}, "warmup and rep": {"warmup": 1, "rep": 2},
+               "do_bench": {"do_bench": lambda call, quantiles: triton.testing.do_bench(
+                   call, warmup=1, rep=2, quantiles=quantiles)}}[timing]
 
-    @triton.autotune(configs=configs, key=["n"])
+    @triton.autotune(configs=configs, key=["n"], **options)
     @triton.jit
     def counted_copy(x_ptr, y_ptr, count_ptr, n, BLOCK: tl.constexpr):
         offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -1266,6 +1272,31 @@ def test_prepare_of_an_autotuned_kernel_tunes_on_real_launches(tq, rng):
     blocks = triton.cdiv(n, counted_copy.best_config.kwargs["BLOCK"])
     assert int(count.to_numpy()[0]) - before == blocks
 
+
+def test_prepare_refuses_an_autotuned_config_with_a_pre_hook(tq, rng):
+    """Triton runs a config's ``pre_hook`` before each launch (its split-K matmul zeroes the
+    accumulator so); a prepared launch ran it once, at ``prepare``, and each call then added
+    onto the last result."""
+    def zero_total(arguments):
+        arguments["total_ptr"].zero_()
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=1, pre_hook=zero_total)],
+                     key=["n"])
+    @triton.jit
+    def total(x_ptr, total_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.atomic_add(total_ptr, tl.sum(tl.load(x_ptr + offsets, mask=offsets < n, other=0)))
+
+    n = int(rng.integers(500, 2000))
+    xh = rng.integers(0, 10, n).astype(np.float32)
+    x, out = ur_cffi.asarray(xh, queue=tq), poisoned(1, tq)
+    with pytest.raises(ValueError, match=r"prepare: the config autotuning chose for 'total' "
+                                         r"\(.*\) has a pre_hook, which Triton runs before each "
+                                         "launch and a prepared launch would not"):
+        ur_triton.prepare(total, (triton.cdiv(n, 128),), x, out, n)
+    for _ in range(2):  # kernel[grid] runs the hook each time
+        total[(triton.cdiv(n, 128),)](x, out, n)
+        assert out.to_numpy()[0] == xh.astype(np.float64).sum()
 
 
 def test_the_rest_of_a_using_block_comes_after_its_wait_list(tq, rng):

@@ -277,13 +277,20 @@ def prepare(fn, grid, *args, **kwargs):
 
     It holds its arguments; their values, pointer arguments' addresses and the grid are
     fixed now.  Its launches do not run Triton's launch hooks and are not
-    :func:`last_event`.
+    :func:`last_event`.  An autotuned kernel is tuned here as at its first ``kernel[grid]``;
+    one whose chosen config has a ``pre_hook`` (run before each of Triton's launches, e.g.
+    to zero an accumulator) raises ``ValueError``.
     """
     from threading import get_ident
+
+    from .bench import launches_run
 
     driver = _state["driver"]
     if driver is None:
         raise RuntimeError("ur_cffi.triton is not active: call ur_cffi.triton.activate()")
+    tuners = _autotuners(fn)
+    for tuner in tuners:
+        tuner.do_bench = launches_run(tuner.do_bench)
     thread = get_ident()
     driver.preparing[thread] = None
     try:
@@ -292,7 +299,27 @@ def prepare(fn, grid, *args, **kwargs):
         prepared = driver.preparing.pop(thread, None)
     if prepared is None:
         raise RuntimeError(f"Triton did not reach ur_cffi's launcher for {fn!r}")
+    for tuner in tuners:
+        if tuner.best_config.pre_hook is not None:
+            raise ValueError(f"prepare: the config autotuning chose for {tuner.base_fn.__name__!r} "
+                             f"({tuner.best_config}) has a pre_hook, which Triton runs before "
+                             "each launch and a prepared launch would not: use kernel[grid], "
+                             "or record kernel[grid] into a ur_cffi.Graph (which records the "
+                             "hook's commands too)")
     return prepared
+
+
+def _autotuners(fn) -> list:
+    """The ``@triton.autotune`` objects among ``fn`` and the kernels it wraps."""
+    from triton.runtime import KernelInterface
+    from triton.runtime.autotuner import Autotuner
+
+    found = []
+    while isinstance(fn, KernelInterface):
+        if isinstance(fn, Autotuner):
+            found.append(fn)
+        fn = getattr(fn, "fn", None)
+    return found
 
 
 def last_event():

@@ -103,19 +103,38 @@ def benchmark(kernel_call, quantiles=None, **kwargs):
     """The autotuner's benchmarker: ``triton.testing.do_bench`` (on UR events when active).
     Its launches run even inside ``ur_cffi.triton.prepare``, which launches nothing: an
     autotuner tuning there times the real kernels, as at a first ``kernel[grid]``."""
-    from threading import get_ident
-
     import triton.testing
+
+    not_recording("@triton.autotune's benchmark")
+    return _launching(triton.testing.do_bench, kernel_call, quantiles=quantiles, **kwargs)
+
+
+def launches_run(do_bench):
+    """An autotuner's own ``do_bench`` (its ``do_bench=``, or ``warmup=``/``rep=``), made to
+    run its launches inside ``ur_cffi.triton.prepare`` as :func:`benchmark` does (it timed
+    launches that never ran, and picked a config by noise)."""
+    if getattr(do_bench, "launches_run", False):
+        return do_bench
+
+    def timed(*args, **kwargs):
+        return _launching(do_bench, *args, **kwargs)
+
+    timed.launches_run = True
+    return timed
+
+
+def _launching(call, *args, **kwargs):
+    """``call(*args, **kwargs)``, its launches run even where this thread prepares one."""
+    from threading import get_ident
 
     from . import _state
 
-    not_recording("@triton.autotune's benchmark")
     driver, thread = _state["driver"], get_ident()
     preparing = driver is not None and thread in driver.preparing
     if preparing:
         held = driver.preparing.pop(thread)
     try:
-        return triton.testing.do_bench(kernel_call, quantiles=quantiles, **kwargs)
+        return call(*args, **kwargs)
     finally:
         if preparing:
             driver.preparing[thread] = held
