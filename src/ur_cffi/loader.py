@@ -678,8 +678,11 @@ def _teardown(if_shown: str) -> int:
             _finish_open_queues()  # nothing may still run on memory or events released next
             _handle.release_all(queue.raw_enqueue_lock, closed_first=(queue.Queue,))
             queue.release_orphans(wait=True)  # Events release_all found with memory to keep
-            _state["adapters"] = None
-            check(lib.urLoaderTearDown(), "urLoaderTearDown")
+            try:  # (adapters kept meanwhile: a child forked inside it counts as forked after use)
+                result = lib.urLoaderTearDown()
+            finally:
+                _state["adapters"] = None
+            check(result, "urLoaderTearDown")
         if not _state["validation"] or _state["log"] is None:
             return 0
         problems = validation_problems()
