@@ -308,7 +308,21 @@ def test_assignment_drops_a_values_leading_axes_of_one_as_numpy_does(queue, rng)
                                          r"target's shape \(3,\)"):
         target[0] = np.ones((2, 1, 3), np.float32)
     with pytest.raises(ValueError, match=r"shape \(1, 3\) does not broadcast"):
-        target[0] = [[1.0, 2.0, 3.0]]  # numpy drops them for arrays only (this was taken)
+        target[0] = [[1.0, 2.0, 3.0]]  # numpy drops them for all but nested sequences (this
+    for array_like in (memoryview(host[0].copy()), ArrayLike(host[0])):  # one was taken)
+        target.fill(np.nan)
+        target[1] = array_like
+        assert np.array_equal(target.to_numpy()[1], host.reshape(3))
+
+
+class ArrayLike:
+    """An object numpy reads through ``__array__`` (a CPU tensor of another library, say)."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __array__(self, dtype=None, copy=None):
+        return self.values
 
 
 def test_a_dtype_is_kept_as_given(queue):

@@ -757,9 +757,9 @@ class USMArray(_handle.Resource):
             self.fill(cell, queue=queue)
             return
         leading = host.ndim - self.ndim
-        if leading > 0 and isinstance(value, np.ndarray) and \
+        if leading > 0 and not isinstance(value, (list, tuple)) and \
                 all(extent == 1 for extent in host.shape[:leading]):
-            host = host.reshape(host.shape[leading:])  # numpy drops them for arrays only
+            host = host.reshape(host.shape[leading:])  # numpy: for all but nested sequences
         try:
             host = np.broadcast_to(host, self._shape)
         except ValueError:
