@@ -663,6 +663,9 @@ def test_shape_and_stride_accessors(q):
     for key in (1.0, "0", (0, 1.5), np.float32(0)):  # numpy's IndexError (was TypeError)
         with pytest.raises(IndexError, match="only integers, slices"):
             array[key]
+    for key in (range(2), memoryview(np.arange(2)), [0, 1]):  # numpy copies: refused
+        with pytest.raises(TypeError, match="views never copy"):
+            array[key]
     with pytest.raises(IndexError, match="out of bounds"):
         array[3]
     with pytest.raises(IndexError, match="too many indices"):

@@ -7,6 +7,7 @@ the results into views and enqueued copies, and the property tests compare them 
 
 from __future__ import annotations
 
+import collections.abc
 import itertools
 import math
 import operator
@@ -62,9 +63,10 @@ def _index(key) -> int | None:
 
 
 def _advanced_index(key) -> bool:
-    """Whether numpy takes ``key`` as an advanced (copying) index: a bool, a sequence or an
-    array."""
-    if isinstance(key, (bool, np.bool_, list, tuple, np.ndarray)):
+    """Whether numpy takes ``key`` as an advanced (copying) index: a bool, a sequence (not a
+    string), a buffer or an array."""
+    if isinstance(key, (bool, np.bool_, np.ndarray, memoryview)) or (
+            isinstance(key, collections.abc.Sequence) and not isinstance(key, (str, bytes))):
         return True
     return not isinstance(key, np.generic) and (
         hasattr(key, "__array__") or hasattr(key, "__array_interface__"))
