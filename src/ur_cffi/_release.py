@@ -441,15 +441,20 @@ HAS_COMMAND_BUFFERS = _command_buffers_handled()
 """Whether a ``ur_cffi.Graph`` can be a UR command buffer with this header's functions (oneAPI
 2025.2 on); where not, a graph replays its commands one by one."""
 
-UPDATE_CAPABILITIES = {
-    name: int(enumerator("ur_device_command_buffer_update_capability_flag_t",
-                         "UR_DEVICE_COMMAND_BUFFER_UPDATE_CAPABILITY_FLAG_" + name) or 1 << bit)
-    for bit, name in enumerate(("KERNEL_ARGUMENTS", "LOCAL_WORK_SIZE", "GLOBAL_WORK_SIZE",
-                                "GLOBAL_WORK_OFFSET"))}
-"""The bits of ``ur_device_command_buffer_update_capability_flag_t`` a graph's updates use, by
-name without the prefix; UR's values where the header has no such enum (UR 0.10, whose graphs
-replay one by one and update everything: read as 0, every graph there said it updated
-nothing)."""
+def update_capabilities(flags) -> dict:
+    """The bits of ``flags`` (the header's ``ur_device_command_buffer_update_capability_flag_t``)
+    a graph's updates use, by name without the prefix; UR's values where ``flags`` is None (UR
+    0.10's header has no such enum: its graphs replay one by one and update everything, and
+    read as 0 they said they updated nothing)."""
+    return {name: int(getattr(flags, "UR_DEVICE_COMMAND_BUFFER_UPDATE_CAPABILITY_FLAG_" + name,
+                              None) or 1 << bit)
+            for bit, name in enumerate(("KERNEL_ARGUMENTS", "LOCAL_WORK_SIZE", "GLOBAL_WORK_SIZE",
+                                        "GLOBAL_WORK_OFFSET"))}
+
+
+UPDATE_CAPABILITIES = update_capabilities(
+    getattr(enums, "ur_device_command_buffer_update_capability_flag_t", None))
+"""This header's :func:`update_capabilities`."""
 
 HAS_APPEND_WITH_ARGS = has("urCommandBufferAppendKernelLaunchWithArgsExp")
 """Whether a launch is appended with its argument list (oneAPI 2026.2), not from arguments
