@@ -40,6 +40,10 @@ SCRIPT = textwrap.dedent("""
     flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
     spun = ur_cffi.empty(1, np.int32, queue=queue, kind="host")  # read without the queue
     spun.fill(-1)  # until the kernel ends and stores how many rounds it spun (0 or more)
+    # Settled now: a first synchronize() tries urDeviceWaitExp in a helper thread, which the
+    # OpenCL CPU device refuses at once; the SIGINT sent while that helper was waited for came
+    # after it, outside any helper's wait (helpers_waiting 0, twice on 2026-12-07).
+    device.synchronize()
 
     def release_the_kernel():
         ctypes.c_int32.from_address(flag.data_ptr()).value = 1
