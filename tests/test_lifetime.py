@@ -983,6 +983,31 @@ def test_the_exit_ends_with_daemon_threads_still_building_programs(kernels):
         assert done.stdout.strip() == "main ends"
 
 
+INITIALISING_AT_EXIT = textwrap.dedent("""
+    import os, threading, time
+    import ur_cffi
+
+    inside, initialise = threading.Event(), ur_cffi.loader._loader_init
+    def slowly(*args):  # (urLoaderInit, the loader's first call: CUDA's takes a while)
+        inside.set()
+        time.sleep(0.3)
+        initialise(*args)
+        os.write(1, b"initialised\\n")
+    ur_cffi.loader._loader_init = slowly
+    threading.Thread(target=ur_cffi.loader.adapters, daemon=True).start()
+    inside.wait()
+    print("main ends", flush=True)
+""")
+
+
+def test_the_exit_waits_for_a_daemon_threads_initialisation_of_ur():
+    # The process ended under the initialisation: CUDA's adapter crashed (SIGSEGV, a test
+    # forking during it, 1 of 2 GPU runs of 2026-12-07).
+    done = crash_probe.run_child(code=INITIALISING_AT_EXIT, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["main", "ends", "initialised"], done.stdout
+
+
 def test_objects_are_closed_after_loader_teardown():
     done = crash_probe.run_child(code=TEARDOWN, check=False, timeout=50)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -81,7 +81,7 @@ PRELOAD_FILTER_ENV = "UR_LOADER_PRELOAD_FILTER"
 """UR's switch for the loader's own filtering of adapters by the selector (on by default)."""
 
 _lock = _forking.lock(reentrant=True)
-_state: dict = {"adapters": None, "validation": False, "atexit": False, "generation": 0,
+_state: dict = {"adapters": None, "validation": False, "generation": 0,
                 "log": None, "own_log": False, "forked": False, "selector": None,
                 "initialising": False}
 
@@ -457,10 +457,6 @@ def init(validation: bool | None = None) -> list[Adapter]:
             _state["initialising"] = False
         _state["validation"] = validation
         _state["generation"] += 1
-        if not _state["atexit"]:
-            # Registered before any finalizer of ours, so it runs after them at exit.
-            atexit.register(_teardown_at_exit)
-            _state["atexit"] = True
         return _state["adapters"]
 
 
@@ -713,8 +709,8 @@ def _teardown_at_exit() -> None:
     """:func:`teardown` at interpreter exit, none while memory of an array is used outside
     ur_cffi (nothing is released then: the process's end frees it).  In validation mode, a
     report of leaks or errors is printed and the process exits with
-    :data:`VALIDATION_EXIT_STATUS` at once (exit functions registered before ur_cffi's first
-    use do not run then); a skipped teardown is said on stderr, as it makes no report."""
+    :data:`VALIDATION_EXIT_STATUS` at once (exit functions registered before ur_cffi's import
+    do not run then); a skipped teardown is said on stderr, as it makes no report."""
     try:
         with section:  # a Ctrl-C (or one re-sent) now comes after the teardown, not inside it
             skipped = _teardown("skip")
@@ -731,6 +727,12 @@ def _teardown_at_exit() -> None:
             sys.stderr.write(f"ur_cffi: {error}\n")
             sys.stderr.flush()
         os._exit(VALIDATION_EXIT_STATUS)
+
+
+# At import, before any finalizer of ours, so it runs after them at exit; its lock also makes
+# the exit wait for an initialisation another thread is in (the process's end under CUDA's
+# adapter still initialising crashed).
+atexit.register(_teardown_at_exit)
 
 
 def adapter_specific_messages() -> list[str]:
