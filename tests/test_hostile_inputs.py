@@ -783,3 +783,38 @@ def test_the_spirv_check_takes_bit_carriers_and_leaves_hidden_args_alone(context
     got = out.to_numpy()
     np.testing.assert_array_equal(got[:n], np.arange(n, dtype=np.float64) + n)
     assert np.isnan(got[n:]).all()
+
+
+@pytest.mark.cpu_device("the CPU device's programs are SPIR-V, whose parameters are checked")
+def test_a_signature_declares_bfloat16_and_float8_for_python_numbers(context, queue, rng):
+    """A bf16 parameter is a 16-bit float in Triton's SPIR-V: a signature could say "float16"
+    (a Python float then went as float16's bits, which the kernel read as a bfloat16's: 1.5 as
+    0.125) but not "bfloat16" or "float8_e4m3fn", which it called no numeric dtype."""
+    import ml_dtypes
+
+    import kernels
+    import ur_cffi.triton
+    from ur_cffi import spirv
+    from ur_cffi.triton import abi
+
+    compiled = ur_cffi.triton.compile(
+        kernels.store_scalars, {"out_ptr": "*fp64", "a": "bf16", "b": "fp16", "c": "i8",
+                                "d": "fp32", "e": "i32", "f": "i64"}, {}, device=queue.device)
+    program = ur_cffi.Program.from_il(context, spirv.drop_capabilities(compiled.asm["spv"]))
+    local = compiled.metadata.num_warps * abi.current("intel").threads_per_warp(compiled.metadata)
+    kernel = program.kernel(compiled.metadata.name, ("ptr", "bfloat16", "float16",
+                                                     "float8_e4m3fn", "float32", "int32",
+                                                     "int64"))
+    assert kernel.signature[1:4] == (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16),
+                                     np.dtype(ml_dtypes.float8_e4m3fn))
+    a, b = (1 + int(n) / 64 for n in rng.integers(0, 64, 2))
+    c = float(ml_dtypes.float8_e4m3fn(rng.uniform(-400, 400)))
+    out = ur_cffi.empty(6, np.float64, queue=queue)
+    out.fill(np.nan)
+    kernel.launch(queue, local, local, out, a, b, c, 0.5, 7, 9).wait()
+    read = out.to_numpy()
+    np.testing.assert_array_equal(read[[0, 1, 3, 4, 5]], [a, b, 0.5, 7, 9])
+    assert read[2] == ml_dtypes.float8_e4m3fn(c).view(np.int8)  # (the i8 parameter: c's bits)
+    with pytest.raises(TypeError, match="entry 1 is 'bfloat17'; use 'ptr', 'local', 'mem', a "
+                                        "numeric numpy dtype or one of"):
+        program.kernel(compiled.metadata.name, ("ptr", "bfloat17"))

@@ -287,7 +287,8 @@ _C_NAMES_NUMPY_WIDENS = {"float": "float32", "int": "int32", "uint": "uint32"}
 
 
 def _signature_entry(kernel: str, index: int, entry):
-    """A signature entry: one of :data:`_SIGNATURE_WORDS` or a numeric numpy dtype."""
+    """A signature entry: one of :data:`_SIGNATURE_WORDS`, a numeric numpy dtype or one of
+    :data:`dtypes.NAMES`."""
     if isinstance(entry, str) and entry in _SIGNATURE_WORDS:
         return entry
     if entry is int or entry is float or (isinstance(entry, str)  # (np.dtype("int64") == int)
@@ -296,16 +297,16 @@ def _signature_entry(kernel: str, index: int, entry):
         raise TypeError(f"signature of {kernel!r}: entry {index} is {entry!r}, which numpy "
                         f"reads as {np.dtype(entry)} and C as {_C_NAMES_NUMPY_WIDENS[name]}; "
                         "write the width, e.g. 'float32' or 'int32'")
-    if entry is None or not isinstance(entry, (str, type, np.dtype)):
+    dtype = None
+    if isinstance(entry, (str, type, np.dtype)):
+        try:
+            dtype = dtypes.dtype(entry)
+        except TypeError:
+            pass
+    if dtype is None or not (dtype.kind in "biuf" or dtype.name in dtypes.NAMES) or \
+            dtype.byteorder == ">":
         raise TypeError(f"signature of {kernel!r}: entry {index} is {entry!r}; use 'ptr', "
-                        "'local', 'mem' or a numeric numpy dtype")
-    try:
-        dtype = np.dtype(entry)
-    except TypeError:
-        dtype = None
-    if dtype is None or dtype.kind not in "biuf" or dtype.byteorder == ">":
-        raise TypeError(f"signature of {kernel!r}: entry {index} is {entry!r}; use 'ptr', "
-                        "'local', 'mem' or a numeric numpy dtype")
+                        f"'local', 'mem', a numeric numpy dtype or one of {dtypes.NAMES}")
     return dtype
 
 
