@@ -932,6 +932,26 @@ def test_every_float8_type_of_dlpack_1_1_travels(queue, device, rng, name):
         ur_cffi.zeros(4, ml_dtypes.float4_e2m1fn, queue=queue).__dlpack__()
 
 
+def test_complex32_travels_as_dlpacks_32_bit_complex_and_others_of_ml_dtypes_are_named(
+        queue, device, rng):
+    # complex32 (two float16s, PyTorch's too) and int4 were refused, both "a byte per element;
+    # DLPack's float4/float6 codes count 4 or 6 bits".
+    if not hasattr(ml_dtypes, "complex32") or not hasattr(ml_dtypes, "int4"):
+        pytest.skip(f"ml_dtypes {ml_dtypes.__version__} has no complex32 or int4")
+    values = rng.standard_normal(16).astype(np.float16).view(ml_dtypes.complex32)
+    array = ur_cffi.asarray(values, queue=queue, kind="host")
+    with ur_cffi.Context([device]) as other, ur_cffi.Queue(other, device) as elsewhere:
+        imported = ur_cffi.from_dlpack(array, queue=elsewhere)
+        assert imported.dtype == np.dtype(ml_dtypes.complex32)
+        assert np.array_equal(imported.to_numpy().view(np.uint16), values.view(np.uint16))
+    with pytest.raises(BufferError, match="no type for int4 .*a byte per element, where "
+                                          "DLPack's codes count the element's own bits"):
+        ur_cffi.zeros(4, ml_dtypes.int4, queue=queue).__dlpack__()
+    if hasattr(ml_dtypes, "bcomplex32"):
+        with pytest.raises(BufferError, match="DLPack has no type for bcomplex32$"):
+            ur_cffi.zeros(4, ml_dtypes.bcomplex32, queue=queue).__dlpack__()
+
+
 def test_imports_onto_a_closed_queue_raise_before_taking_the_capsule(context, device):
     array = ur_cffi.zeros(4, np.float64, queue=ur_cffi.Queue(context, device), kind="shared")
     closed = ur_cffi.Queue(context, device)

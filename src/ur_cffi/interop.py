@@ -332,9 +332,13 @@ def _dl_dtype(dtype: np.dtype) -> _DLDataType:
     elif dtype.kind in _CODES and dtype.byteorder in "=|<" and \
             (dtype.kind not in "fc" or dtype.type in _IEEE):
         code = _CODES[dtype.kind]
-    elif dtype.type.__module__ == "ml_dtypes":  # float4_e2m1fn, float6_*, int4...
+    elif name == "complex32":  # two float16s, PyTorch's complex32 too
+        code = _CODES["c"]
+    elif dtype.type.__module__ == "ml_dtypes" and dtype.itemsize == 1:  # float4_e2m1fn, int4..
         raise BufferError(f"DLPack has no type for {dtype} as ml_dtypes stores it (a byte per "
-                          "element; DLPack's float4/float6 codes count 4 or 6 bits)")
+                          "element, where DLPack's codes count the element's own bits)")
+    elif dtype.type.__module__ == "ml_dtypes":
+        raise BufferError(f"DLPack has no type for {dtype}")
     elif dtype.byteorder == ">" and dtype.kind in _CODES:
         raise BufferError(f"DLPack has no type for {dtype}: its numbers are in native byte "
                           "order (astype the array first)")
@@ -348,9 +352,9 @@ def _dl_dtype(dtype: np.dtype) -> _DLDataType:
 
 
 def _dtype_of_name(name: str) -> np.dtype:
-    """The dtype a DLPack type maps to (:data:`_NUMPY_TYPES`): ``ml_dtypes``' for bfloat16 and
-    float8 (``BufferError`` where the installed ``ml_dtypes`` has no such type)."""
-    if not name.startswith(("float8", "bfloat16")):
+    """The dtype a DLPack type maps to (:data:`_NUMPY_TYPES`): ``ml_dtypes``' for bfloat16,
+    float8 and complex32 (``BufferError`` where the installed ``ml_dtypes`` has no such type)."""
+    if not name.startswith(("float8", "bfloat16", "complex32")):
         return _dtype(name)
     import ml_dtypes
 
@@ -479,8 +483,8 @@ def _capsule(data: int, shape, strides, dtype, device, keep, max_version, copied
 
 _NUMPY_TYPES = {(0, 8): "i1", (0, 16): "i2", (0, 32): "i4", (0, 64): "i8", (1, 8): "u1",
                 (1, 16): "u2", (1, 32): "u4", (1, 64): "u8", (2, 16): "f2", (2, 32): "f4",
-                (2, 64): "f8", (5, 64): "c8", (5, 128): "c16", (6, 8): "?",
-                (_BFLOAT, 16): "bfloat16", **{(code, 8): name for name, code in _FLOAT8.items()}}
+                (2, 64): "f8", (5, 32): "complex32", (5, 64): "c8", (5, 128): "c16",
+                (6, 8): "?", (_BFLOAT, 16): "bfloat16", **{(code, 8): name for name, code in _FLOAT8.items()}}
 
 
 class _Consumed:
