@@ -3,6 +3,8 @@ constructors (``empty``, ``zeros``, ``ones``, ``full``, ``arange``, ``*_like``, 
 Triton kernels receiving the matching element types, ``triton.reinterpret`` included."""
 
 
+import warnings
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -232,6 +234,19 @@ def test_fill_values_that_fit_are_stored_as_numpy_stores_them(queue):
                     .to_numpy()).all()
 
 
+def test_a_signalling_nan_is_stored_as_its_bits_without_a_warning(queue):
+    # numpy says nothing; the check's widening warned "invalid value encountered in cast",
+    # an error where warnings are (pytest's filterwarnings = error).
+    quiet, signalling = (np.uint16(bits).view(ml_dtypes.bfloat16) for bits in (0x7FC1, 0x7F81))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for value in (quiet, signalling):
+            array = ur_cffi.full(3, value, ml_dtypes.bfloat16, queue=queue)
+            array[1:] = value
+            array.fill(value)
+            assert (array.to_numpy().view(np.uint16) == value.view(np.uint16)).all()
+
+
 @pytest.mark.parametrize("dtype", [str, bytes, "S0", "U0", "V0", np.dtype(str),
                                    np.dtype("S0"), np.dtype("V0")])
 def test_a_dtype_of_no_bytes_is_refused(queue, dtype):
@@ -293,6 +308,7 @@ def test_ones_takes_no_dtype_none_and_huge_empty_shapes_are_refused(queue):
     with pytest.raises(ValueError, match="extents other than 0 span more bytes than an index"):
         ur_cffi.empty((0, 2**62, 4), np.float64, queue=queue)
     assert ur_cffi.empty((0, 2**40), np.float64, queue=queue).strides == (2**43, 8)
+
 
 
 def test_assignment_drops_a_values_leading_axes_of_one_as_numpy_does(queue, rng):

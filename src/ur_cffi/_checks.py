@@ -170,7 +170,8 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
         if magnitude >= bound:
             raise ValueError(f"{name} {value!r} does not fit in {dtype}")
     if not finite:  # compared wide: float4_e2m1fn's own == saturates inf to 6 on both sides
-        wide = converted.astype(np.complex128 if dtypes.is_complex(dtype) else np.float64)
+        with np.errstate(invalid="ignore"):  # (a signalling NaN's widening warns)
+            wide = converted.astype(np.complex128 if dtypes.is_complex(dtype) else np.float64)
         holds = bool(np.isnan(wide)) if value != value else bool(wide == value)
     if not finite and not holds:
         raise ValueError(f"{name} {value!r} cannot be stored in {dtype}, which holds no "
