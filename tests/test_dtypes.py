@@ -310,6 +310,18 @@ def test_ones_takes_no_dtype_none_and_huge_empty_shapes_are_refused(queue):
     assert ur_cffi.empty((0, 2**40), np.float64, queue=queue).strides == (2**43, 8)
 
 
+def test_a_value_that_does_not_fit_is_named_by_the_function_called(queue):
+    # ones, ones_like and full_like all said "full: fill_value".
+    small = ur_cffi.zeros(2, np.int8, queue=queue)
+    for make, message in ((lambda: ur_cffi.ones(2, ml_dtypes.int1, queue=queue),
+                           "ones: the value 1 does not fit in int1"),
+                          (lambda: ur_cffi.ones_like(small, ml_dtypes.int1),
+                           "ones_like: the value 1 does not fit in int1"),
+                          (lambda: ur_cffi.full_like(small, 300),
+                           "full_like: fill_value 300 does not fit in int8")):
+        with pytest.raises(ValueError, match=message):
+            make()
+
 
 def test_assignment_drops_a_values_leading_axes_of_one_as_numpy_does(queue, rng):
     host = rng.standard_normal((1, 1, 3)).astype(np.float32)

@@ -16,7 +16,7 @@ __all__ = ["ones", "full", "arange", "empty_like", "zeros_like", "ones_like", "f
 
 def ones(shape, dtype=np.float32, *, queue, kind: str = "device") -> USMArray:
     """A USMArray of ones."""
-    return full(shape, 1, _dtype(dtype), queue=queue, kind=kind)
+    return _filled("ones: the value", shape, 1, dtype, queue, kind)
 
 
 def full(shape, fill_value, dtype=None, *, queue, kind: str = "device") -> USMArray:
@@ -30,8 +30,12 @@ def full(shape, fill_value, dtype=None, *, queue, kind: str = "device") -> USMAr
         if dtype.hasobject:
             raise TypeError(f"full: fill_value {fill_value!r} fits no numpy number type (numpy "
                             "would hold it as an object); give dtype=")
+    return _filled("full: fill_value", shape, fill_value, dtype, queue, kind)
+
+
+def _filled(name: str, shape, value, dtype, queue, kind: str) -> USMArray:
     array = USMArray(queue, shape, _dtype(dtype), kind)
-    value = _checks.scalar("full: fill_value", fill_value, array.dtype)
+    value = _checks.scalar(name, value, array.dtype)
     if array.size:
         array.fill(value[()])
     return array
@@ -188,10 +192,11 @@ def zeros_like(array, dtype=None, *, queue=None, kind=None, order="K") -> USMArr
 def ones_like(array, dtype=None, *, queue=None, kind=None, order="K") -> USMArray:
     """Ones shaped and laid out like ``array``."""
     return _like(array, dtype, queue, kind, order,
-                 lambda shape, dtype, queue, kind: full(shape, 1, dtype, queue=queue, kind=kind))
+                 lambda shape, dtype, queue, kind: _filled("ones_like: the value", shape, 1, dtype,
+                                                           queue, kind))
 
 
 def full_like(array, fill_value, dtype=None, *, queue=None, kind=None, order="K") -> USMArray:
     """``fill_value`` shaped and laid out like ``array``."""
-    return _like(array, dtype, queue, kind, order, lambda shape, dtype, queue, kind: full(
-        shape, fill_value, dtype, queue=queue, kind=kind))
+    return _like(array, dtype, queue, kind, order, lambda shape, dtype, queue, kind: _filled(
+        "full_like: fill_value", shape, fill_value, dtype, queue, kind))
