@@ -1067,3 +1067,46 @@ def test_an_allocation_of_the_largest_size_the_device_takes_is_not_rounded_past_
     assert array.nbytes == largest
     array.close()
     ur_cffi.empty_cache()
+
+
+@pytest.mark.parametrize("nbytes", [513, 1025, 4097, 100_001])
+def test_a_block_holds_the_whole_array_just_past_a_size_class(queue, nbytes):
+    before = ur_cffi.memory_stats()["allocated_bytes"]
+    array = ur_cffi.empty(nbytes, np.uint8, queue=queue)
+    assert ur_cffi.memory_stats()["allocated_bytes"] - before >= nbytes
+    array.close()
+
+
+def test_a_block_freed_on_an_out_of_order_queue_is_ordered_before_its_reuse_there(context,
+                                                                                    device):
+    # Commands of an out-of-order queue run in any order: the reuse needs the barrier that
+    # reuses on other queues have (counted in cross_queue_reuses).
+    with ur_cffi.Queue(context, device, out_of_order=True) as queue:
+        first = ur_cffi.empty(54_321, np.int32, queue=queue)  # a size of its own
+        address = first.data_ptr()
+        first.fill(1)
+        del first
+        ordered = ur_cffi.memory_stats()["cross_queue_reuses"]
+        again = ur_cffi.empty(54_321, np.int32, queue=queue)
+        assert again.data_ptr() == address
+        assert ur_cffi.memory_stats()["cross_queue_reuses"] == ordered + 1
+        queue.finish()
+
+
+def test_of_the_cached_blocks_that_fit_the_smallest_serves(queue):
+    ur_cffi.empty_cache()
+    small = ur_cffi.empty(5 << 19, np.uint8, queue=queue)  # 2.5 MiB
+    large = ur_cffi.empty(7 << 19, np.uint8, queue=queue)  # 3.5 MiB
+    small_address = small.data_ptr()
+    small.close()
+    large.close()
+    assert ur_cffi.empty(2 << 20, np.uint8, queue=queue).data_ptr() == small_address
+
+
+def test_an_allocation_may_reach_the_memory_limit_exactly(queue):
+    ur_cffi.empty_cache()
+    ur_cffi.set_memory_limit(ur_cffi.memory_stats()["reserved_bytes"] + (64 << 10))
+    try:
+        ur_cffi.empty(64 << 10, np.uint8, queue=queue).close()
+    finally:
+        ur_cffi.set_memory_limit(None)

@@ -7,6 +7,7 @@ device has none) and replaying command by command (``Graph(native=False)``, what
 without command buffers gets).  Fresh random inputs, NaN-poisoned outputs, float64 references.
 """
 
+import ctypes
 import gc
 import json
 import re
@@ -1450,3 +1451,25 @@ def test_a_graph_replayed_one_by_one_says_it_updates_everything(context):
     assert ur_cffi.graph._CAPABILITIES == _release.UPDATE_CAPABILITIES
     with ur_cffi.Graph(context, native=False) as graph:
         assert graph.update_capabilities == 15
+
+
+def test_an_in_order_graph_replayed_command_by_command_keeps_its_order_on_an_out_of_order_queue(
+        context, device, kernels):
+    # [a kernel that stores into out until released, then a fill of out]: the fill runs last.
+    program, spin = crash_probe.load(context, kernels, "spin")
+    with program, spin, ur_cffi.Queue(context, device, out_of_order=True) as queue:
+        flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
+        out = ur_cffi.zeros(1, np.int32, queue=queue)
+        graph = ur_cffi.Graph(context, device, native=False)
+        with graph.recording(queue):
+            spin.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag, out,
+                        crash_probe.SPIN_LIMIT, *crash_probe.spin_local())
+            out.fill(-5)
+        release = threading.Timer(
+            0.3, lambda: setattr(ctypes.c_int32.from_address(flag.data_ptr()), "value", 1))
+        release.start()
+        graph.replay(queue).wait()
+        release.join()
+        queue.finish()
+        assert out.to_numpy()[0] == -5
+        graph.close()

@@ -2,10 +2,12 @@
 barriers, wait lists on every enqueue, and asynchronous work ordered only by events."""
 
 import ctypes
+import threading
 
 import numpy as np
 import pytest
 
+import crash_probe
 import ur_cffi
 from ur_cffi import errors, info
 from ur_cffi._release import BACKEND_PREFIX
@@ -328,3 +330,20 @@ def test_closing_queues_holds_no_memory(context):
         cycles(2000, close)
         grown[close] = crash_probe.rss_bytes() - before
     assert grown[True] < grown[False] + (4 << 20), grown
+
+
+def test_finish_of_an_out_of_order_queue_waits_for_a_kernel_still_running(context, device,
+                                                                         kernels):
+    program, spin = crash_probe.load(context, kernels, "spin")
+    with program, spin, ur_cffi.Queue(context, device, out_of_order=True) as queue:
+        flag = ur_cffi.zeros(1, np.int32, queue=queue, kind="host")
+        out = ur_cffi.empty(1, np.int32, queue=queue)
+        event = spin.launch(queue, crash_probe.LOCAL_SIZE, crash_probe.LOCAL_SIZE, flag, out,
+                            crash_probe.SPIN_LIMIT, *crash_probe.spin_local())
+        release = threading.Timer(
+            0.3, lambda: setattr(ctypes.c_int32.from_address(flag.data_ptr()), "value", 1))
+        release.start()
+        queue.finish()
+        status = event.status
+        release.join()
+        assert status == COMPLETE

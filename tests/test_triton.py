@@ -328,6 +328,13 @@ def test_int32_int64_fp16_fp64_and_every_scalar_type(tq, rng):
     compiled[(1, 1, 1)](out, *values)
     tq.finish()
     assert out.to_numpy()[8] == 1 + 2**-7
+    # Each type's extremes (the random u16 above is past 32767 in half the runs only).
+    extremes = [-2**31, -2**63, 65504.0, -1.7e308, True, -128, -2**15, 2**16 - 1, 2.0**127,
+                -3.4028234663852886e38, 2**64 - 1]
+    out.fill(np.nan)
+    compiled[(1, 1, 1)](out, *extremes)
+    tq.finish()
+    np.testing.assert_array_equal(out.to_numpy(), np.array([float(v) for v in extremes]))
 
 
 def test_int64_annotation_and_large_ints(tq, rng):
@@ -804,8 +811,12 @@ def test_a_compiled_kernel_launched_by_hand_refuses_what_it_was_not_compiled_for
     for kernel, args, message in (
             (compiled, (x[1:], out, 2.0, n, 256), "argument 'x_ptr' of kernel 'scale': address "
              "0x[0-9a-f]+ is not 16-byte aligned, which Triton compiled the kernel for"),
+            (compiled, (x[2:], out, 2.0, n, 256), "argument 'x_ptr' of kernel 'scale': address "
+             "0x[0-9a-f]+ is not 16-byte aligned"),  # (8 bytes past: aligned to 8 only)
             (compiled, (x, out, 2.0, n - 1, 256), f"argument 'n' of kernel 'scale': {n - 1} is "
              "not divisible by 16, which Triton compiled the kernel for"),
+            (compiled, (x, out, 2.0, np.int32(n - 1), 256), f"argument 'n' of kernel 'scale': "
+             rf"np.int32\({n - 1}\) is not divisible by 16"),
             (compiled, (x, out, 2.0, n, 128), "argument 'BLOCK' of kernel 'scale': 128, where "
              "Triton compiled the kernel with 256"),
             (one, (x, out, 2.0, 200, 256), "argument 'n' of kernel 'scale': 200, where Triton "

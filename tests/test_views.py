@@ -1227,3 +1227,46 @@ def test_np_asarray_reads_records_whose_fields_are_out_of_order(queue, rng, kind
     host = np.asarray(array)
     assert host.dtype == record and host.tobytes() == values.tobytes()
     assert host.ctypes.data == array.data_ptr()  # a view, not a copy
+
+
+def test_a_strided_view_reshapes_without_a_copy_where_numpy_does(queue, rng):
+    # Splitting the one axis of a[::2] into (3, 4), (4, 3) and (2, 2, 3) (drawn by no
+    # property run of the reshape test: a wrong stride for the outer axis went unseen).
+    host = rng.standard_normal(24)
+    array = ur_cffi.asarray(host, queue=queue)
+    for shape in ((3, 4), (4, 3), (2, 2, 3)):
+        view = array[::2].view(*shape)
+        assert view.base is not None
+        np.testing.assert_array_equal(view.to_numpy(), host[::2].reshape(shape))
+
+
+@pytest.mark.parametrize("shape, key", [((10,), np.s_[5:2]), ((10,), np.s_[10:]),
+                                        ((3, 4), np.s_[2:1, 3:]), ((3, 4), np.s_[1:2, 4:])],
+                         ids=str)
+def test_an_empty_view_is_where_numpys_is(queue, shape, key):
+    host = np.zeros(shape)
+    array = ur_cffi.asarray(host, queue=queue)
+    view = array[key]
+    assert view.size == 0
+    assert view.data_ptr() - array.data_ptr() == host[key].ctypes.data - host.ctypes.data
+
+
+@pytest.mark.parametrize("shape, dst, src", [((4, 5), (40, 4), (0, 4)),
+                                             ((4, 5), (40, 4), (8, 4)),
+                                             ((4, 5), (0, 4), (20, 4))])
+def test_rectangular_copies_have_pitches_of_at_least_a_row(shape, dst, src):
+    # UR's validation layer refuses a 2D copy whose pitch is less than its width
+    # (UR_RESULT_ERROR_INVALID_SIZE); the CPU adapter copied such rows right.
+    for *_, width, height, dst_pitch, src_pitch in _strided.copy_plan(shape, dst, src, 4):
+        assert height == 1 or (dst_pitch >= width and src_pitch >= width)
+
+
+def test_a_copy_between_views_that_only_touch_is_made(queue, rng):
+    host = rng.standard_normal(40).astype(np.float32)
+    array = ur_cffi.asarray(host, queue=queue)
+    source = array[:20].view(2, 10)[:, ::2]  # bytes [0, 76)
+    destination = array[19:39].view(2, 10)[:, ::2]  # bytes [76, 152)
+    destination.copy_from(source)
+    expected = host.copy()
+    expected[19:39].reshape(2, 10)[:, ::2] = host[:20].reshape(2, 10)[:, ::2]
+    np.testing.assert_array_equal(array.to_numpy(), expected)
