@@ -166,6 +166,8 @@ def test_device_types_in_capitals_where_the_loader_reads_them_or_not(selector, u
     ("opencl:0.*.1", "only '*' may follow '*'"),
     ("opencl:0.0.0.0", "more than two '.'"),
     ("opencl:99999999999999999999999", "too large"),  # 2025.0 crashes
+    ("opencl:4294967296", "index 4294967296 is too large"),  # (2**32 - 1 is the largest)
+    ("opencl:0.4294967296", "too large"),
     ("opencl:\u0663", "is not *, cpu"),  # a digit, but not an ASCII one
 ])
 def test_a_malformed_selector_is_refused_naming_it(selector, reason, monkeypatch):

@@ -443,3 +443,41 @@ def test_ml_dtypes_names_read_alike_before_and_after_its_import():
     assert done.stdout.split("\n")[:3] == ["int4 [1.0, 1.0, 1.0, 1.0]",
                                           "float4_e2m1fn [1.0, 1.0, 1.0, 1.0]",
                                           "float8_e4m3 [1.0, 1.0, 1.0, 1.0]"]
+
+
+@pytest.mark.parametrize("value", [complex(1, 2), np.complex64(1 + 2j), np.complex128(-3j)])
+def test_a_complex_value_is_refused_for_real_elements_unless_its_imaginary_part_is_zero(
+        queue, value):
+    # Its imaginary part would be dropped (numpy warns, ComplexWarning).
+    array = ur_cffi.zeros(4, np.float32, queue=queue)
+    with pytest.raises(ValueError, match="is complex; the elements are float32"):
+        array.fill(value)
+    with pytest.raises(ValueError, match="is complex; the elements are int32"):
+        ur_cffi.full(4, value, np.int32, queue=queue)
+    with pytest.raises(ValueError, match="is complex"):
+        array[1:3].fill(value)
+    assert not array.to_numpy().any()
+    array.fill(complex(2, 0))
+    np.testing.assert_array_equal(array.to_numpy(), np.full(4, 2.0))
+
+
+@pytest.mark.parametrize("name, value", [("float4_e2m1fn", 7.5), ("float6_e3m2fn", 31.0)])
+def test_a_value_past_half_a_step_beyond_a_saturating_types_largest_is_refused(queue, name,
+                                                                                   value):
+    # float4_e2m1fn's largest is 6, its step there 2: from 7 on a value rounds past it, and
+    # the type saturates (7.5 would be stored as 6); float6_e3m2fn's is 28 (step 4).
+    if not hasattr(ml_dtypes, name):
+        pytest.skip(f"ml_dtypes {ml_dtypes.__version__} has no {name}")
+    dtype = getattr(ml_dtypes, name)
+    with pytest.raises(ValueError, match=f"does not fit in {name}"):
+        ur_cffi.full(2, value, dtype, queue=queue)
+    with pytest.raises(ValueError, match=f"do not all fit in {name}"):
+        ur_cffi.arange(value, value + 1, dtype=dtype, queue=queue)
+
+
+def test_arange_counts_down_past_int64s_range(queue):
+    top = 2**64 - 1
+    assert ur_cffi.arange(top, top - 5, -1, dtype=np.uint64, queue=queue).to_numpy().tolist() \
+        == [top, top - 1, top - 2, top - 3, top - 4]
+    assert ur_cffi.arange(2**63 + 6, 2**63 - 3, -3, dtype=np.uint64,
+                          queue=queue).to_numpy().tolist() == [2**63 + 6, 2**63 + 3, 2**63]

@@ -676,14 +676,15 @@ class _Foreign:
     """A DLPack producer of hand-made tensors (as PyTorch or CuPy export them, or broken)."""
 
     def __init__(self, data, shape, device=(interop.KDL_CPU, 0), ndim=None, shape_pointer=True,
-                 strides=None):
+                 strides=None, dtype=(2, 32), byte_offset=0):
         self.deleted = 0
         self.shape = (ctypes.c_int64 * max(1, len(shape)))(*shape)
         self.strides = None if strides is None else (ctypes.c_int64 * len(strides))(*strides)
         tensor = interop._DLTensor(data, interop._DLDevice(*device),
                                    len(shape) if ndim is None else ndim,
-                                   interop._DLDataType(2, 32, 1),
-                                   self.shape if shape_pointer else None, self.strides, 0)
+                                   interop._DLDataType(*dtype, 1),
+                                   self.shape if shape_pointer else None, self.strides,
+                                   byte_offset)
         self.deleter = interop._DELETER(self._delete)
         self.managed = interop._DLManagedTensorVersioned(interop._DLPackVersion(1, 0), None,
                                                          self.deleter, 0, tensor)
@@ -1281,3 +1282,54 @@ def test_a_release_put_late_waits_for_its_queue_at_teardown(kernels, end, how):
                                  timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "deleted after the kernel: True"
+
+
+# DLPack 1.1's DLDataTypeCode (dlpack.h): kDLFloat8_e3m4 = 7 ... kDLFloat8_e8m0fnu = 14.
+DLPACK_FLOAT8_CODES = {"float8_e3m4": 7, "float8_e4m3": 8, "float8_e4m3b11fnuz": 9,
+                       "float8_e4m3fn": 10, "float8_e4m3fnuz": 11, "float8_e5m2": 12,
+                       "float8_e5m2fnuz": 13, "float8_e8m0fnu": 14}
+
+
+@pytest.mark.parametrize("name", sorted(DLPACK_FLOAT8_CODES))
+def test_float8_types_travel_with_dlpacks_own_codes(queue, rng, name):
+    # Round trips through ur_cffi alone would not see two codes swapped, which another
+    # library (PyTorch) would read as the other type.
+    if not hasattr(ml_dtypes, name):
+        pytest.skip(f"ml_dtypes {ml_dtypes.__version__} has no {name}")
+    dtype = np.dtype(getattr(ml_dtypes, name))
+    array = ur_cffi.zeros(4, dtype, queue=queue, kind="host")
+    capsule = array.__dlpack__(max_version=(1, 1))
+    managed = interop._DLManagedTensorVersioned.from_address(
+        _get_pointer(capsule, b"dltensor_versioned"))
+    assert (managed.dl_tensor.dtype.code, managed.dl_tensor.dtype.bits) == \
+        (DLPACK_FLOAT8_CODES[name], 8)
+    del capsule
+    values = rng.integers(0, 256, 8, dtype=np.uint8)
+    imported = ur_cffi.from_dlpack(
+        _Foreign(values.ctypes.data, (8,), dtype=(DLPACK_FLOAT8_CODES[name], 8)), queue=queue)
+    assert imported.dtype == dtype
+    assert np.array_equal(imported.to_numpy().view(np.uint8), values)
+
+
+@pytest.mark.parametrize("kind", [None, "host"])
+def test_from_dlpack_starts_at_the_tensors_byte_offset(queue, rng, kind):
+    # (PyTorch exports a view as its storage's address and the view's byte_offset.)
+    values = rng.standard_normal(16).astype(np.float32)
+    if kind is None:  # numpy's memory: copied
+        keep, data = values, values.ctypes.data
+    else:  # host USM of the queue's context: wrapped
+        keep = ur_cffi.asarray(values, queue=queue, kind=kind)
+        data = keep.data_ptr()
+    imported = ur_cffi.from_dlpack(_Foreign(data, (4,), byte_offset=8), queue=queue)
+    np.testing.assert_array_equal(imported.to_numpy(), values[2:6])
+    del imported, keep
+    gc.collect()
+
+
+def test_from_pointer_takes_the_whole_allocation_and_not_a_byte_more(queue):
+    array = ur_cffi.zeros(100, np.uint8, queue=queue)
+    base, size = interop.allocation_bounds(queue.context, array.data_ptr())
+    assert ur_cffi.from_pointer(base, (size,), np.uint8, queue=queue).size == size
+    for start, count in ((base, size + 1), (base + 1, size)):
+        with pytest.raises(ValueError, match="run past the USM allocation"):
+            ur_cffi.from_pointer(start, (count,), np.uint8, queue=queue)

@@ -520,3 +520,61 @@ def test_building_a_built_program_says_so(add, device):
             kernel.program.build()
         except ur_cffi.URError as error:
             assert "the program is built already" in str(error)
+
+
+@pytest.mark.cpu_device("the CPU device's Triton kernels take any work-group size")
+def test_a_work_group_of_the_devices_maximum_size_is_taken(add, queue, device, rng):
+    kernel, compiled = add
+    assert kernel.required_local_size is None
+    limit = device.max_work_group_size
+    x, y = (rng.standard_normal(BLOCK).astype(np.float32) for _ in range(2))
+    out = ur_cffi.asarray(np.full(BLOCK, np.nan, np.float32), queue=queue)
+    args = (ur_cffi.asarray(x, queue=queue), ur_cffi.asarray(y, queue=queue), out,
+            np.int32(BLOCK))
+    kernel.launch(queue, limit, limit, *args).wait()
+    np.testing.assert_array_equal(out.to_numpy(), add_reference(x, y))
+    with pytest.raises(ValueError, match="exceeds the device's maximum work-group size"):
+        kernel.launch(queue, 2 * limit, 2 * limit, *args)
+
+
+def test_a_global_offset_is_checked_after_the_same_launch_without_one(add, queue, rng):
+    # The launch after it reused its argument block, which has no offset, unchecked.
+    kernel, compiled = add
+    x, y = (ur_cffi.asarray(rng.standard_normal(BLOCK).astype(np.float32), queue=queue)
+            for _ in range(2))
+    out, size = ur_cffi.zeros(BLOCK, np.float32, queue=queue), compiled.local_size
+    n = np.int32(BLOCK)  # (the same objects: what a reuse needs)
+    for _ in range(2):  # the second reuses the first's block
+        kernel.launch(queue, size, size, x, y, out, n).wait()
+    with pytest.raises(ValueError, match="differ in dimensions"):
+        kernel.launch(queue, size, size, x, y, out, n, global_offset=(0, 0))
+    with pytest.raises(ValueError, match="exceeds size_t"):
+        kernel.launch(queue, size, size, x, y, out, n, global_offset=2**64 - size)
+    queue.finish()
+
+
+def test_launches_refuse_a_view_closed_or_whose_base_was_closed(add, queue, rng):
+    # The memory goes back to the caching allocator, which hands it out again.
+    kernel, compiled = add
+    size = compiled.local_size
+    x, y = (rng.standard_normal(BLOCK).astype(np.float32) for _ in range(2))
+    base = ur_cffi.asarray(np.concatenate([x, x]), queue=queue)
+    out = ur_cffi.asarray(np.full(BLOCK, np.nan, np.float32), queue=queue)
+    launch = kernel.prepare(queue, size, size, base[BLOCK:], ur_cffi.asarray(y, queue=queue),
+                            out, np.int32(BLOCK))
+    launch().wait()
+    np.testing.assert_array_equal(out.to_numpy(), add_reference(x, y))
+    base.close()
+    with pytest.raises(ur_cffi.ClosedError, match="argument 0: USMArray is closed"):
+        launch()
+    base = ur_cffi.zeros(2 * BLOCK, np.float32, queue=queue)
+    view, rest, n = base[:BLOCK], base[BLOCK:], np.int32(BLOCK)
+    launch = kernel.prepare(queue, size, size, view, view, rest, n)
+    for _ in range(2):  # the second Kernel.launch reuses the first's block
+        kernel.launch(queue, size, size, view, view, rest, n).wait()
+    view.close()
+    with pytest.raises(ur_cffi.ClosedError, match="argument 0: USMArray is closed"):
+        launch()
+    with pytest.raises(ur_cffi.ClosedError, match="USMArray view is closed"):
+        kernel.launch(queue, size, size, view, view, rest, n)
+    queue.finish()

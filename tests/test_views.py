@@ -1270,3 +1270,12 @@ def test_a_copy_between_views_that_only_touch_is_made(queue, rng):
     expected = host.copy()
     expected[19:39].reshape(2, 10)[:, ::2] = host[:20].reshape(2, 10)[:, ::2]
     np.testing.assert_array_equal(array.to_numpy(), expected)
+
+
+def test_fill_of_a_strided_view_refuses_offset_and_count(queue):
+    # Without the check it filled the whole view, not the count asked for.
+    array = ur_cffi.zeros(8, np.float32, queue=queue)
+    for part in ({"count": 2}, {"offset": 1}):
+        with pytest.raises(ValueError, match="offset and count need a contiguous array"):
+            array[::2].fill(1.0, **part)
+    assert not array.to_numpy().any()
