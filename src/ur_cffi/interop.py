@@ -484,7 +484,8 @@ def _capsule(data: int, shape, strides, dtype, device, keep, max_version, copied
 _NUMPY_TYPES = {(0, 8): "i1", (0, 16): "i2", (0, 32): "i4", (0, 64): "i8", (1, 8): "u1",
                 (1, 16): "u2", (1, 32): "u4", (1, 64): "u8", (2, 16): "f2", (2, 32): "f4",
                 (2, 64): "f8", (5, 32): "complex32", (5, 64): "c8", (5, 128): "c16",
-                (6, 8): "?", (_BFLOAT, 16): "bfloat16", **{(code, 8): name for name, code in _FLOAT8.items()}}
+                (6, 8): "?", (_BFLOAT, 16): "bfloat16",
+                **{(code, 8): name for name, code in _FLOAT8.items()}}
 
 
 class _Consumed:
