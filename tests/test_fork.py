@@ -291,7 +291,8 @@ FORK_DURING_INIT = REAP + textwrap.dedent("""
         inside.set()
         return initialise(*args)
     ur_cffi.loader._loader_init = marked  # (urLoaderInit, the loader's first call)
-    threading.Thread(target=device_under_test.get, daemon=True).start()  # initialises UR
+    initialising = threading.Thread(target=device_under_test.get, daemon=True)
+    initialising.start()  # initialises UR
     inside.wait()
     read, write = os.pipe()
     pid = os.fork()  # while that thread is inside the loader's initialisation
@@ -306,6 +307,7 @@ FORK_DURING_INIT = REAP + textwrap.dedent("""
         os._exit(0)
     os.close(write)
     report, status = reap(pid, time.monotonic() + float(sys.argv[1]), read)
+    initialising.join()  # (UR calls of a daemon thread at exit: the CUDA adapter crashed)
     print(report.decode(), "|", status)
 """)
 

@@ -730,8 +730,7 @@ def _teardown_at_exit() -> None:
 
 
 # At import, before any finalizer of ours, so it runs after them at exit; its lock also makes
-# the exit wait for an initialisation another thread is in (the process's end under CUDA's
-# adapter still initialising crashed).
+# the exit wait for an initialisation another thread is in.
 atexit.register(_teardown_at_exit)
 
 
