@@ -816,7 +816,7 @@ def test_a_compiled_kernel_launched_by_hand_refuses_what_it_was_not_compiled_for
             (compiled, (x, out, 2.0, n - 1, 256), f"argument 'n' of kernel 'scale': {n - 1} is "
              "not divisible by 16, which Triton compiled the kernel for"),
             (compiled, (x, out, 2.0, np.int32(n - 1), 256), f"argument 'n' of kernel 'scale': "
-             rf"np.int32\({n - 1}\) is not divisible by 16"),
+             rf"(np.int32\()?{n - 1}\)? is not divisible by 16"),  # (numpy 1's repr: the number)
             (compiled, (x, out, 2.0, n, 128), "argument 'BLOCK' of kernel 'scale': 128, where "
              "Triton compiled the kernel with 256"),
             (one, (x, out, 2.0, 200, 256), "argument 'n' of kernel 'scale': 200, where Triton "
