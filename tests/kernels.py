@@ -183,6 +183,12 @@ def store_scalars(out_ptr, a, b, c, d, e, f):
 
 
 @triton.jit
+def store_flag(out_ptr, flag, n):
+    tl.store(out_ptr + 0, flag.to(tl.float64))
+    tl.store(out_ptr + 1, n.to(tl.float64))
+
+
+@triton.jit
 def scale_with_default_block(x_ptr, n, BLOCK: tl.constexpr = 32):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n

@@ -818,3 +818,47 @@ def test_a_signature_declares_bfloat16_and_float8_for_python_numbers(context, qu
     with pytest.raises(TypeError, match="entry 1 is 'bfloat17'; use 'ptr', 'local', 'mem', a "
                                         "numeric numpy dtype or one of"):
         program.kernel(compiled.metadata.name, ("ptr", "bfloat17"))
+
+
+@pytest.mark.cpu_device("the CPU device's programs are SPIR-V, whose parameters are checked")
+def test_a_bool_parameter_takes_0_or_1_only(context, queue, rng):
+    """Triton's i1 is an OpTypeBool parameter, one byte at the launch: it was checked by
+    nothing, and the kernel read np.int8(2) as False, np.uint8(255) as True (the low bit)."""
+    import kernels
+    import ur_cffi.triton
+    from ur_cffi import spirv
+    from ur_cffi.triton import abi
+
+    compiled = ur_cffi.triton.compile(
+        kernels.store_flag, {"out_ptr": "*fp64", "flag": "i1", "n": "i32"}, {},
+        device=queue.device)
+    program = ur_cffi.Program.from_il(context, spirv.drop_capabilities(compiled.asm["spv"]))
+    name = compiled.metadata.name
+    local = compiled.metadata.num_warps * abi.current("intel").threads_per_warp(compiled.metadata)
+    assert program.kernel_parameters[name][:3] == ("ptr", "bool", "int32")
+    n = int(rng.integers(1, 1000))
+    out = ur_cffi.empty(2, np.float64, queue=queue)
+    undeclared, declared = program.kernel(name), program.kernel(name, ("ptr", "int8", "int32"))
+    for kernel, flag in ((undeclared, np.True_), (undeclared, np.False_),
+                         (undeclared, np.uint8(1)), (undeclared, ctypes.c_bool(True)),
+                         (undeclared, ctypes.c_int8(0)), (declared, 1), (declared, 0)):
+        value = flag.value if isinstance(flag, ctypes._SimpleCData) else flag
+        out.fill(np.nan)
+        kernel.launch(queue, local, local, out, flag, np.int32(n)).wait()
+        np.testing.assert_array_equal(out.to_numpy(), [float(bool(value)), n])
+    for kernel, flag, given in ((undeclared, np.int8(2), r"int8 (np.int8\(2\)|2)"),
+                                (undeclared, np.uint8(255), r"uint8 (np.uint8\(255\)|255)"),
+                                (undeclared, ctypes.c_int8(-1), r"c_byte\(-1\)"),
+                                (undeclared, np.int32(1), r"int32 (np.int32\(1\)|1)"),
+                                (undeclared, np.float16(1), r"float16 (np.float16\(1.0\)|1.0)"),
+                                (declared, 2, "int 2"), (declared, -1, "int -1")):
+        with pytest.raises(TypeError, match=f"argument 1 of '{name}' is a bool in the "
+                                            f"kernel's SPIR-V, got {given}: pass np.bool_"):
+            kernel.launch(queue, local, local, out, flag, np.int32(n))
+    for entry in ("int16", "float16", "ptr"):
+        with pytest.raises(ValueError, match=f"entry 1 is '{entry}'; the kernel's SPIR-V "
+                                             "declares a bool there"):
+            program.kernel(name, ("ptr", entry, "int32"))
+    program.kernel(name, ("ptr", "bool", "int32")).launch(queue, local, local, out, True,
+                                                          n).wait()
+    np.testing.assert_array_equal(out.to_numpy(), [1.0, n])

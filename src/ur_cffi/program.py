@@ -425,7 +425,7 @@ class Kernel(_handle.Resource):
         if parameters is not None and hidden_args:
             declared = _hidden_pointers_declared(name, declared, hidden_args, parameters,
                                                  program.context)
-        # (With a signature, the hidden arguments only: check_declared did the rest.)
+        # (With a signature, the hidden arguments and bools only: check_declared did the rest.)
         self._argument_checks = signatures.argument_checks(
             parameters, len(signature) if signature is not None else 0) if parameters else ()
         self.signature, self._declared = signature, declared

@@ -25,11 +25,13 @@ launch also checks each by-value argument's size against them (the CUDA driver w
 kernel's size from whatever bytes it is given).
 
 A program made from SPIR-V (``Program.from_il``, on any adapter) also knows what each kernel
-parameter is (:func:`ur_cffi.spirv.kernel_parameters`): a global pointer, a local one, an
-integer or a float of a width.  A declared signature is checked against that once; without
-one, each launch that packs its arguments checks them against it (:func:`check_arguments`).
+parameter is (:func:`ur_cffi.spirv.kernel_parameters`): a global pointer, a local one, a
+bool, an integer or a float of a width.  A declared signature is checked against that once;
+without one, each launch that packs its arguments checks them against it
+(:func:`check_arguments`).
 Why: Intel's CPU OpenCL runtime crashes the process when a ``Local`` is given for a global
-pointer, and takes a float's bits for an integer parameter without a word.
+pointer, and takes a float's bits for an integer parameter without a word (and any byte for a
+bool: a bool parameter's value is checked, declared or not).
 """
 
 from __future__ import annotations
@@ -128,6 +130,8 @@ _DESCRIPTIONS = {"ptr": "a pointer to global memory", "local": "a pointer to loc
 def _description(parameter: str) -> str:
     if parameter in _DESCRIPTIONS:
         return _DESCRIPTIONS[parameter]
+    if parameter == "bool":
+        return "a bool"
     article = "an" if _bits(parameter) == 8 else "a"
     return f"{article} {_bits(parameter)}-bit {'integer' if parameter[0] == 'i' else 'float'}"
 
@@ -137,16 +141,37 @@ def _takes(parameter: str) -> frozenset:
     may be, besides its width: 8- and 16-bit integers also take the bits of ml_dtypes'
     bfloat16 and float8 (OpenCL C has no such types: kernels take ``ushort``), and a 16-bit
     float the bits of a bfloat16 in an unsigned integer (Triton's SPIR-V types a bf16
-    parameter as a 16-bit float)."""
+    parameter as a 16-bit float).  A bool takes one-byte integers (its value is checked at
+    each launch: :func:`_is_truth_value`)."""
+    if parameter == "bool":
+        return _INTEGERS
     if parameter.startswith("int"):
         return _INTEGERS | ({"ml"} if _bits(parameter) <= 16 else set())
     return frozenset({"float"}) | ({"ml", "unsigned"} if _bits(parameter) == 16 else set())
 
 
 _INTEGERS = frozenset({"signed", "unsigned"})
+_BOOL_VALUE = object()  # in argument_checks: the value is checked (_is_truth_value)
+
+
+def _is_truth_value(value) -> bool:
+    """Whether a by-value argument for a bool parameter is a bool or a one-byte integer
+    (declared: a Python int) that is 0 or 1: the kernel takes the byte as it is."""
+    if isinstance(value, ctypes._SimpleCData):
+        if value._type_ not in "?bB":
+            return False
+        value = value.value
+    elif isinstance(value, np.generic):
+        if value.dtype.kind not in "biu" or value.dtype.itemsize != 1:
+            return False
+    elif type(value) not in (bool, int):
+        return False
+    return bool(value == 0 or value == 1)
 
 
 def _bits(parameter: str) -> int:
+    if parameter == "bool":
+        return 8
     return int(parameter.removeprefix("int").removeprefix("float"))
 
 
@@ -190,10 +215,13 @@ def check_declared(name: str, declared: tuple, parameters: tuple) -> None:
 def argument_checks(parameters: tuple, declared: int) -> tuple:
     """What :func:`check_arguments` checks, worked out once per kernel from its SPIR-V
     ``parameters``: ``(index, argument kinds taken, size in bytes or 0, the kinds of number
-    taken or None)`` of each parameter that is known, after the ``declared`` first (those a
-    signature declares)."""
+    taken, _BOOL_VALUE or None)`` of each parameter that is known, after the ``declared``
+    first (those a signature declares), and of each bool parameter."""
     checks = []
     for index, parameter in enumerate(parameters):
+        if parameter == "bool":
+            checks.append((index, (_release.VALUE,), 1, _BOOL_VALUE))
+            continue
         if index < declared:
             continue
         if parameter == "ptr":
@@ -206,10 +234,10 @@ def argument_checks(parameters: tuple, declared: int) -> tuple:
 
 
 def check_arguments(kernel, args: tuple, words) -> None:
-    """Raise ``TypeError`` if an argument of a launch of ``kernel`` (a hidden one only,
-    where it has a signature) is not what its SPIR-V parameter is (``kernel.parameters``,
-    checked as its ``_argument_checks``): the runtime would crash on a ``Local`` for a global
-    pointer, or read a float's bits as an integer.  ``words``: the launch's argument block
+    """Raise ``TypeError`` if an argument of a launch of ``kernel`` (a hidden one or a
+    bool's only, where it has a signature) is not what its SPIR-V parameter is
+    (``kernel.parameters``, checked as its ``_argument_checks``): the runtime would crash on a
+    ``Local`` for a global pointer, or read a float's bits as an integer.  ``words``: the launch's argument block
     (``_release.new_arguments``), packed from ``args``, which end with the kernel's
     ``hidden_args`` (an integer of a pointer's size for a pointer is packed as one: the
     kernel's ``_declared``)."""
@@ -217,8 +245,9 @@ def check_arguments(kernel, args: tuple, words) -> None:
     for index, kinds, size, takes in kernel._argument_checks:
         base = index * _WORDS
         kind, arg = words[base + 2] & 0xFFFFFFFF, args[index]
-        if kind in kinds and (not size or words[base + 3] == size) \
-                and (takes is None or _category(arg) in takes):
+        if kind in kinds and (not size or words[base + 3] == size) and (
+                takes is None or (_is_truth_value(arg) if takes is _BOOL_VALUE
+                                  else _category(arg) in takes)):
             continue
         raise _argument_error(kernel, index, arg, kernel.parameters[index], given)
 
@@ -231,6 +260,8 @@ def _argument_error(kernel, index: int, arg, parameter: str, given: int) -> Type
         hint = "pass a USMArray (an address needs a signature that declares 'ptr')"
     elif parameter == "local":
         hint = "pass a ur_cffi.Local of its size in bytes"
+    elif parameter == "bool":
+        hint = "pass np.bool_(x) (or a one-byte integer, 0 or 1)"
     elif parameter.startswith("int"):
         hint = f"pass np.int{_bits(parameter)}(x) or np.uint{_bits(parameter)}(x)" + (
             " (or a bfloat16's or float8's bits)" if _bits(parameter) <= 16 else "")

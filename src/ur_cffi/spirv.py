@@ -25,6 +25,7 @@ OP_ENTRY_POINT = 15
 OP_EXECUTION_MODE = 16
 OP_CAPABILITY = 17
 OP_EXECUTION_MODE_ID = 331
+OP_TYPE_BOOL = 20
 OP_TYPE_INT = 21
 OP_TYPE_FLOAT = 22
 OP_TYPE_POINTER = 32
@@ -55,7 +56,7 @@ EXTENSION_KERNEL_ATTRIBUTES_INTEL = "SPV_INTEL_kernel_attributes"
 _FEWEST_WORDS = {
     3: 3, 5: 3, 7: 3, OP_LINE: 4, OP_EXTENSION: 2, 11: 3, 12: 5, 14: 3,  # OpSource ...
     OP_ENTRY_POINT: 4, OP_EXECUTION_MODE: 3, OP_CAPABILITY: 2, OP_EXECUTION_MODE_ID: 3,
-    19: 2, 20: 2, OP_TYPE_INT: 4, OP_TYPE_FLOAT: 3, 23: 4, 28: 4, 30: 2,  # OpTypeVoid ...
+    19: 2, OP_TYPE_BOOL: 2, OP_TYPE_INT: 4, OP_TYPE_FLOAT: 3, 23: 4, 28: 4, 30: 2,  # OpTypeVoid ...
     OP_TYPE_POINTER: 4, OP_TYPE_FUNCTION: 3, OP_TYPE_UNTYPED_POINTER_KHR: 3,
     41: 3, 42: 3, 43: 4, 44: 3, 46: 3,  # OpConstantTrue ... OpConstantNull
     OP_FUNCTION: 5, OP_FUNCTION_PARAMETER: 3, OP_FUNCTION_END: 1, 57: 4,  # ... OpFunctionCall
@@ -299,9 +300,9 @@ def kernel_parameters(module):
     """Return ``{entry point name: (parameter, ...)}``: what each kernel's parameters are.
 
     A parameter is ``"ptr"`` (a pointer to global, constant or generic memory), ``"local"``
-    (a pointer to work-group memory), ``"int8"`` to ``"int64"`` (an integer of that width:
-    SPIR-V for OpenCL does not say whether it is signed), ``"float16"`` to ``"float64"``, or
-    None (anything else: a by-value struct, a vector, an image, a sampler).
+    (a pointer to work-group memory), ``"bool"`` (Triton's i1: one byte at a launch),
+    ``"int8"`` to ``"int64"`` (an integer of that width: SPIR-V for OpenCL does not say
+    whether it is signed), ``"float16"`` to ``"float64"``, or None (anything else: a by-value struct, a vector, an image, a sampler).
     Raises ValueError if the module is malformed.
     """
     words, _ = _words(module)
@@ -315,6 +316,8 @@ def kernel_parameters(module):
             function = None
         if op == OP_ENTRY_POINT and n >= 4:
             names.setdefault(words[off + 2], []).append(_string(words, off + 3, off + n, off))
+        elif op == OP_TYPE_BOOL and n >= 2:
+            types[words[off + 1]] = "bool"
         elif op == OP_TYPE_INT and n >= 3 and words[off + 2] in (8, 16, 32, 64):
             types[words[off + 1]] = f"int{words[off + 2]}"
         elif op == OP_TYPE_FLOAT and n >= 3 and words[off + 2] in (16, 32, 64):
