@@ -3,6 +3,7 @@ barriers, wait lists on every enqueue, and asynchronous work ordered only by eve
 
 import ctypes
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -347,3 +348,51 @@ def test_finish_of_an_out_of_order_queue_waits_for_a_kernel_still_running(contex
         status = event.status
         release.join()
         assert status == COMPLETE
+
+
+@pytest.mark.cpu_device("an OpenCL user event, through the OpenCL adapter's native handles")
+@pytest.mark.parametrize("interruptible", [True, False])
+def test_a_command_that_failed_raises_from_its_wait_on_either_path(context, queue,
+                                                                   interruptible):
+    # The interruptible wait hands a long wait to a helper thread: the error that helper's
+    # urEventWait returned must reach the caller, as the plain blocking call's does (dropping
+    # it left every other test passing).  The command fails for real: a barrier behind an
+    # OpenCL user event that another thread sets to an error status.
+    from ur_cffi import ffi, lib
+
+    opencl = ctypes.CDLL("libOpenCL.so.1")  # loaded by the OpenCL adapter already
+    opencl.clCreateUserEvent.restype = ctypes.c_void_p
+    opencl.clCreateUserEvent.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    opencl.clSetUserEventStatus.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    opencl.clReleaseEvent.argtypes = [ctypes.c_void_p]
+    native = ffi.new("ur_native_handle_t *")
+    assert lib.urContextGetNativeHandle(context.handle, native) == 0
+    status = ctypes.c_int()
+    user_event = opencl.clCreateUserEvent(ctypes.c_void_p(int(native[0])), ctypes.byref(status))
+    assert status.value == 0 and user_event
+    wrapped, barrier = ffi.new("ur_event_handle_t *"), ffi.new("ur_event_handle_t *")
+    assert lib.urEventCreateWithNativeHandle(ffi.cast("ur_native_handle_t", user_event),
+                                             context.handle, ffi.NULL, wrapped) == 0
+    assert lib.urEnqueueEventsWaitWithBarrier(queue.handle, 1, wrapped, barrier) == 0
+    failed = ur_cffi.Event(barrier[0], queue)
+    queue.barrier().close()  # (the failing one is no longer the queue's latest command)
+    threads_then = []
+
+    def fail_it():
+        time.sleep(0.2)
+        threads_then.extend(thread.name for thread in threading.enumerate())
+        assert opencl.clSetUserEventStatus(ctypes.c_void_p(user_event), -5) == 0
+
+    previous = ur_cffi.set_interruptible_waits(interruptible)
+    setter = threading.Thread(target=fail_it)
+    try:
+        setter.start()
+        with pytest.raises(errors.InEventListExecStatusError, match="urEventWait"):
+            failed.wait()
+    finally:
+        ur_cffi.set_interruptible_waits(previous)
+        setter.join()
+        failed.close()
+        assert lib.urEventRelease(wrapped[0]) == 0
+        opencl.clReleaseEvent(ctypes.c_void_p(user_event))
+    assert ("ur_cffi urEventWait" in threads_then) is interruptible, threads_then
