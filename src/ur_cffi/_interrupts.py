@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import threading
+import weakref
 from threading import get_ident
 
 from . import _forking
@@ -48,6 +49,13 @@ _holding_back: set = set()
 """Code objects of :func:`hold_back_in`'s functions."""
 
 _HOLDING_BACK_DEPTH = 12
+
+# The standard library's weak collections (ur_cffi's registries of queues, sub-devices, Triton
+# contexts...) drop a dead entry in a callback, where a KeyboardInterrupt would be printed and
+# lost: held back there too.
+_holding_back.update(collection._remove.__code__ for collection in (
+    weakref.WeakSet(), weakref.WeakKeyDictionary(), weakref.WeakValueDictionary())
+    if hasattr(collection, "_remove"))
 
 
 def hold_back_in(function):
