@@ -237,10 +237,10 @@ def check_arguments(kernel, args: tuple, words) -> None:
     """Raise ``TypeError`` if an argument of a launch of ``kernel`` (a hidden one or a
     bool's only, where it has a signature) is not what its SPIR-V parameter is
     (``kernel.parameters``, checked as its ``_argument_checks``): the runtime would crash on a
-    ``Local`` for a global pointer, or read a float's bits as an integer.  ``words``: the launch's argument block
-    (``_release.new_arguments``), packed from ``args``, which end with the kernel's
-    ``hidden_args`` (an integer of a pointer's size for a pointer is packed as one: the
-    kernel's ``_declared``)."""
+    ``Local`` for a global pointer, or read a float's bits as an integer.  ``words``: the
+    launch's argument block (``_release.new_arguments``), packed from ``args``, which end
+    with the kernel's ``hidden_args`` (an integer of a pointer's size for a pointer is packed
+    as one: the kernel's ``_declared``)."""
     given = len(args) - len(kernel.hidden_args)
     for index, kinds, size, takes in kernel._argument_checks:
         base = index * _WORDS
