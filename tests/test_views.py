@@ -1279,3 +1279,31 @@ def test_fill_of_a_strided_view_refuses_offset_and_count(queue):
         with pytest.raises(ValueError, match="offset and count need a contiguous array"):
             array[::2].fill(1.0, **part)
     assert not array.to_numpy().any()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_astype_casts_as_numpy_and_keeps_the_layout(q, rng, kind):
+    """Casting needed ``ur_cffi.asarray(a, dtype, queue=a.queue)`` (no ``astype``, PyTorch's
+    ``to(dtype)``): a new array laid out as the view is, on its queue, of its kind."""
+    base = rng.uniform(-300, 300, (6, 10))
+    for source, target in zip(rng.permutation(DTYPES), rng.permutation(DTYPES)):
+        host = base.astype(source)[1:, ::-3].T  # a stepped, reversed, transposed view
+        array = ur_cffi.asarray(base.astype(source), queue=q, kind=kind)[1:, ::-3].T
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (numpy's overflow warnings: the same casts)
+            cast, expected = array.astype(target), host.astype(target)
+        assert (cast.dtype, cast.shape, cast.kind, cast.queue) == (target, host.shape, kind, q)
+        assert cast.strides == expected.strides, (source, target)
+        assert cast.to_numpy().tobytes() == np.ascontiguousarray(expected).tobytes(), \
+            (source, target)
+        assert array.astype(source, copy=False) is array
+        kept = array.astype(source)
+        assert kept is not array and kept.data_ptr() != array.data_ptr()
+        assert kept.to_numpy().tobytes() == np.ascontiguousarray(host).tobytes()
+    with pytest.raises(TypeError, match="astype: copy must be True or False, not str 'no'"):
+        array.astype(np.float32, copy="no")
+    with pytest.raises(TypeError, match="not understood|dtype"):
+        array.astype("float33")
+    array.base.close() if array.base is not None else array.close()
+    with pytest.raises(ur_cffi.ClosedError):
+        array.astype(np.float32, copy=False)

@@ -929,6 +929,22 @@ class USMArray(_handle.Resource):
         out.copy_from(self, queue=queue)
         return out
 
+    def astype(self, dtype, *, copy: bool = True) -> USMArray:
+        """A new array of ``dtype`` with this array's elements cast as numpy casts them
+        (numpy's ``astype``, PyTorch's ``to(dtype)``), laid out as this one is, on its queue
+        and of its kind; ``copy=False``: this array itself where it is of ``dtype`` already.
+        A cast goes through host memory (read, cast by numpy, written back), blocking."""
+        from .creation import empty_like
+
+        target = _dtype(dtype)
+        copy = _checks.flag("astype: copy", copy)
+        if not copy and target == self._dtype:
+            self.data_ptr()  # noqa: B018 - raises ClosedError
+            return self
+        out = empty_like(self, target)
+        out._assign(self, None)
+        return out
+
     def zero_(self) -> USMArray:
         """Set every element to zero, in place (PyTorch's ``zero_``; a blocking fill); returns
         this array.  ``@triton.autotune(reset_to_zero=...)`` calls it.  On the current Triton
