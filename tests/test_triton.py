@@ -1408,6 +1408,31 @@ def test_torch_paths_are_neutralized(tq):
     assert driver.get_benchmarker() is ur_triton.bench.benchmark
 
 
+def test_triton_testing_assert_close_takes_arrays_without_torch(tq, rng):
+    """``triton.testing.assert_close`` made torch tensors of its inputs (ModuleNotFoundError
+    with torch blocked, a review's port of Triton's tutorials): it reads them as numpy."""
+    import ml_dtypes
+
+    host = random32(rng, int(rng.integers(100, 1000)))
+    x = ur_cffi.asarray(host, queue=tq)
+    triton.testing.assert_close(x, host.astype(np.float64) + 5e-3)
+    triton.testing.assert_close(x.to_numpy().tolist(), x)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        triton.testing.assert_close(x, host + 0.1)
+    seen = []
+    triton.testing.assert_close(x, host + 0.1, atol=lambda dtype: seen.append(dtype) or 0.2)
+    assert seen == [np.dtype(np.float32)]
+    bf16 = ur_cffi.asarray(host.astype(ml_dtypes.bfloat16), queue=tq)
+    triton.testing.assert_close(bf16, host, atol=0, rtol=2 ** -8)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        triton.testing.assert_close(bf16, host, atol=0, rtol=2 ** -12)
+    triton.testing.assert_close(1.0, 1.005)
+    with pytest.raises(AssertionError, match="^sum 1.0 is not close to 2.0 "
+                                             r"\(atol=0.01, rtol=0.0\)$"):
+        triton.testing.assert_close(1.0, 2.0, err_msg="sum")
+    assert "torch" not in sys.modules or sys.modules["torch"] is None
+
+
 def test_launch_hooks_see_the_queue(tq, rng):
     """Triton's launch hooks run around a launch with its metadata (3.3: CompiledKernel's
     hooks; 3.4+: the hook chains of triton.knobs, which the launcher passes over when empty)."""

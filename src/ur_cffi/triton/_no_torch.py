@@ -15,6 +15,12 @@ With ``ur_cffi.triton`` active, these module attributes of the installed Triton 
   sources; any such build in this process is for the Intel backend, so the answer is True.
 - ``triton.testing._support_elapsed_time`` and ``triton.testing.Event``: torch XPU events;
   replaced by UR profiling events (``bench.py``).
+- ``triton.testing.assert_close``: makes torch tensors of its inputs only to read them back
+  as numpy arrays; :func:`assert_close` reads them as numpy arrays directly.
+
+Not replaced: ``triton.testing.do_bench_cudagraph`` (CUDA graphs), and ``get_dram_gbps``,
+``get_max_tensorcore_tflops`` and ``get_max_simd_tflops`` (NVIDIA's figures, from
+``torch.cuda``): with torch blocked they raise ``ImportError``.
 
 The stock driver's torch uses (``XPUDriver.get_current_stream``, ``get_current_target``,
 ``get_device_interface``, ``get_empty_cache_for_benchmark``...) are not patched: the UR driver
@@ -124,6 +130,40 @@ def install(patches: Patches) -> None:
         patches.replace(testing, "_support_elapsed_time", bench.supports_elapsed_time)
     if hasattr(testing, "Event"):
         patches.replace(testing, "Event", bench.make_event)
+    if hasattr(testing, "assert_close"):
+        patches.replace(testing, "assert_close", assert_close)
+
+
+def assert_close(x, y, atol=None, rtol=None, err_msg="") -> None:
+    """``triton.testing.assert_close`` without torch: ``x`` and ``y`` are numbers,
+    sequences, numpy arrays or arrays with ``to_numpy()`` (a USMArray: a blocking read);
+    ``atol`` (default 1e-2) and ``rtol`` (default 0) as Triton's, a callable given ``x``'s
+    numpy dtype.  ml_dtypes' low-precision numbers are compared as float32, as Triton
+    compares a bfloat16 tensor."""
+    import numpy as np
+
+    x, y = _compared(x), _compared(y)
+    atol = 1e-2 if atol is None else atol
+    atol = atol(x.dtype) if callable(atol) else atol
+    rtol = 0.0 if rtol is None else rtol
+    rtol = rtol(x.dtype) if callable(rtol) else rtol
+    if x.dtype.type.__module__.startswith("ml_dtypes"):
+        x = x.astype(np.float32)
+    if y.dtype.type.__module__.startswith("ml_dtypes"):
+        y = y.astype(np.float32)
+    if x.size > 1 or y.size > 1:
+        np.testing.assert_allclose(x, y, atol=atol, rtol=rtol, equal_nan=True)
+        return
+    if not np.allclose(x, y, atol=atol, rtol=rtol):
+        raise AssertionError(f"{err_msg} {x} is not close to {y} (atol={atol}, rtol={rtol})")
+
+
+def _compared(value):
+    import numpy as np
+
+    if hasattr(value, "to_numpy"):
+        value = value.to_numpy()
+    return np.asarray(value)
 
 
 class _Array:
