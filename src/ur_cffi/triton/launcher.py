@@ -763,7 +763,9 @@ def _explain_host_arrays(function, args, kwargs) -> None:
             raise TypeError(
                 f"kernel {function.__name__!r}: argument {name!r} is a "
                 f"{type(value).__name__} {value!r:.60}: a kernel takes device memory (an "
-                "object with data_ptr() and dtype), Python int/float/bool or None") from None
+                "object with data_ptr() and dtype), Python int/float/bool or None; a "
+                "compile-time value (a tl.dtype, a str) needs its parameter annotated "
+                "tl.constexpr") from None
 
 
 def _checked_address(where: str, address, arg) -> int:
