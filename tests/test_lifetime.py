@@ -1024,3 +1024,59 @@ def test_memory_stats_keep_counting_across_a_teardown():
     # one allocation more (from UR: a new context), freed into the cache, and the teardown's
     # free of the kept one (through UR)
     assert done.stdout.strip() == "[1, 0, 1, 2, 1]"
+
+
+ENUMERATING_AT_EXIT = textwrap.dedent("""
+    import os, threading, time
+    import ur_cffi
+    from ur_cffi import device
+
+    inside, enumerate_devices = threading.Event(), device._enumerate
+    def slowly():  # (urPlatformGet of the CUDA adapter initialises CUDA: it takes a while)
+        inside.set()
+        time.sleep(0.3)
+        found = enumerate_devices()
+        os.write(1, b"enumerated\\n")
+        return found
+    device._enumerate = slowly
+    threading.Thread(target=ur_cffi.devices, daemon=True).start()
+    inside.wait()
+    print("main ends", flush=True)
+""")
+
+AGAIN_AFTER_THE_EXIT = textwrap.dedent("""
+    import atexit, os, sys, threading
+
+    def after_ur_cffi():  # registered first: runs after ur_cffi's teardown at exit
+        outcome = []
+        def enumerate_devices():
+            try:
+                ur_cffi.devices()
+                outcome.append("initialised again")
+            except ur_cffi.ClosedError as error:
+                outcome.append(str(error))
+        thread = threading.Thread(target=enumerate_devices)
+        thread.start()
+        thread.join()
+        os.write(1, (outcome[0] + "\\n").encode())
+
+    atexit.register(after_ur_cffi)
+    import ur_cffi
+    ur_cffi.devices()
+    print("main ends", flush=True)
+""")
+
+
+def test_the_exit_waits_for_a_daemon_threads_device_enumeration():
+    # The process ended under a daemon thread's urPlatformGet: the CUDA adapter crashed
+    # (SIGSEGV in 25 of 48 runs of the fork-during-initialisation test's parent without its
+    # join, on an H200, 2026-12-07 13:15).  Nor does another thread initialise UR again after
+    # the teardown at exit.
+    done = crash_probe.run_child(code=ENUMERATING_AT_EXIT, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["main", "ends", "enumerated"], done.stdout
+    done = crash_probe.run_child(code=AGAIN_AFTER_THE_EXIT, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[:2] == [
+        "main ends", "UR was torn down at the interpreter's exit: another thread cannot "
+        "initialise it again (the process's end under it crashed the CUDA adapter)"], done.stdout

@@ -35,6 +35,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import warnings
 
 from . import _checks, _forking, _handle, _release, _waiting, queue
@@ -83,7 +84,7 @@ PRELOAD_FILTER_ENV = "UR_LOADER_PRELOAD_FILTER"
 _lock = _forking.lock(reentrant=True)
 _state: dict = {"adapters": None, "validation": False, "generation": 0,
                 "log": None, "own_log": False, "forked": False, "selector": None,
-                "initialising": False}
+                "initialising": False, "exited": False}
 
 
 class ValidationError(RuntimeError):
@@ -434,6 +435,10 @@ def init(validation: bool | None = None) -> list[Adapter]:
                 "this process was forked; a child cannot use "
                 "its parent's UR state. Fork before using ur_cffi, or use multiprocessing's "
                 "'spawn' or 'forkserver' start method")
+        if _state["exited"] and threading.current_thread() is not threading.main_thread():
+            raise _handle.ClosedError("UR was torn down at the interpreter's exit: another "
+                                      "thread cannot initialise it again (the process's end "
+                                      "under it crashed the CUDA adapter)")
         if _state["adapters"] is not None:
             if validation and not _state["validation"]:
                 raise RuntimeError("the UR loader is already initialised without validation")
@@ -712,8 +717,13 @@ def _teardown_at_exit() -> None:
     :data:`VALIDATION_EXIT_STATUS` at once (exit functions registered before ur_cffi's import
     do not run then); a skipped teardown is said on stderr, as it makes no report."""
     try:
-        with section:  # a Ctrl-C (or one re-sent) now comes after the teardown, not inside it
+        # A Ctrl-C (or one re-sent) now comes after the teardown, not inside it.  A device
+        # enumeration another thread is in ends first (on CUDA, the process's end under one
+        # crashed: urPlatformGet), and none begins after: the enumeration's lock comes first,
+        # as devices() takes them.
+        with section, _enumerations_ended(), _lock:
             skipped = _teardown("skip")
+            _state["exited"] = True
         if skipped and _state["validation"] and sys.stderr is not None:
             sys.stderr.write(f"ur_cffi: no teardown at exit, so no leak report: the memory of "
                              f"{skipped} array(s) is still used outside ur_cffi (numpy views, "
@@ -727,6 +737,12 @@ def _teardown_at_exit() -> None:
             sys.stderr.write(f"ur_cffi: {error}\n")
             sys.stderr.flush()
         os._exit(VALIDATION_EXIT_STATUS)
+
+
+def _enumerations_ended():
+    """``device.devices()``'s lock (a no-op where that module is not loaded)."""
+    device = sys.modules.get(f"{__package__}.device")
+    return device._cache_lock if device is not None else contextlib.nullcontext()
 
 
 # At import, before any finalizer of ours, so it runs after them at exit; its lock also makes
