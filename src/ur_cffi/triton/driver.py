@@ -232,6 +232,12 @@ def _release_slot(slot: list) -> int:
 
 
 _made_queue: weakref.ref | None = None
+
+# The ``using`` scopes of each thread and asyncio task (a new thread starts with none; a task,
+# with those of the code that made it), innermost last, as (driver, scope) pairs: one variable
+# for all drivers, as a context keeps every variable once set in it (one per driver grew
+# without end, each ``using()`` block without ``activate()`` making a driver).
+_USING_SCOPES = contextvars.ContextVar("ur_cffi.triton using scopes", default=())
 """The queue ``activate()`` made without one given: the next such call gives it again while it
 lives.  Never closed by ur_cffi.triton: arrays made on it keep it (and its context) alive after
 ``deactivate()``, and it is released when the last of them goes."""
@@ -247,10 +253,7 @@ class URDriver(DriverBase):
         self.launch_lock = enqueue_lock  # also guards the launchers' argument blocks
         self.raw_launch_lock = raw_enqueue_lock  # the same, inside an _interrupts.section
         self._default: Scope | None = None
-        # The ``using`` scopes of each thread and asyncio task (a new thread starts with
-        # none; a task, with those of the code that made it), innermost last.
-        self._scopes = contextvars.ContextVar(f"ur_cffi.triton scopes of {id(self):x}",
-                                              default=())
+        self._scopes = _USING_SCOPES
         self._last_event: Event | None = None
         self._latest = _LatestEvent()
         self._latest_queue: Queue | None = None
@@ -289,9 +292,9 @@ class URDriver(DriverBase):
 
     def scope(self) -> Scope:
         """The innermost ``using`` scope of this thread or task, else the default one."""
-        stack = self._scopes.get()
-        if stack:
-            return stack[-1]
+        for driver, scope in reversed(self._scopes.get()):
+            if driver is self:
+                return scope
         if self._default is None:
             if self._closed:  # a CompiledKernel kept from then, launched by hand
                 raise RuntimeError(
@@ -303,20 +306,20 @@ class URDriver(DriverBase):
 
     def current_queue(self) -> Queue | None:
         """The queue of :meth:`scope`, or None where there is none."""
-        stack = self._scopes.get()
-        scope = stack[-1] if stack else self._default
+        scope = next((scope for driver, scope in reversed(self._scopes.get())
+                      if driver is self), self._default)
         return None if scope is None else scope.queue
 
     def push(self, scope: Scope) -> None:
         """Enter a ``using`` block in this thread or task."""
-        self._scopes.set((*self._scopes.get(), self._note_context(scope)))
+        self._scopes.set((*self._scopes.get(), (self, self._note_context(scope))))
 
     def pop(self, scope: Scope) -> None:
         """Leave the ``using`` block entered with ``scope``, wherever it is in this thread's or
         task's stack (a generator's block may end after those entered inside it)."""
         stack = self._scopes.get()
         for index in range(len(stack) - 1, -1, -1):
-            if stack[index] is scope:
+            if stack[index][1] is scope:
                 self._scopes.set(stack[:index] + stack[index + 1:])
                 return
 
@@ -438,7 +441,9 @@ class URDriver(DriverBase):
     def get_current_device(self):
         """``(context, device)`` of the current queue (Triton's per-device cache key)."""
         stack = self._scopes.get()  # scope(), inlined: Triton asks on every launch
-        return stack[-1].device_key if stack else (self._default or self.scope()).device_key
+        if stack and stack[-1][0] is self:
+            return stack[-1][1].device_key
+        return (not stack and self._default or self.scope()).device_key
 
     def set_current_device(self, device_key) -> None:
         """Not supported: choose the device by choosing the queue (``using``)."""
@@ -447,7 +452,9 @@ class URDriver(DriverBase):
     def get_current_stream(self, device=None) -> Queue:
         """The ur_cffi Queue launches go to."""
         stack = self._scopes.get()  # scope(), inlined: Triton asks on every launch
-        return stack[-1].queue if stack else (self._default or self.scope()).queue
+        if stack and stack[-1][0] is self:
+            return stack[-1][1].queue
+        return (not stack and self._default or self.scope()).queue
 
     def get_current_target(self):
         """The ``GPUTarget`` of the current queue's device (``target.py``).

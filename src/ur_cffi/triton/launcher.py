@@ -247,7 +247,8 @@ class Launcher:
                                                           owners)
             return
         stack = driver._scopes.get()  # driver.scope(), inlined: a hot path
-        scope = stack[-1] if stack else driver._default or driver.scope()
+        scope = stack[-1][1] if stack and stack[-1][0] is driver else \
+            not stack and driver._default or driver.scope()
         if recording and stream in recording:  # a ur_cffi.Graph records it instead (graph.py)
             recording[stream].record_triton(self, (grid_x, grid_y, grid_z), stream, function,
                                             addresses, values, args, owners, scope.wait_for)
