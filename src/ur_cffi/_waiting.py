@@ -113,24 +113,24 @@ def wait(blocking_call, name: str, *args, probe=None) -> None:
     handles, retain_name, release_name = _held(name, args)
     outcome, held, finished = [], [], threading.Event()
     owner = ["caller"]  # who gives the references back: "caller", then "helper" once it runs
+    thread = None  # the helper's
 
     def give_back():
         while held:
             getattr(lib, release_name)(held.pop())
         with _helpers_lock:
-            _helpers.pop(helper, None)
+            _helpers.pop(thread, None)
 
-    def run():
+    def run():  # (the helper sets ``finished`` after it)
+        threading.current_thread().name = f"ur_cffi {name}"
         with _helpers_lock:
             if owner[0] != "caller":  # the caller gave up on it (below) and gave them back
-                finished.set()
                 return
             owner[0] = "helper"
         try:
             outcome.append(blocking_call(*args))
         finally:
             give_back()
-            finished.set()
 
     def give_back_unless_running():
         with _helpers_lock:
@@ -139,23 +139,24 @@ def wait(blocking_call, name: str, *args, probe=None) -> None:
             owner[0] = "nobody"
         give_back()
 
-    helper = threading.Thread(target=run, name=f"ur_cffi {name}", daemon=True)
-    # Ctrl-C waits until the helper runs (or not at all): one arriving inside start() would
-    # otherwise give the references back under a helper that waits on with them.
+    # Ctrl-C waits until the helper runs (or not at all): one arriving inside the hand-off
+    # would otherwise give the references back under a helper that waits on with them.
     with section:
         try:
             for handle in handles:
                 check(getattr(lib, retain_name)(handle), retain_name)
                 held.append(handle)
+            helper = _idle_helper()
+            thread = helper.thread
             with _helpers_lock:
-                _helpers[helper] = finished
-            helper.start()
+                _helpers[thread] = finished
+            helper.hand(run, finished.set)
         except (RuntimeError, MemoryError):  # no thread to be had (address space exhausted)
             give_back_unless_running()
             started = owner[0] == "helper"
         except BaseException:
-            # (Another signal's handler may raise inside start() or after it: the helper
-            # may run, and wait, with the references.)
+            # (Another signal's handler may raise inside the hand-off or after it: the
+            # helper may run, and wait, with the references.)
             give_back_unless_running()
             raise
         else:
@@ -163,12 +164,61 @@ def wait(blocking_call, name: str, *args, probe=None) -> None:
     if not started:
         check(blocking_call(*args), name)
         return
-    _wait_for(helper, finished)  # a signal interrupts this; the helper then keeps waiting
+    _wait_for(thread, finished)  # a signal interrupts this; the helper then keeps waiting
     if not outcome:  # the helper died before it could wait (no memory for its stack, say)
         give_back()
         check(blocking_call(*args), name)
         return
     check(outcome[0], name)
+
+
+class _Helper:
+    """A daemon thread that runs the blocking waits handed to it, one at a time, kept for the
+    next once its wait has returned: Intel's CPU runtime keeps memory for good for each thread
+    that ever called it (about 60 bytes), so a new thread for each wait grew without end."""
+
+    __slots__ = ("thread", "_work", "_handed")
+
+    def __init__(self):
+        self._work = None
+        self._handed = threading.Lock()
+        self._handed.acquire()
+        self.thread = threading.Thread(target=self._serve, name="ur_cffi wait", daemon=True)
+
+    def hand(self, work, then) -> None:
+        """Have the thread run ``work()``, then be idle again, then call ``then()`` (a caller
+        told its wait is done finds the helper idle for its next)."""
+        self._work = (work, then)
+        self._handed.release()
+
+    def _serve(self) -> None:
+        while True:
+            self._handed.acquire()
+            (work, then), self._work = self._work, None
+            try:
+                work()
+            finally:
+                self.thread.name = "ur_cffi wait"  # (work names it after its wait)
+                with _helpers_lock:
+                    _idle.append(self)
+                then()
+
+
+_idle: list[_Helper] = []  # helpers whose last wait has returned
+os.register_at_fork(after_in_child=_idle.clear)  # (their threads are the parent's)
+
+
+def _idle_helper() -> _Helper:
+    """A helper with nothing to do, started if new; ``RuntimeError`` (or ``MemoryError``)
+    where no thread can be started."""
+    with _helpers_lock:
+        while _idle:
+            helper = _idle.pop()
+            if helper.thread.is_alive():
+                return helper
+    helper = _Helper()
+    helper.thread.start()
+    return helper
 
 
 def _wait_for(helper: threading.Thread, finished: threading.Event) -> None:
