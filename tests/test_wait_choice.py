@@ -180,6 +180,33 @@ def test_an_interrupted_wait_leaves_the_next_one_unpredicted(add, queue):
     check()
 
 
+def test_a_queue_waited_for_by_events_only_does_not_note_kernels_without_end(
+        build_triton, context, device, rng, interruptible_waits):
+    """An out-of-order queue never finished kept a window entry for every Kernel object ever
+    launched on it (a review's soak: 10,001 after 10,000 launches of new Kernels, each
+    Event waited): past 64 an Event's wait forgets them, and the next finish is waited for
+    interruptibly, as for work not measured."""
+    program, compiled = build_triton("add", BLOCK=BLOCK)
+    n = 1000
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    with ur_cffi.Queue(context, device, out_of_order=True) as queue:
+        arrays = [ur_cffi.asarray(a, queue=queue) for a in (x, y)]
+        out = ur_cffi.empty(n, np.float32, queue=queue)
+        sizes = []
+        for _ in range(200):
+            out.fill(np.nan)
+            kernel = program.kernel(compiled.name, **compiled.options)
+            kernel.launch(queue, -(-n // BLOCK) * compiled.local_size, compiled.local_size,
+                          *arrays, out, np.int32(n)).wait()
+            sizes.append(len(queue._window))
+        assert max(sizes) <= 66, max(sizes)  # (the fill's entry, and one launch past 64)
+        np.testing.assert_array_equal(out.to_numpy(), (x.astype(np.float64) + y).astype(
+            np.float32))
+        interruptible_waits.clear()
+        queue.finish()
+        assert len(interruptible_waits) == 1, interruptible_waits  # (a barrier's urEventWait)
+
+
 def test_an_event_is_released_once_however_it_ends(add, queue):
     launch, check = add(1000)
     event = launch()

@@ -30,6 +30,7 @@ from .info import query
 _EXECUTION_STATUS = int(ur_event_info_t.UR_EVENT_INFO_COMMAND_EXECUTION_STATUS)
 _COMPLETE = int(ur_event_status_t.UR_EVENT_STATUS_COMPLETE)
 _STATUS_SIZE = ffi.sizeof("ur_event_status_t")
+_WINDOW_KERNELS = 64  # the kernels a queue's window notes before an Event.wait forgets them
 _EVENT_HANDLE = ffi.typeof("ur_event_handle_t")
 _event_release = lib.urEventRelease
 _new_event = object.__new__
@@ -326,6 +327,10 @@ class Event(_handle.Resource):
             queue._wait_for_window(lib.urEventWait, "urEventWait", (1, handle), self._probe)
         else:
             _waiting.wait(lib.urEventWait, "urEventWait", 1, handle, probe=self._probe)
+            if len(queue._window) > _WINDOW_KERNELS:
+                # A queue only such waits end kept an entry per Kernel object launched on it:
+                # its next finish is left unpredicted (interruptible) instead.
+                queue._window = {None: 1}
 
     def _probe(self):
         return self._is_done
