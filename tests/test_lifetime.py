@@ -986,21 +986,31 @@ def test_the_exit_ends_with_daemon_threads_still_building_programs(kernels):
         assert done.stdout.strip() == "main ends"
 
 
-INITIALISING_AT_EXIT = textwrap.dedent("""
-    import os, threading, time
-    import ur_cffi
+def slowed_at_exit(slowed: str, started: str, said: str) -> str:
+    """A child whose daemon thread calls ``started``, which calls ``slowed`` (a module's
+    function, made 0.3 s slower: CUDA's urLoaderInit and urPlatformGet take a while), and
+    prints ``said`` once that returns; the main thread ends meanwhile."""
+    module, name = slowed.rsplit(".", 1)
+    return textwrap.dedent(f"""
+        import os, threading, time
+        import ur_cffi, {module}
 
-    inside, initialise = threading.Event(), ur_cffi.loader._loader_init
-    def slowly(*args):  # (urLoaderInit, the loader's first call: CUDA's takes a while)
-        inside.set()
-        time.sleep(0.3)
-        initialise(*args)
-        os.write(1, b"initialised\\n")
-    ur_cffi.loader._loader_init = slowly
-    threading.Thread(target=ur_cffi.loader.adapters, daemon=True).start()
-    inside.wait()
-    print("main ends", flush=True)
-""")
+        inside, real = threading.Event(), {slowed}
+        def slowly(*args):
+            inside.set()
+            time.sleep(0.3)
+            result = real(*args)
+            os.write(1, b"{said}\\n")
+            return result
+        {slowed} = slowly
+        threading.Thread(target={started}, daemon=True).start()
+        inside.wait()
+        print("main ends", flush=True)
+    """)
+
+
+INITIALISING_AT_EXIT = slowed_at_exit("ur_cffi.loader._loader_init", "ur_cffi.loader.adapters",
+                                      "initialised")
 
 
 def test_the_exit_waits_for_a_daemon_threads_initialisation_of_ur():
@@ -1026,23 +1036,8 @@ def test_memory_stats_keep_counting_across_a_teardown():
     assert done.stdout.strip() == "[1, 0, 1, 2, 1]"
 
 
-ENUMERATING_AT_EXIT = textwrap.dedent("""
-    import os, threading, time
-    import ur_cffi
-    from ur_cffi import device
-
-    inside, enumerate_devices = threading.Event(), device._enumerate
-    def slowly():  # (urPlatformGet of the CUDA adapter initialises CUDA: it takes a while)
-        inside.set()
-        time.sleep(0.3)
-        found = enumerate_devices()
-        os.write(1, b"enumerated\\n")
-        return found
-    device._enumerate = slowly
-    threading.Thread(target=ur_cffi.devices, daemon=True).start()
-    inside.wait()
-    print("main ends", flush=True)
-""")
+ENUMERATING_AT_EXIT = slowed_at_exit("ur_cffi.device._enumerate", "ur_cffi.devices",
+                                     "enumerated")
 
 AGAIN_AFTER_THE_EXIT = textwrap.dedent("""
     import atexit, os, sys, threading
