@@ -232,15 +232,15 @@ def _release_slot(slot: list) -> int:
 
 
 _made_queue: weakref.ref | None = None
+"""The queue ``activate()`` made without one given: the next such call gives it again while it
+lives.  Never closed by ur_cffi.triton: arrays made on it keep it (and its context) alive after
+``deactivate()``, and it is released when the last of them goes."""
 
 # The ``using`` scopes of each thread and asyncio task (a new thread starts with none; a task,
 # with those of the code that made it), innermost last, as (driver, scope) pairs: one variable
 # for all drivers, as a context keeps every variable once set in it (one per driver grew
 # without end, each ``using()`` block without ``activate()`` making a driver).
 _USING_SCOPES = contextvars.ContextVar("ur_cffi.triton using scopes", default=())
-"""The queue ``activate()`` made without one given: the next such call gives it again while it
-lives.  Never closed by ur_cffi.triton: arrays made on it keep it (and its context) alive after
-``deactivate()``, and it is released when the last of them goes."""
 
 
 class URDriver(DriverBase):
