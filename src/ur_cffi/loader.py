@@ -722,6 +722,9 @@ def _teardown_at_exit() -> None:
         # crashed: urPlatformGet), and none begins after: the enumeration's lock comes first,
         # as devices() takes them.
         with section, _enumerations_ended(), _lock:
+            program = sys.modules.get(f"{__package__}.program")
+            if program is not None:
+                program.stop_builds_for_good()
             skipped = _teardown("skip")
             _state["exited"] = True
         if skipped and _state["validation"] and sys.stderr is not None:

@@ -65,13 +65,22 @@ def builds_stopped():
     """A block (the loader's teardown) that program builds in progress have ended before, and
     in which new ones raise ``ClosedError``."""
     with _build_gate:
-        _builds["stopped"] = True
+        stopped, _builds["stopped"] = _builds["stopped"], True
         _build_gate.wait_for(lambda: not _builds["running"])
     try:
         yield
     finally:
         with _build_gate:
-            _builds["stopped"] = False
+            _builds["stopped"] = stopped
+
+
+def stop_builds_for_good() -> None:
+    """Wait for the builds in progress and refuse every later one (the interpreter's exit: a
+    daemon thread that read its context's handle before the teardown released it built on
+    the released handle after it, and Intel's CPU runtime crashed)."""
+    with _build_gate:
+        _builds["stopped"] = True
+        _build_gate.wait_for(lambda: not _builds["running"])
 
 
 class Program(_handle.Resource):
