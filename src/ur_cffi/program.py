@@ -60,13 +60,20 @@ def _building():
             _build_gate.notify_all()
 
 
+def _stop_builds() -> bool:
+    """Refuse new builds and wait for those in progress; return whether they were refused
+    already."""
+    with _build_gate:
+        stopped, _builds["stopped"] = _builds["stopped"], True
+        _build_gate.wait_for(lambda: not _builds["running"])
+    return stopped
+
+
 @contextlib.contextmanager
 def builds_stopped():
     """A block (the loader's teardown) that program builds in progress have ended before, and
     in which new ones raise ``ClosedError``."""
-    with _build_gate:
-        stopped, _builds["stopped"] = _builds["stopped"], True
-        _build_gate.wait_for(lambda: not _builds["running"])
+    stopped = _stop_builds()
     try:
         yield
     finally:
@@ -78,9 +85,7 @@ def stop_builds_for_good() -> None:
     """Wait for the builds in progress and refuse every later one (the interpreter's exit: a
     daemon thread that read its context's handle before the teardown released it built on
     the released handle after it, and Intel's CPU runtime crashed)."""
-    with _build_gate:
-        _builds["stopped"] = True
-        _build_gate.wait_for(lambda: not _builds["running"])
+    _stop_builds()
 
 
 class Program(_handle.Resource):
