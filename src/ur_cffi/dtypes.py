@@ -167,8 +167,3 @@ def integer_bounds(value: np.dtype) -> tuple[int, int]:
         info = ml_dtypes.iinfo(value)
     return int(info.min), int(info.max)
 
-
-def is_numeric(value: np.dtype) -> bool:
-    """Whether USM arrays may hold ``value``: numbers (bool, integers, floats, complex, the
-    low-precision floats), not Python objects, strings or records."""
-    return value.kind in "biufc" or value.name in _NAME_SET
