@@ -52,9 +52,11 @@ USM pools (``allocator``)      ``UR_DEVICE_INFO_USM_POOL_SUPPORT`` from     :fun
                                ``urUSMPoolCreate`` in every release
 =============================  ===========================================  ==================
 
-Backends differ too, in two things the rest of the package acts on: whether a copy from or to
-pageable host memory blocks in its enqueue (:func:`pageable_copies_wait`), and how large a
-launch a device runs (:func:`launch_limits`).
+Backends differ too, in four things the rest of the package acts on: whether a copy from or
+to pageable host memory blocks in its enqueue (:func:`pageable_copies_wait`), how large a
+launch a device runs (:func:`launch_limits`), whether a graph's update takes one memory
+argument per call (:func:`updates_one_memory_argument_per_call`), and whether a 2D copy is one
+copy per row (:func:`copies_rows_one_by_one`).
 
 Alike in every release: ``urDeviceGetSelected`` (``ur_cffi.devices()`` with
 ``ONEAPI_DEVICE_SELECTOR`` set).  What its releases do with a malformed selector differs

@@ -144,4 +144,5 @@ def sycl_queue_from_opencl(cl_queue: int, cl_context: int) -> int:
 
 
 def delete_sycl_queue(pointer: int) -> None:
+    """Delete a ``sycl::queue`` that :func:`sycl_queue_from_opencl` made."""
     library().ur_cffi_sycl_queue_delete(pointer)

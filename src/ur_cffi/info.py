@@ -15,7 +15,8 @@ from ._ur import ffi, lib
 from .errors import check
 
 HEADER_FACTS: dict = json.loads(ffi.string(lib.ur_cffi_header_facts).decode())
-"""What the generator read from the header: ``header`` path, ``version``, ``info_types``."""
+"""What the generator wrote at build time: the ``header`` path, its ``version``, the
+``info_types`` it read from it, and the ``loader`` it built against (checked at import)."""
 
 VALUE_TYPES: dict[str, str] = HEADER_FACTS["info_types"]
 """Each info enumerator's documented value type, e.g. ``{"UR_DEVICE_INFO_NAME": "char[]"}``."""

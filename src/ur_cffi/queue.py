@@ -389,6 +389,7 @@ class SeveralCommandsEvent(Event):
                 "clocks")
 
     def profiling(self, prop: ur_profiling_info_t) -> int:
+        """Raises ``ProfilingInfoNotAvailableError``: several commands have no one timestamp."""
         _check_profiling_info(prop)
         raise ProfilingInfoNotAvailableError(
             int(ur_result_t.UR_RESULT_ERROR_PROFILING_INFO_NOT_AVAILABLE), "Event.profiling",
