@@ -66,8 +66,7 @@ from ._ur import ffi, lib
 from .enums import ur_result_t, ur_structure_type_t
 from .errors import UNSUPPORTED, URError, check
 from .memory import Buffer, USMArray, memory_of
-from .program import (_SIZE_MAX, Kernel, PreparedLaunch, _sizes, check_integer_addresses,
-                      integer_addresses)
+from .program import Kernel, PreparedLaunch, _sizes, check_integer_addresses, integer_addresses
 from .queue import Event, Queue, ReplayEvent, enqueue_lock, recording, wait_list
 
 _NULL = ffi.NULL
@@ -899,23 +898,6 @@ def _launch_sizes(call_args: tuple) -> tuple:
             None if local_sizes == _NULL else tuple(local_sizes[i] for i in range(dims)))
 
 
-def _checked_sizes(kernel: Kernel, device, dims: int, global_size, local_size,
-                   global_offset) -> tuple:
-    """New sizes of a launch of ``kernel`` in ``dims`` dimensions, checked as a launch checks
-    them."""
-    global_sizes = _sizes("global_size", global_size)
-    offsets = _sizes("global_offset", global_offset, smallest=0)
-    for name, values in (("global_size", global_sizes), ("global_offset", offsets)):
-        if len(values) != dims:
-            raise ValueError(f"{name} {values}: the launch was recorded in {dims} dimension(s)")
-    if any(o + g > _SIZE_MAX for o, g in zip(offsets, global_sizes)):
-        raise ValueError(f"global_offset {offsets} + global_size {global_sizes} exceeds "
-                         "size_t: the work-item ids would wrap around")
-    local_sizes = kernel._local_sizes(local_size, global_sizes, device)
-    device.check_launch_size("global_size", global_sizes, local_sizes)
-    return dims, offsets, global_sizes, local_sizes
-
-
 class _GridScratch(NamedTuple):
     """What a Triton launch whose grid an update changed keeps: what it kept when recorded,
     and the NVIDIA scratch memory of its current grid."""
@@ -982,8 +964,9 @@ class _Launch:
         local_size = local_sizes if local_size is None else local_size
         global_offset = offsets if global_offset is None else global_offset
         if not args:
-            sizes = _checked_sizes(self.kernel, queue.device, dims, global_size, local_size,
-                                   global_offset)
+            global_sizes, local_sizes, offsets = self.kernel._checked_sizes(
+                queue.device, global_size, local_size, global_offset, dims)
+            sizes = (dims, offsets, global_sizes, local_sizes)
             return _Snapshot(sizes, self.block, self.arguments, self.words, self.args, self.keep)
         kernel = self.kernel
         if kernel._handle is None:

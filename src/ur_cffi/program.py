@@ -654,6 +654,27 @@ class Kernel(_handle.Resource):
                 views.append(weakref.ref(args[index], forget))
         return tuple(views)
 
+    def _checked_sizes(self, device, global_size, local_size, global_offset,
+                       dims: int | None = None) -> tuple:
+        """``(global sizes, local sizes or None, offsets or None)`` of a launch of this kernel
+        on ``device``, checked (``dims``: the dimensions it must have, a recorded launch's)."""
+        global_sizes = _sizes("global_size", global_size)
+        if dims is not None and len(global_sizes) != dims:
+            raise ValueError(f"global_size {global_sizes}: the launch was recorded in {dims} "
+                             "dimension(s)")
+        local_sizes = self._local_sizes(local_size, global_sizes, device)
+        device.check_launch_size("global_size", global_sizes, local_sizes)
+        if global_offset is None:
+            return global_sizes, local_sizes, None
+        offsets = _sizes("global_offset", global_offset, smallest=0)
+        if len(offsets) != len(global_sizes):  # UR reads one offset per dimension
+            raise ValueError(f"global_offset {offsets} and global_size {global_sizes} differ "
+                             "in dimensions")
+        if any(o + g > _SIZE_MAX for o, g in zip(offsets, global_sizes)):
+            raise ValueError(f"global_offset {offsets} + global_size {global_sizes} exceeds "
+                             "size_t: the work-item ids would wrap around")
+        return global_sizes, local_sizes, offsets
+
     def _check_and_pack(self, queue: Queue, global_size, local_size, args,
                         global_offset) -> tuple:
         """``((the launch's arguments after the kernel (``_release.enqueue_launch``) up to its
@@ -669,25 +690,14 @@ class Kernel(_handle.Resource):
             raise signatures.count_error(self, len(args) - len(self.hidden_args))
         if queue.context is not self.program.context:
             raise ValueError(f"kernel {self.name!r} belongs to another context than {queue!r}")
-        global_sizes = _sizes("global_size", global_size)
-        dims = len(global_sizes)
-        local_sizes = self._local_sizes(local_size, global_sizes, queue.device)
+        global_sizes, local_sizes, offsets = self._checked_sizes(queue.device, global_size,
+                                                                 local_size, global_offset)
         local_array = ffi.NULL if local_sizes is None else _release.launch_sizes(local_sizes, 1)
-        queue.device.check_launch_size("global_size", global_sizes, local_sizes)
-        offset_array = ffi.NULL
-        if global_offset is not None:
-            offsets = _sizes("global_offset", global_offset, smallest=0)
-            if len(offsets) != dims:  # UR reads one offset per dimension
-                raise ValueError(f"global_offset {offsets} and global_size {global_sizes} "
-                                 "differ in dimensions")
-            if any(o + g > _SIZE_MAX for o, g in zip(offsets, global_sizes)):
-                raise ValueError(f"global_offset {offsets} + global_size {global_sizes} "
-                                 "exceeds size_t: the work-item ids would wrap around")
-            offset_array = _release.launch_sizes(offsets, 0)
+        offset_array = ffi.NULL if offsets is None else _release.launch_sizes(offsets, 0)
         released = _handle.released
         block, arguments, value_buffers = self._pack(queue, args)
-        call_args = (dims, offset_array, _release.launch_sizes(global_sizes, 1), local_array,
-                     len(args), arguments, self._properties)
+        call_args = (len(global_sizes), offset_array, _release.launch_sizes(global_sizes, 1),
+                     local_array, len(args), arguments, self._properties)
         return (call_args, math.prod(global_sizes)), (released, (block, value_buffers))
 
     def _pack(self, queue: Queue, args) -> tuple:
