@@ -371,7 +371,8 @@ class Kernel(_handle.Resource):
 
     __slots__ = ("program", "name", "num_args", "argument_sizes", "argument_source",
                  "parameters", "signature", "hidden_args", "work_group_memory",
-                 "_argument_checks", "_required_local_size", "timing", "_declared", "_properties", "_reusable")
+                 "_argument_checks", "_required_local_size", "timing", "_declared",
+                 "_properties", "_reusable")
     _release_function = "urKernelRelease"
 
     def __init__(self, program: Program, name: str, signature=None, *, hidden_args=(),
