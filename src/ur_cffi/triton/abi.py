@@ -3,7 +3,8 @@ in one place.
 
 The launcher (``launcher.py``) asks :func:`current` for the rules of the installed Triton and
 never looks at ``triton.__version__`` itself (the launch hooks that Triton 3.4+ passes to every
-launcher are the launcher's call signature, not the kernel's ABI: ``launcher.py`` takes them).  What a rule set says, for one release series:
+launcher are the launcher's call signature, not the kernel's ABI: ``launcher.py`` takes them).
+What a rule set says, for one release series:
 
 - how the launcher's ``*args`` line up with the kernel's parameters (``parameters``): which
   entries of ``src.signature`` are dropped (constexprs), how tuples flatten;
