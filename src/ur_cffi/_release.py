@@ -132,6 +132,13 @@ def backend(value):
 BACKEND_PREFIX = "UR_BACKEND_" if Backend.__name__ == "ur_backend_t" else "UR_PLATFORM_BACKEND_"
 """The common prefix of :data:`Backend`'s members, before ``OPENCL``, ``LEVEL_ZERO``, ..."""
 
+
+def backend_name(backend) -> str:
+    """``"OPENCL"``, ``"CUDA"``, ``"LEVEL_ZERO"``...: a :data:`Backend` member's name without
+    the prefix."""
+    return backend.name.removeprefix(BACKEND_PREFIX)
+
+
 _PLATFORM_GET_TAKES_ADAPTER_LIST = _parameters("urPlatformGet")[0].endswith("* *")
 
 
@@ -140,7 +147,7 @@ def pageable_copies_wait(backend) -> bool:
     waits, inside its enqueue, until the queue's earlier work is done: CUDA's and HIP's
     runtimes copy pageable memory synchronously (on the H200, a non-blocking copy behind a
     1.3 s kernel returned after 1.3 s); Level Zero's and OpenCL's enqueue at once."""
-    return backend.name.endswith(("_CUDA", "_HIP"))
+    return backend_name(backend) in ("CUDA", "HIP")
 
 
 def updates_one_memory_argument_per_call(backend) -> bool:
@@ -149,7 +156,7 @@ def updates_one_memory_argument_per_call(backend) -> bool:
     ``updateKernelArgs``) points every ``cl_mutable_dispatch_arg_khr`` of a call at one
     variable of its loop, so each argument changed gets the last one's buffer (seen with
     oneAPI 2026.2: x and y swapped gave 3x, not 2y + x)."""
-    return backend.name.endswith("_OPENCL")
+    return backend_name(backend) == "OPENCL"
 
 
 def copies_rows_one_by_one(backend) -> bool:
@@ -157,7 +164,14 @@ def copies_rows_one_by_one(backend) -> bool:
     OpenCL adapter enqueues ``clEnqueueMemcpyINTEL`` for each (a few microseconds a row on
     the CPU device); the CUDA, HIP and Level Zero adapters give the whole rectangle to their
     runtime's own 2D copy."""
-    return backend.name.endswith("_OPENCL")
+    return backend_name(backend) == "OPENCL"
+
+
+def reports_kernel_arguments(backend) -> bool:
+    """Whether ``backend``'s adapter reports a kernel's argument count and name
+    (``UR_KERNEL_INFO_NUM_ARGS``, ``UR_PROGRAM_INFO_KERNEL_NAMES``): the CUDA and HIP adapters
+    count the arguments set so far and list no names."""
+    return backend_name(backend) not in ("CUDA", "HIP")
 
 
 _SIZE_MAX = (1 << 64) - 1
@@ -171,7 +185,7 @@ def launch_limits(backend, is_cpu: bool, max_work_groups) -> tuple:
     or 2**31 work-groups in one launch, and picks groups of one for sizes such as 2**31 + 1.
     The CUDA and Level Zero adapters pick a launch's group size themselves."""
     groups = tuple(int(m) for m in max_work_groups) if max_work_groups else (_SIZE_MAX,) * 3
-    if is_cpu and backend.name.endswith("_OPENCL"):
+    if is_cpu and backend_name(backend) == "OPENCL":
         return (1 << 32) - 1, tuple(min(m, (1 << 31) - 1) for m in groups), True
     return _SIZE_MAX, groups, False
 

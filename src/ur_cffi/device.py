@@ -363,7 +363,7 @@ def _loader_fetches_devices_of(platform) -> bool:
 
 def _selector_name(platform) -> str:
     """``platform``'s backend as a selector names it (``opencl``)."""
-    return platform.backend.name.removeprefix(_release.BACKEND_PREFIX).lower()
+    return _release.backend_name(platform.backend).lower()
 
 
 def _runtime_defaults(found: list[Device]) -> list[Device]:

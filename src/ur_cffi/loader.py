@@ -120,7 +120,7 @@ class DeviceSelectorError(ValueError):
 
 def _selector_backends() -> list[str]:
     """The backend names a selector may use: those of the header's backend enum."""
-    names = (m.name.removeprefix(_release.BACKEND_PREFIX).lower() for m in _release.Backend)
+    names = (_release.backend_name(member).lower() for member in _release.Backend)
     return [name for name in names if name != "unknown"]
 
 

@@ -41,21 +41,16 @@ import ctypes
 import numpy as np
 
 from . import _release, nvidia_binary, spirv
-from ._release import BACKEND_PREFIX
-
-ADAPTERS_COUNTING_SET_ARGUMENTS = frozenset({"CUDA", "HIP"})
-"""Backends (``ur_backend_t`` names without the prefix) whose adapters cannot report argument
-counts or kernel names."""
 
 
 def backend_name(device) -> str:
     """``"CUDA"``, ``"OPENCL"``, ``"LEVEL_ZERO"``... for a ur_cffi Device."""
-    return device.backend.name.removeprefix(BACKEND_PREFIX)
+    return _release.backend_name(device.backend)
 
 
 def adapter_reports_arguments(device) -> bool:
     """Whether ``device``'s adapter reports argument counts and kernel names itself."""
-    return backend_name(device) not in ADAPTERS_COUNTING_SET_ARGUMENTS
+    return _release.reports_kernel_arguments(device.backend)
 
 
 def binary_entries(device, binary: bytes) -> dict | None:
