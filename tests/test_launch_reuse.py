@@ -39,7 +39,7 @@ def test_repeated_launches_with_the_same_objects_stay_exact(add, queue, rng):
 
 def test_an_array_collected_mid_collection_counts_as_released_at_once(add, queue, rng):
     """An array a garbage collection frees gives its id to an array made before the collection
-    has ended, when its release (which the launch's reuse counts: ``_handle.released``) was
+    has ended, when its release (which the launch's reuse counts: ``_handle.release_count``) was
     held back to that end: the launch reused the block with the freed array's address."""
     import weakref
 
@@ -55,7 +55,7 @@ def test_an_array_collected_mid_collection_counts_as_released_at_once(add, queue
         made = poisoned(n, queue)  # and this runs, while the cycle below is taken apart
         kernel.launch(queue, size, compiled.local_size, dx, dy, made, count, event=False)
         queue.finish()
-        seen.append((ur_cffi._handle.released, made.to_numpy()))
+        seen.append((ur_cffi._handle.release_count, made.to_numpy()))
 
     class Node:
         pass
@@ -63,7 +63,7 @@ def test_an_array_collected_mid_collection_counts_as_released_at_once(add, queue
     node = Node()
     node.me, node.out, node.host = node, out, np.zeros(3)  # out goes first, then host
     host_ref = weakref.ref(node.host, in_the_collection)  # noqa: F841 - its callback
-    released = ur_cffi._handle.released
+    released = ur_cffi._handle.release_count
     del out, node
     gc.collect()
     assert len(seen) == 1

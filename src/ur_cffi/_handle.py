@@ -33,15 +33,15 @@ _serials = itertools.count()
 _events: dict[int, object] = {}
 _forked = False
 
-released = 0
+release_count = 0
 """How many USM arrays, buffers and queues have been released (see :func:`note_release`)."""
 
 
 def note_release() -> None:
     """Count a release that invalidates launches prepared with the released handle or
-    address (``Kernel.launch`` reuses one while :data:`released` is unchanged)."""
-    global released
-    released += 1
+    address (``Kernel.launch`` reuses one while :data:`release_count` is unchanged)."""
+    global release_count
+    release_count += 1
 
 
 def _after_fork_in_child() -> None:

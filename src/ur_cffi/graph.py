@@ -205,7 +205,7 @@ class Graph(_handle.Resource):
         self._broken_by = None  # what a recording block ended with: the graph lacks the rest
         self._floor: frozenset = frozenset()  # what a recorded barrier ordered later commands after
         self._memory: list = []  # arrays and buffers the commands use
-        self._checked = _handle.released
+        self._checked = _handle.release_count
         self._latest_queue = self._replay_queue = None
         handle = state
         if native:
@@ -301,7 +301,7 @@ class Graph(_handle.Resource):
         for memory in launch._memories:
             if memory is not None:
                 memory.handle  # noqa: B018 - raises ClosedError
-        if launch._released != _handle.released:  # (the graph's replays check from now on)
+        if launch._released != _handle.release_count:  # (the graph's replays check from now on)
             check_integer_addresses(launch.kernel, self.context, launch._addresses)
         return self._record(_Launch(launch.kernel, launch._call_args[0], launch.args,
                                     launcher=launch.launcher, keep=launch._buffers,
@@ -404,7 +404,7 @@ class Graph(_handle.Resource):
             for resource in self._memory:  # reuse of their memory waits for this queue too
                 if type(resource) is USMArray:
                     resource._used_on(queue)
-        if self._checked != _handle.released:
+        if self._checked != _handle.release_count:
             self._check_memory()
         state = self._state
         with self._lock, section:  # Ctrl-C after the enqueue waits until the Event owns it
@@ -640,7 +640,7 @@ class Graph(_handle.Resource):
         """Raise ``ClosedError`` if memory a command uses was released, ``ValueError`` if an
         address a launch was given as an integer is no longer USM memory (checked when
         anything was released since the last check)."""
-        released = _handle.released
+        released = _handle.release_count
         for resource in self._memory:
             if resource.closed:
                 self._name_closed(resource)

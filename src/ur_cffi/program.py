@@ -476,7 +476,7 @@ class Kernel(_handle.Resource):
         reused = self._reusable
         try:
             reuse = global_offset is None and reused[0] == (
-                id(queue), global_size, local_size, _handle.released, reused[1](args))
+                id(queue), global_size, local_size, _handle.release_count, reused[1](args))
         except (TypeError, ValueError):  # nothing to reuse yet; sizes that do not compare;
             reuse = False               # another number of arguments
         if reuse and not (type(global_size) is int and type(local_size) in _INT_OR_NONE):
@@ -618,7 +618,7 @@ class Kernel(_handle.Resource):
         None where the launch differs otherwise."""
         key, identities, (head, items), _, kept, (block, values), arrays, queue_ref, \
             release_checked = reused
-        released = _handle.released
+        released = _handle.release_count
         try:
             if queue_ref() is not queue or queue._handle is None or \
                     (key[1], key[2]) != (global_size, local_size) or \
@@ -695,7 +695,7 @@ class Kernel(_handle.Resource):
                                                                  local_size, global_offset)
         local_array = ffi.NULL if local_sizes is None else _release.launch_sizes(local_sizes, 1)
         offset_array = ffi.NULL if offsets is None else _release.launch_sizes(offsets, 0)
-        released = _handle.released
+        released = _handle.release_count
         block, arguments, value_buffers = self._pack(queue, args)
         call_args = (len(global_sizes), offset_array, _release.launch_sizes(global_sizes, 1),
                      local_array, len(args), arguments, self._properties)
@@ -851,7 +851,7 @@ class PreparedLaunch:
         ``ClosedError`` if an argument was closed since :meth:`Kernel.prepare`."""
         if event is not True and event is not False:
             event = _checks.flag("event", event)
-        released = _handle.released  # (read before the checks: a close during them counts)
+        released = _handle.release_count  # (read before the checks: a close during them counts)
         if self._released != released:
             for index, memory in enumerate(self._memories):
                 if memory is not None and memory.closed:

@@ -216,7 +216,7 @@ class Launcher:
         context = stream._context
         if function is not self._checked_function or context is not self._checked_context:
             self._check_function(function, context)
-        key = self._key_of(args, grid_x, grid_y, grid_z, context, _handle.released)
+        key = self._key_of(args, grid_x, grid_y, grid_z, context, _handle.release_count)
         block_key = self._block_key
         try:
             same = key == block_key
