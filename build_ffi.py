@@ -13,6 +13,7 @@ Used three ways:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
@@ -47,27 +48,12 @@ class HeaderError(Exception):
 HEADER_SUBDIRS = ("unified-runtime", "", "sycl")
 
 
-def oneapi_roots() -> list[Path]:
-    """Compiler trees of an installed oneAPI: ``CMPLR_ROOT`` (set by ``setvars.sh``),
-    ``ONEAPI_ROOT``, and the tree above ``icpx`` on the PATH."""
-    roots = []
-    if os.environ.get("CMPLR_ROOT"):
-        roots.append(Path(os.environ["CMPLR_ROOT"]))
-    if os.environ.get("ONEAPI_ROOT"):
-        root = Path(os.environ["ONEAPI_ROOT"])
-        roots += [root / "compiler" / "latest", root]
-    icpx = shutil.which("icpx")
-    if icpx:
-        roots.append(Path(icpx).resolve().parent.parent)
-    return roots
-
-
 def header_candidates() -> list[Path]:
     """Where ``ur_api.h`` is looked for, in order of preference."""
     candidates = []
     if os.environ.get("UR_INCLUDE_DIR"):
         candidates.append(Path(os.environ["UR_INCLUDE_DIR"]))
-    for root in oneapi_roots():
+    for root in _libraries_module().oneapi_roots():
         candidates += [root / "include" / sub for sub in HEADER_SUBDIRS]
     # The intel-sycl-rt wheel installs its headers under its environment's data directory,
     # which during an isolated pip build is the build environment, not sys.prefix.
@@ -110,7 +96,7 @@ def find_header() -> Path:
     )
 
 
-LOADER_NAMES = ("libur_loader.so", "libur_loader.so.0")
+LOADER_NAMES = ("libur_loader.so", "libur_loader.so.0")  # (as linked, as loaded)
 
 
 def find_loader_dir(header: Path) -> Path:
@@ -474,6 +460,7 @@ static void (*const {DLPACK_DELETER_SYMBOL})(void *) = _ur_cffi_dlpack_deleter;
 """
 
 
+@functools.cache
 def _libraries_module():
     """``ur_cffi/_libraries.py``, loaded by path (the package itself needs the built module)."""
     import importlib.util
@@ -487,7 +474,7 @@ def _libraries_module():
 
 def loader_identity(loader_dir: Path) -> dict | None:
     """The identity (``_libraries.loader_identity``) of the loader in ``loader_dir``."""
-    for name in ("libur_loader.so.0", "libur_loader.so"):
+    for name in reversed(LOADER_NAMES):
         if (loader_dir / name).exists():
             return _libraries_module().loader_identity(loader_dir / name)
     return None

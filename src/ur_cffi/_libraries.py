@@ -28,6 +28,21 @@ LOADER_SONAME = "libur_loader.so.0"
 CPU_RUNTIME_NAME = "libintelocl.so"
 
 
+def oneapi_roots() -> list[Path]:
+    """Compiler trees of an installed oneAPI: ``CMPLR_ROOT`` (set by ``setvars.sh``),
+    ``ONEAPI_ROOT``, and the tree above ``icpx`` on the PATH."""
+    roots = []
+    if os.environ.get("CMPLR_ROOT"):
+        roots.append(Path(os.environ["CMPLR_ROOT"]))
+    if os.environ.get("ONEAPI_ROOT"):
+        root = Path(os.environ["ONEAPI_ROOT"])
+        roots += [root / "compiler" / "latest", root]
+    icpx = shutil.which("icpx")
+    if icpx:
+        roots.append(Path(icpx).resolve().parent.parent)
+    return roots
+
+
 def library_dirs() -> list[Path]:
     """Directories searched for UR's and OpenCL's libraries, most specific first."""
     dirs = []
@@ -35,14 +50,7 @@ def library_dirs() -> list[Path]:
         dirs.append(Path(os.environ["UR_LIBRARY_DIR"]))
     for prefix in (sysconfig.get_paths()["data"], sys.prefix, sys.base_prefix):
         dirs.append(Path(prefix) / "lib")
-    if os.environ.get("CMPLR_ROOT"):  # set by oneAPI's setvars.sh
-        dirs.append(Path(os.environ["CMPLR_ROOT"]) / "lib")
-    if os.environ.get("ONEAPI_ROOT"):
-        root = Path(os.environ["ONEAPI_ROOT"])
-        dirs += [root / "compiler" / "latest" / "lib", root / "lib"]
-    icpx = shutil.which("icpx")
-    if icpx:
-        dirs.append(Path(icpx).resolve().parent.parent / "lib")
+    dirs += [root / "lib" for root in oneapi_roots()]
     return list(dict.fromkeys(dirs))
 
 
