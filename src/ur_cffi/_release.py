@@ -340,6 +340,12 @@ def read_argument(words, index: int) -> tuple[int, int, int]:
     return words[base + 2] & 0xFFFFFFFF, words[base + 3], words[base + 4]
 
 
+def value_word(index: int) -> int:
+    """The position among an argument block's words of entry ``index``'s value word (which
+    a launch on other arrays rewrites with their addresses)."""
+    return index * _WORDS + VALUE_OFFSET // 8
+
+
 class _ArgumentList:
     """An argument block where the launch takes no argument list."""
 

@@ -102,8 +102,7 @@ def check_sizes(kernel, words, count: int) -> None:
     declares for that parameter (``kernel.argument_sizes``)."""
     sizes = kernel.argument_sizes
     for index in range(count):
-        base = index * _release.ARGUMENT_SIZE // 8
-        kind, size = words[base + 2] & 0xFFFFFFFF, words[base + 3]
+        kind, size, _ = _release.read_argument(words, index)
         if kind in (_release.VALUE, _release.POINTER) and size != sizes[index]:
             raise TypeError(f"argument {index} of {kernel.name!r} is {sizes[index]} bytes in "
                             f"the binary, got {size} bytes; pass a numpy scalar of that size or "
@@ -238,16 +237,13 @@ def check_arguments(kernel, args: tuple, words) -> None:
     as one: the kernel's ``_declared``)."""
     given = len(args) - len(kernel.hidden_args)
     for index, kinds, size, takes in kernel._argument_checks:
-        base = index * _WORDS
-        kind, arg = words[base + 2] & 0xFFFFFFFF, args[index]
-        if kind in kinds and (not size or words[base + 3] == size) and (
+        kind, given_size, _ = _release.read_argument(words, index)
+        arg = args[index]
+        if kind in kinds and (not size or given_size == size) and (
                 takes is None or (_is_truth_value(arg) if takes is _BOOL_VALUE
                                   else _category(arg) in takes)):
             continue
         raise _argument_error(kernel, index, arg, kernel.parameters[index], given)
-
-
-_WORDS = _release.ARGUMENT_SIZE // 8
 
 
 def _argument_error(kernel, index: int, arg, parameter: str, given: int) -> TypeError:

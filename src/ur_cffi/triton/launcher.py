@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import _checks, _handle, _interrupts, _release
 from .._interrupts import hold_back_in
-from .._release import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, VALUE_OFFSET, write_argument
+from .._release import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, value_word, write_argument
 from .._ur import ffi
 from ..errors import check
 from ..memory import USMArray, is_usm, memory_of
@@ -108,8 +108,8 @@ class Launcher:
 
             self._properties = cuda.launch_properties(metadata)
             first = len(entries) - rules.scratch_pointers
-            self._scratch = [(((first + index) * ARGUMENT_SIZE + VALUE_OFFSET) // 8, index, size,
-                              align) for index, size, align in cuda.scratch_layout(rules, metadata)]
+            self._scratch = [(value_word(first + index), index, size, align)
+                             for index, size, align in cuda.scratch_layout(rules, metadata)]
 
         # One block: the argument array, then the scalar values, then the work sizes.
         value_formats = [rules.scalar_format(ty) for kind, _, _, ty in entries
@@ -133,8 +133,8 @@ class Launcher:
         value_index = 0
         for index, (kind, position, name, ty) in enumerate(entries):
             if kind == "pointer":
-                word = (index * ARGUMENT_SIZE + VALUE_OFFSET) // 8
-                self.pointers.append((word, position, name, rules.pointer_element(ty)))
+                self.pointers.append((value_word(index), position, name,
+                                      rules.pointer_element(ty)))
             elif kind == "value":
                 if ty in abi.CONVERSIONS:
                     self.conversions.append((value_index, abi.CONVERSIONS[ty]))
