@@ -150,9 +150,9 @@ def build():
     (``NotImplementedError``) for a ur_cffi built against a release before oneAPI 2026.0."""
     import cffi
 
-    from ur_cffi import _release
+    from ur_cffi import _compat
 
-    if not _release.HAS_LAUNCH_WITH_ARGS:
+    if not _compat.HAS_LAUNCH_WITH_ARGS:
         raise NotImplementedError(
             "make bench's C floor launches with urEnqueueKernelLaunchWithArgsExp, which UR has "
             "from oneAPI 2026.0 on; this ur_cffi was built against an older ur_api.h")

@@ -148,7 +148,7 @@ class GPU:
 def ur_methods(gpu: GPU) -> list[Method]:
     import ur_cffi
     import ur_cffi.triton
-    from ur_cffi import _release, ffi, lib
+    from ur_cffi import _compat, ffi, lib
 
     q, k, x = gpu.queue, gpu.kernel, gpu.x
     n = np.int32(kernel.N)
@@ -156,7 +156,7 @@ def ur_methods(gpu: GPU) -> list[Method]:
     prepared = k.prepare(q, kernel.BLOCK, kernel.BLOCK, x, n, *gpu.scratch)
     kh, (head, _) = k.handle, prepared._call_args
     call_args = (*head, 0, ffi.NULL, ffi.NULL)
-    launch = _release.enqueue_launch
+    launch = _compat.enqueue_launch
     grid, tiny, block, warps = (1,), kernel.tiny, kernel.BLOCK, kernel.NUM_WARPS
     tprepared = ur_cffi.triton.prepare(tiny, grid, x, kernel.N, BLOCK=block, num_warps=warps)
 

@@ -104,11 +104,11 @@ def _no_ur_launch(*args) -> int:
 
 def _stub_ur() -> None:
     """Replace the UR calls of the launch and wait paths, where ur_cffi looks them up."""
-    import ur_cffi._release
+    import ur_cffi._compat
     import ur_cffi.queue
     import ur_cffi.triton.launcher
 
-    ur_cffi._release.enqueue_launch = _no_ur_launch
+    ur_cffi._compat.enqueue_launch = _no_ur_launch
     ur_cffi.triton.launcher._enqueue = _no_ur_launch
     ur_cffi.queue._finish = _no_ur_call
     ur_cffi.queue._event_release = _no_ur_call

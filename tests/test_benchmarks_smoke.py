@@ -16,7 +16,7 @@ import device_under_test
 pytest.importorskip("triton", reason="make bench's kernel: " + device_under_test.NO_TRITON)
 
 from benchmarks import instructions, report  # noqa: E402
-from ur_cffi import _release  # noqa: E402
+from ur_cffi import _compat  # noqa: E402
 
 pytestmark = pytest.mark.cpu_device("make bench measures the CPU device against C and dpctl; "
                                     "benchmarks/gpu.py measures a GPU (scripts/gpu_check.sh)")
@@ -39,7 +39,7 @@ TARGET_KEYS = {"target", "workload", "method", "reference", "limit", "value", "v
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
-    if not _release.HAS_LAUNCH_WITH_ARGS:
+    if not _compat.HAS_LAUNCH_WITH_ARGS:
         pytest.skip("make bench's C floor needs urEnqueueKernelLaunchWithArgsExp (oneAPI 2026.0 "
                     "on; benchmarks/floor.py says so when run)")
     path = tmp_path_factory.mktemp("bench") / "quick.json"

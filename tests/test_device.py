@@ -12,7 +12,7 @@ import device_under_test
 import ur_cffi
 from lcg import LCG_A, LCG_C, lcg_reference
 from ur_cffi import Backend, ffi
-from ur_cffi._release import BACKEND_PREFIX
+from ur_cffi._compat import BACKEND_PREFIX
 from ur_cffi.enums import (
     ur_device_info_t,
     ur_device_type_t,

@@ -6,7 +6,7 @@ child process of its own.  Expectations were checked against what UR itself does
 device (the OpenCL adapter): with a raw ``urDeviceGetSelected`` on oneAPI 2025.0 to 2026.2,
 where a malformed selector is ignored, drops every adapter, is answered
 ``UR_RESULT_ERROR_INVALID_VALUE`` or crashes the process, depending on the release.  Some
-selectors are read otherwise by some releases (``_release``): ``!`` terms alone select nothing
+selectors are read otherwise by some releases (``_compat``): ``!`` terms alone select nothing
 before 2025.2 with the loader's filter on (ur_cffi turns it off for them), ``!`` terms of
 other backends are refused before 2025.3, and device types in capitals select nothing from
 2025.2 on (unless the backend is in capitals too, from 2025.3); the errors say so.
@@ -21,7 +21,7 @@ import textwrap
 import pytest
 
 import ur_cffi
-from ur_cffi import _release, loader
+from ur_cffi import _compat, loader
 
 CHILD = r"""
 import json
@@ -89,8 +89,8 @@ NATIVE_CPU_UNKNOWN = "the loaders of oneAPI 2025.0 and 2025.1 know no native_cpu
 def test_a_selector_that_matches_the_cpu_device_yields_it(selector, unselected):
     found = run_child(selector)
     cpu = next(d for d in unselected["devices"] if d[1] == "UR_DEVICE_TYPE_CPU")
-    if selector == "OPENCL:CPU" and not _release.CAPITAL_DEVICE_TYPES_READ and \
-            not _release.HAS_LAUNCH_WITH_ARGS and not found["devices"]:
+    if selector == "OPENCL:CPU" and not _compat.CAPITAL_DEVICE_TYPES_READ and \
+            not _compat.HAS_LAUNCH_WITH_ARGS and not found["devices"]:
         assert CAPITALS in found["default_error"][2]  # 2025.2 (read from 2025.3 on)
         return
     assert found["devices"] == [cpu]
@@ -106,7 +106,7 @@ def test_a_selector_that_matches_nothing_yields_no_device(selector, hint, unsele
     if "devices_error" in found:  # oneAPI 2025.0 to 2025.2 refuse '!' terms of other backends
         assert "is refused by UR's urDeviceGetSelected" in found["devices_error"][2]
         if selector == "native_cpu:*":  # 2025.0's, 2025.1's loaders know no native_cpu
-            assert not _release.SELECTOR_KNOWS_NATIVE_CPU  # (the hint was the '!' terms')
+            assert not _compat.SELECTOR_KNOWS_NATIVE_CPU  # (the hint was the '!' terms')
             assert NATIVE_CPU_UNKNOWN in found["devices_error"][2]
             return
         assert "!level_zero:" in selector
@@ -124,7 +124,7 @@ def test_negative_terms_alone_with_the_loaders_filter_kept_on(unselected):
     # Before oneAPI 2025.2 the loader's own filter drops every adapter for '!' terms alone;
     # ur_cffi turns it off for them, unless UR_LOADER_PRELOAD_FILTER is set.
     found = run_child("!opencl:gpu", UR_LOADER_PRELOAD_FILTER="1")
-    if _release.NEGATIVE_TERMS_ALONE_SELECT:
+    if _compat.NEGATIVE_TERMS_ALONE_SELECT:
         assert found["devices"] == [d for d in unselected["devices"]
                                     if d[1] == "UR_DEVICE_TYPE_CPU"]
     else:
@@ -135,7 +135,7 @@ def test_negative_terms_alone_with_the_loaders_filter_kept_on(unselected):
 @pytest.mark.parametrize("selector", ["opencl:CPU", "*:CPU", "opencl:Cpu"])
 def test_device_types_in_capitals_where_the_loader_reads_them_or_not(selector, unselected):
     found = run_child(selector)
-    if _release.CAPITAL_DEVICE_TYPES_READ:  # before 2025.2
+    if _compat.CAPITAL_DEVICE_TYPES_READ:  # before 2025.2
         assert found["devices"] == [d for d in unselected["devices"]
                                     if d[1] == "UR_DEVICE_TYPE_CPU"]
     else:

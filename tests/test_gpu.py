@@ -427,7 +427,7 @@ def test_an_adapter_specific_error_says_what_the_adapter_said(gq, gctx, gpu):
     """UR_RESULT_ERROR_ADAPTER_SPECIFIC's reason is the adapter's, read with
     urAdapterGetLastError: the error said only the code.  A local argument past the device's
     local memory gets one from the CUDA adapter (Kernel.launch refuses it before UR does)."""
-    from ur_cffi import _release, errors, ffi
+    from ur_cffi import _compat, errors, ffi
     from ur_cffi.queue import enqueue_lock
 
     compiled = ur_triton.compile(scale, SCALE, {"BLOCK": 1024}, device=gpu)
@@ -435,23 +435,23 @@ def test_an_adapter_specific_error_says_what_the_adapter_said(gq, gctx, gpu):
     count = 4 + abi.current("nvidia").scratch_pointers
     y = ur_cffi.empty(1024, np.float32, queue=gq)
     a, n = ffi.new("float *", 2.0), ffi.new("int32_t *", 1024)
-    _, arguments, words = _release.new_arguments(count)
-    _release.write_argument(words, 0, _release.LOCAL, gpu.local_mem_size + 1)
-    _release.write_argument(words, 1, _release.POINTER, 8, y.data_ptr())
-    _release.write_argument(words, 2, _release.VALUE, 4, int(ffi.cast("uintptr_t", a)))
-    _release.write_argument(words, 3, _release.VALUE, 4, int(ffi.cast("uintptr_t", n)))
+    _, arguments, words = _compat.new_arguments(count)
+    _compat.write_argument(words, 0, _compat.LOCAL, gpu.local_mem_size + 1)
+    _compat.write_argument(words, 1, _compat.POINTER, 8, y.data_ptr())
+    _compat.write_argument(words, 2, _compat.VALUE, 4, int(ffi.cast("uintptr_t", a)))
+    _compat.write_argument(words, 3, _compat.VALUE, 4, int(ffi.cast("uintptr_t", n)))
     for index in range(4, count):
-        _release.write_argument(words, index, _release.POINTER, 8, 0)
+        _compat.write_argument(words, index, _compat.POINTER, 8, 0)
     local = compiled.metadata.num_warps * 32
     with enqueue_lock:
-        result = _release.enqueue_launch(
-            gq.handle, kernel.handle, 1, ffi.NULL, _release.launch_sizes((local,), 1),
-            _release.launch_sizes((local,), 1), count, arguments, _release.launch_properties(),
+        result = _compat.enqueue_launch(
+            gq.handle, kernel.handle, 1, ffi.NULL, _compat.launch_sizes((local,), 1),
+            _compat.launch_sizes((local,), 1), count, arguments, _compat.launch_properties(),
             0, ffi.NULL, ffi.NULL)
     with pytest.raises(errors.AdapterSpecificError,
                        match="adapter's last message .*: 'Excessive allocation of local "
                              "memory"):
-        errors.check(result, _release.LAUNCH)
+        errors.check(result, _compat.LAUNCH)
 
 
 def test_torch_is_never_imported(tmp_path):

@@ -19,7 +19,7 @@ import pytest
 import crash_probe
 import device_under_test
 import ur_cffi
-from ur_cffi import ClosedError, _release, enums, info, lib
+from ur_cffi import ClosedError, _compat, enums, info, lib
 from ur_cffi.graph import command_buffer_support
 
 triton = pytest.importorskip("triton")
@@ -463,7 +463,7 @@ def test_recording_takes_only_its_queue(native, add, context, device, rng):
 
 # --- Triton ---------------------------------------------------------------------------------
 
-@pytest.mark.skipif(_release.API_VERSION < (0, 11), reason=(
+@pytest.mark.skipif(_compat.API_VERSION < (0, 11), reason=(
     "oneAPI 2025.0's CPU runtime crashed (SIGSEGV in urProgramBuild, building the autotuner's "
     "second config while it benchmarks) in 2 of 5 fresh-environment runs of the release "
     "matrix, 2026-12-06; not seen on later releases, nor reproduced alone"))
@@ -934,7 +934,7 @@ def test_a_launch_with_launch_properties_makes_an_automatic_graph_replay_one_by_
     supported, _, why = command_buffer_support(device)
     if not supported:
         pytest.skip(f"no native graphs here: {why}")
-    if not _release.HAS_LAUNCH_WITH_ARGS:
+    if not _compat.HAS_LAUNCH_WITH_ARGS:
         pytest.skip("no launch properties before oneAPI 2026.0 (test_kernel_options.py checks "
                     "their refusal)")
     monkeypatch.delenv("UR_CFFI_GRAPH_NATIVE", raising=False)
@@ -1124,7 +1124,7 @@ def test_an_update_of_several_buffers_gives_each_its_own(updatable, context, que
                                                           rng):
     """The OpenCL adapter's update pointed every memory-object argument of one call at the
     same variable: x and y swapped gave 3x, not 2y + x (native graphs only).  ur_cffi makes
-    one call per such argument there (``_release``)."""
+    one call per such argument there (``_compat``)."""
     index = json.loads((kernels / "kernels.json").read_text())["axpy"]
     program, _ = crash_probe.load(context, kernels, "axpy")
     options = {} if index["il"] else {"hidden_args": crash_probe.hidden_args(),
@@ -1445,11 +1445,11 @@ def test_closing_the_queue_recording_gave_leaves_the_graph_usable(native, contex
 def test_a_graph_replayed_one_by_one_says_it_updates_everything(context):
     """Its updates change arguments and sizes; on UR 0.10, whose header has no update
     capability flags, ``update_capabilities`` read 0 ("updates nothing")."""
-    assert _release.update_capabilities(None) == _release.update_capabilities(
+    assert _compat.update_capabilities(None) == _compat.update_capabilities(
         getattr(enums, "ur_device_command_buffer_update_capability_flag_t", None)) == {
         "KERNEL_ARGUMENTS": 1, "LOCAL_WORK_SIZE": 2, "GLOBAL_WORK_SIZE": 4,
         "GLOBAL_WORK_OFFSET": 8}  # UR's values, with or without the header's enum
-    assert ur_cffi.graph._CAPABILITIES == _release.UPDATE_CAPABILITIES
+    assert ur_cffi.graph._CAPABILITIES == _compat.UPDATE_CAPABILITIES
     with ur_cffi.Graph(context, native=False) as graph:
         assert graph.update_capabilities == 15
 

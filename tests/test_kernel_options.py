@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ur_cffi
-from ur_cffi import _release, nvidia_binary, spirv
+from ur_cffi import _compat, nvidia_binary, spirv
 
 triton = pytest.importorskip("triton")
 ur_triton = pytest.importorskip("ur_cffi.triton")
@@ -142,7 +142,7 @@ def test_work_group_memory_where_the_adapter_takes_none_is_refused_by_ur(compile
     kernel = compiled("add", ADD)
     x = ur_cffi.asarray(np.ones(BLOCK, np.float32), queue=queue)
     out = ur_cffi.full(BLOCK, np.nan, np.float32, queue=queue)
-    if not _release.HAS_LAUNCH_WITH_ARGS:  # before oneAPI 2026.0: no launch properties at all
+    if not _compat.HAS_LAUNCH_WITH_ARGS:  # before oneAPI 2026.0: no launch properties at all
         with program_of(context, kernel) as program, \
                 pytest.raises(NotImplementedError, match="from oneAPI 2026.0 on"):
             program.kernel(kernel.metadata.name, work_group_memory=16)

@@ -13,7 +13,7 @@ import pytest
 import crash_probe
 import device_under_test
 import ur_cffi
-from ur_cffi import _handle, _release, allocator, ffi, info, lib, loader
+from ur_cffi import _handle, _compat, allocator, ffi, info, lib, loader
 from ur_cffi.enums import (
     ur_context_info_t,
     ur_event_info_t,
@@ -34,7 +34,7 @@ REFERENCES = {
               "urQueueRetain", "urQueueRelease"),
     "event": ("urEventGetInfo", ur_event_info_t.UR_EVENT_INFO_REFERENCE_COUNT,
               "urEventRetain", "urEventRelease"),
-    "buffer": ("urMemGetInfo", _release.enumerator("ur_mem_info_t",
+    "buffer": ("urMemGetInfo", _compat.enumerator("ur_mem_info_t",
                                                    "UR_MEM_INFO_REFERENCE_COUNT"),
                "urMemRetain", "urMemRelease"),  # (not in UR 0.10's header: oneAPI 2025.0)
     "program": ("urProgramGetInfo", ur_program_info_t.UR_PROGRAM_INFO_REFERENCE_COUNT,
@@ -968,7 +968,7 @@ BUILDING_AT_EXIT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not ur_cffi._release.HAS_LAUNCH_WITH_ARGS, reason=(
+@pytest.mark.skipif(not ur_cffi._compat.HAS_LAUNCH_WITH_ARGS, reason=(
     "oneAPI 2025.x: the CPU runtime of 2025.2.0 still crashed at exit with daemon threads "
     "building (SIGSEGV, 2026-12-07's fresh-clone CI) although no build was in progress: "
     "checked from oneAPI 2026.0 on"))

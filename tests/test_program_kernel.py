@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ur_cffi
-from ur_cffi import _release, errors, spirv
+from ur_cffi import _compat, errors, spirv
 from ur_cffi.enums import ur_event_status_t, ur_result_t
 from ur_cffi.info import query
 
@@ -52,7 +52,7 @@ def test_program_from_il(context, compile_triton, device):
         assert len(binaries) == 1 and isinstance(binaries[0], bytes)
         assert binaries[0][:4] == b"\x7fELF"
         # Bytes, not text (the header: "not null-terminated"): it read 4 characters once.
-        il_info = _release.enumerator("ur_program_info_t", "UR_PROGRAM_INFO_IL")
+        il_info = _compat.enumerator("ur_program_info_t", "UR_PROGRAM_INFO_IL")
         with contextlib.suppress(errors.UnsupportedEnumerationError):  # (an optional query)
             if il_info is not None:  # (UR 0.11 on)
                 assert query("urProgramGetInfo", program.handle, il_info) == \
@@ -71,7 +71,7 @@ def test_a_program_handle_is_owned_once(build_triton, context, device):
             ur_cffi.Program(context, handle)
     with pytest.raises(TypeError, match="context"):
         ur_cffi.Program("not a context", program.handle)
-    handle = _release.program_from_binary(context.handle, device.handle, program.binaries[0])
+    handle = _compat.program_from_binary(context.handle, device.handle, program.binaries[0])
     with ur_cffi.Program(context, handle) as taken:  # the caller's own reference: taken
         assert taken.context is context and taken.handle == handle
     assert program.kernel_names  # the first still owns its handle
@@ -428,8 +428,8 @@ def test_argument_count_and_types_are_checked(add, build_triton, queue, device):
 def test_launch_limits_leave_group_sizes_to_adapters_that_pick_them(device):
     """The CUDA adapter reports its grid limits (2**31 - 1, 65535, 65535) but picks a launch's
     block size itself: a launch without a local size is not counted as groups of one there."""
-    cuda = next(b for b in _release.Backend if b.name.endswith("_CUDA"))
-    items, groups, groups_of_one = _release.launch_limits(cuda, False, (2**31 - 1, 65535, 65535))
+    cuda = next(b for b in _compat.Backend if b.name.endswith("_CUDA"))
+    items, groups, groups_of_one = _compat.launch_limits(cuda, False, (2**31 - 1, 65535, 65535))
     assert (items, groups, groups_of_one) == (2**64 - 1, (2**31 - 1, 65535, 65535), False)
     assert device.launch_limits[2] == (device.backend.name.endswith("_OPENCL")
                                        and device.type.name.endswith("_CPU"))

@@ -11,7 +11,7 @@ import pytest
 import crash_probe
 import ur_cffi
 from ur_cffi import errors, info
-from ur_cffi._release import BACKEND_PREFIX
+from ur_cffi._compat import BACKEND_PREFIX
 from ur_cffi.enums import (
     ur_event_status_t,
     ur_profiling_info_t,

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import ur_cffi
-from ur_cffi import _release, nvidia_binary, signatures
+from ur_cffi import _compat, nvidia_binary, signatures
 
 triton = pytest.importorskip("triton")
 
@@ -261,8 +261,8 @@ def test_where_the_count_comes_from():
     assert signatures.argument_count(0, False, entries, "other", sig) == (5, None, "signature")
     assert signatures.argument_count(0, False, None, "scale", sig) == (5, None, "signature")
     assert signatures.argument_count(0, False, None, "scale", None) == (None, None, "unknown")
-    assert {_release.backend_name(backend) for backend in _release.Backend
-            if not _release.reports_kernel_arguments(backend)} == {"CUDA", "HIP"}
+    assert {_compat.backend_name(backend) for backend in _compat.Backend
+            if not _compat.reports_kernel_arguments(backend)} == {"CUDA", "HIP"}
 
 
 @pytest.mark.cpu_device("the OpenCL adapter reports argument counts itself")
@@ -289,11 +289,11 @@ class _Kernel:
 
 
 def test_sizes_declared_by_the_binary_are_checked():
-    block, _, words = _release.new_arguments(3)
+    block, _, words = _compat.new_arguments(3)
     value = np.float64(1.0)
-    _release.write_argument(words, 0, _release.POINTER, 8, 4096)
-    _release.write_argument(words, 1, _release.VALUE, 4, 0)
-    _release.write_argument(words, 2, _release.VALUE, value.nbytes, 0)
+    _compat.write_argument(words, 0, _compat.POINTER, 8, 4096)
+    _compat.write_argument(words, 1, _compat.VALUE, 4, 0)
+    _compat.write_argument(words, 2, _compat.VALUE, value.nbytes, 0)
     signatures.check_sizes(_Kernel(3, (8, 4, 8)), words, 3)
     with pytest.raises(TypeError, match="argument 2 of 'k' is 4 bytes in the binary, got 8"):
         signatures.check_sizes(_Kernel(3, (8, 4, 4)), words, 3)

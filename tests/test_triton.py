@@ -23,7 +23,7 @@ import pytest
 
 import crash_probe
 import ur_cffi
-from ur_cffi import _release
+from ur_cffi import _compat
 from ur_cffi.enums import ur_event_status_t
 
 triton = pytest.importorskip("triton")
@@ -597,7 +597,7 @@ def test_target_comes_from_the_device(tq, device):
     assert arch["has_subgroup_2d_block_io"] == ("cl_intel_subgroup_2d_block_io" in extensions)
     assert arch["has_subgroup_matrix_multiply_accumulate"] == \
         ("cl_intel_subgroup_matrix_multiply_accumulate" in extensions)
-    native = _release.enumerator("ur_device_info_t", "UR_DEVICE_INFO_BFLOAT16_CONVERSIONS_NATIVE")
+    native = _compat.enumerator("ur_device_info_t", "UR_DEVICE_INFO_BFLOAT16_CONVERSIONS_NATIVE")
     assert arch["has_bfloat16_conversions"] is (
         "cl_intel_bfloat16_conversions" in extensions
         or (native is not None and bool(device.info(native))))  # a query new in oneAPI 2025.3

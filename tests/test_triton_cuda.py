@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import ur_cffi
-from ur_cffi import _release, nvidia_binary
+from ur_cffi import _compat, nvidia_binary
 from ur_cffi._ur import ffi
 
 triton = pytest.importorskip("triton")
@@ -72,7 +72,7 @@ def test_signature_is_checked_and_taken_by_name(driver):
 def test_launcher_agrees_with_the_cubin(driver, name, signature, constants, options):
     compiled = compile_for_sm90(getattr(kernels, name), signature, constants, **options)
     declared = nvidia_binary.entries(compiled.asm["cubin"])[compiled.metadata.name]
-    if compiled.metadata.shared and not _release.HAS_LAUNCH_WITH_ARGS:
+    if compiled.metadata.shared and not _compat.HAS_LAUNCH_WITH_ARGS:
         with pytest.raises(NotImplementedError, match="from oneAPI 2026.0 on"):
             launcher.Launcher(compiled.src, compiled.metadata, driver)  # no launch properties
         return
@@ -128,7 +128,7 @@ def test_launch_properties_flags():
     class Metadata:
         name, num_ctas, shared, launch_cooperative_grid, launch_pdl = "k", 1, 0, True, True
 
-    if not _release.HAS_LAUNCH_WITH_ARGS:  # before oneAPI 2026.0 (UR 0.10 lacks the flags)
+    if not _compat.HAS_LAUNCH_WITH_ARGS:  # before oneAPI 2026.0 (UR 0.10 lacks the flags)
         with pytest.raises(NotImplementedError, match="from oneAPI 2026.0 on|not in the UR API"):
             cuda.launch_properties(Metadata)
         return

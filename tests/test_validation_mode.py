@@ -14,7 +14,7 @@ import pytest
 
 import crash_probe
 import device_under_test
-from ur_cffi import _release, loader
+from ur_cffi import _compat, loader
 
 TESTS = Path(__file__).resolve().parent
 # Not test_threads.py: its overlap checks race a spinning kernel against other work on two
@@ -153,7 +153,7 @@ def test_a_deliberate_leak_fails_the_process_naming_each_handle(tmp_path):
     done = run_leaker(tmp_path, "leak", "exit")
     assert done.returncode == loader.VALIDATION_EXIT_STATUS
     leaked = done.stdout.split("leaked ")[1].split()[:3]
-    if not _release.LEAK_CHECKER_RECORDS_EVENTS:
+    if not _compat.LEAK_CHECKER_RECORDS_EVENTS:
         leaked.pop()  # (UR 0.10 and 0.11: the checker knows no enqueued event, nor its leak)
     assert "end" in done.stdout
     report = done.stderr.split("ur_cffi: ")[-1]
@@ -167,7 +167,7 @@ def test_a_deliberate_leak_fails_the_process_naming_each_handle(tmp_path):
 
 def test_teardown_raises_validation_error_and_a_new_initialisation_starts_clean(tmp_path):
     done = run_leaker(tmp_path, "leak", "teardown")
-    leaks = 3 if _release.LEAK_CHECKER_RECORDS_EVENTS else 2  # context, queue (and event)
+    leaks = 3 if _compat.LEAK_CHECKER_RECORDS_EVENTS else 2  # context, queue (and event)
     assert f"problems {leaks}" in done.stdout
     assert done.returncode == 0, done.stderr[-2000:]  # (the second initialisation's reports
     # go to stderr: UR's logger takes its output once a process)
@@ -301,7 +301,7 @@ def test_without_the_variable_there_is_no_validation_layer(tmp_path):
 def test_the_log_parser_drops_only_the_known_spurious_lines(records_events, monkeypatch):
     """Where UR's leak checker does not record events (UR 0.10, 0.11), its reports of unknown
     handles and negative counts are dropped too, with their backtraces; leaks stay."""
-    monkeypatch.setattr(_release, "LEAK_CHECKER_RECORDS_EVENTS", records_events)
+    monkeypatch.setattr(_compat, "LEAK_CHECKER_RECORDS_EVENTS", records_events)
     log = textwrap.dedent("""\
         <VALIDATION>[ERROR]: There are no valid references to handle 0
         <VALIDATION>[ERROR]: Retained 1 reference(s) to handle 0x5581

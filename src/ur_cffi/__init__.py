@@ -27,7 +27,7 @@ _libraries.check_loader(info.HEADER_FACTS.get("loader"))
 
 from ._handle import ClosedError  # noqa: E402
 from ._waiting import interruptible_waits, set_interruptible_waits  # noqa: E402
-from ._release import Backend  # noqa: E402
+from ._compat import Backend  # noqa: E402
 from .context import Context  # noqa: E402
 from .device import Device, default_device, devices  # noqa: E402
 from .errors import URError, check  # noqa: E402

@@ -24,7 +24,7 @@ each such queue, and the next owner waits for those too.  (An asynchronous copy'
 its memory alive by itself.)
 
 Where the device supports UR's own USM pools (``UR_DEVICE_INFO_USM_POOL_SUPPORT``, see
-``_release.usm_pool``) the memory comes from a ``urUSMPoolCreate`` pool; the CPU device of
+``_compat.usm_pool``) the memory comes from a ``urUSMPoolCreate`` pool; the CPU device of
 the tests has none, and allocates with ``urUSM*Alloc`` directly.
 """
 
@@ -35,7 +35,7 @@ import sys
 import weakref
 from time import perf_counter
 
-from . import _checks, _forking, _handle, _interrupts, _release, _waiting
+from . import _checks, _forking, _handle, _interrupts, _compat, _waiting
 from ._ur import ffi, lib
 from .enums import ur_queue_flag_t, ur_result_t
 from .errors import URError, by_result, check
@@ -138,7 +138,7 @@ class _Pool(_handle.Resource):
         self._free: dict[int, list[Block]] = {}
         self.stats = dict.fromkeys(_POOL_STATS, 0)
         self.allocated_bytes = self.cache_hits = self.frees = 0
-        self._ur_pool = _release.usm_pool(context.handle, device.handle) \
+        self._ur_pool = _compat.usm_pool(context.handle, device.handle) \
             if kind != "host" else None
         self.context_handle = context.handle  # each block holds a reference on it
         if self._ur_pool is not None:
@@ -450,7 +450,7 @@ class _Pool(_handle.Resource):
         held); returns the first failing result or 0."""
         if self._ur_pool is None or self._handle is None or self._holds_ur_memory():
             return 0
-        fresh = _release.usm_pool(self.context_handle, self.device.handle)
+        fresh = _compat.usm_pool(self.context_handle, self.device.handle)
         if fresh is None:
             return 0
         result = lib.urContextRetain(self.context_handle)

@@ -7,8 +7,8 @@ import math
 import operator
 import weakref
 
-from . import _durations, _forking, _handle, _interrupts, _release, _waiting, loader
-from ._release import Backend
+from . import _durations, _forking, _handle, _interrupts, _compat, _waiting, loader
+from ._compat import Backend
 from ._ur import ffi, lib
 from .enums import ur_device_info_t, ur_device_type_t, ur_result_t
 from .errors import UNSUPPORTED, URError, check
@@ -77,14 +77,14 @@ class Device(_handle.Resource):
         retain it.  Reentrant: a signal handler or profile hook run under it may start a
         collection that releases another queue."""
         # Is urDeviceWaitExp supported?  Learnt on first use where the UR release has it.
-        self._device_wait: bool | None = None if _release.HAS_DEVICE_WAIT else False
+        self._device_wait: bool | None = None if _compat.HAS_DEVICE_WAIT else False
         self._properties: dict = {}
-        self.pageable_copies_wait = _release.pageable_copies_wait(backend)
+        self.pageable_copies_wait = _compat.pageable_copies_wait(backend)
         """Whether a copy between this device and pageable host memory waits in its enqueue
-        for the queue's earlier work (``_release.pageable_copies_wait``)."""
-        self.copies_rows_one_by_one = _release.copies_rows_one_by_one(backend)
+        for the queue's earlier work (``_compat.pageable_copies_wait``)."""
+        self.copies_rows_one_by_one = _compat.copies_rows_one_by_one(backend)
         """Whether a 2D copy on this device costs a copy per row
-        (``_release.copies_rows_one_by_one``)."""
+        (``_compat.copies_rows_one_by_one``)."""
         self._own(handle)
         _devices_by_handle[key] = self
         if parent_device is not None:
@@ -128,14 +128,14 @@ class Device(_handle.Resource):
     @property
     def launch_limits(self) -> tuple:
         """``(most work-items in one launch, most work-groups in each dimension, whether a
-        launch without a local size may run groups of one)`` (``_release.launch_limits``)."""
+        launch without a local size may run groups of one)`` (``_compat.launch_limits``)."""
         limits = self._properties.get("launch_limits")
         if limits is None:
             try:
                 groups = self.info(ur_device_info_t.UR_DEVICE_INFO_MAX_WORK_GROUPS_3D)
             except URError:  # an adapter that does not say
                 groups = None
-            limits = self._properties["launch_limits"] = _release.launch_limits(
+            limits = self._properties["launch_limits"] = _compat.launch_limits(
                 self.backend, self.type == ur_device_type_t.UR_DEVICE_TYPE_CPU, groups)
         return limits
 
@@ -363,7 +363,7 @@ def _loader_fetches_devices_of(platform) -> bool:
 
 def _selector_name(platform) -> str:
     """``platform``'s backend as a selector names it (``opencl``)."""
-    return _release.backend_name(platform.backend).lower()
+    return _compat.backend_name(platform.backend).lower()
 
 
 def _runtime_defaults(found: list[Device]) -> list[Device]:
@@ -429,7 +429,7 @@ def devices(device_type: ur_device_type_t | str | None = None,
     if device_type is not None:
         device_type = _choice(ur_device_type_t, "UR_DEVICE_TYPE_", "device_type", device_type)
     if backend is not None:
-        backend = _choice(Backend, _release.BACKEND_PREFIX, "backend", backend)
+        backend = _choice(Backend, _compat.BACKEND_PREFIX, "backend", backend)
     if device_type == ur_device_type_t.UR_DEVICE_TYPE_DEFAULT:
         found = _runtime_defaults(found)
     elif device_type not in (None, ur_device_type_t.UR_DEVICE_TYPE_ALL):

@@ -17,7 +17,7 @@ everywhere; ``Graph(..., native=False)`` or ``UR_CFFI_GRAPH_NATIVE=0`` chooses t
 left to choose turns to it when the device's command buffers refuse a command as unsupported
 (oneAPI 2025.2's CPU runtime takes launches but no USM copies), or at a 2-D copy (rows of a
 strided view: UR has no command-buffer append for ``urEnqueueUSMMemcpy2D``).  Which headers'
-command-buffer functions ur_cffi drives is settled in ``_release`` (oneAPI 2025.2 on).
+command-buffer functions ur_cffi drives is settled in ``_compat`` (oneAPI 2025.2 on).
 
 Recording.  In a :meth:`Graph.recording` block every command submitted to its queue, by any
 thread, is recorded, not run: ``Kernel.launch``, calls of a ``PreparedLaunch``
@@ -58,10 +58,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _checks, _durations, _forking, _handle, _release, _waiting
+from . import _checks, _durations, _forking, _handle, _compat, _waiting
 from . import _interrupts
 from ._interrupts import hold_back_in, section
-from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argument
+from ._compat import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argument
 from ._ur import ffi, lib
 from .enums import ur_result_t, ur_structure_type_t
 from .errors import UNSUPPORTED, URError, check
@@ -76,7 +76,7 @@ _STYPE = ur_structure_type_t
 _recording_lock = _forking.lock()  # guards ``queue.recording``
 
 _FLAG = "UR_DEVICE_COMMAND_BUFFER_UPDATE_CAPABILITY_FLAG_"
-_CAPABILITIES = _release.UPDATE_CAPABILITIES
+_CAPABILITIES = _compat.UPDATE_CAPABILITIES
 _ARGUMENTS, _LOCAL, _GLOBAL, _OFFSET = _CAPABILITIES.values()
 
 
@@ -84,11 +84,11 @@ def command_buffer_support(device) -> tuple[bool, int, str]:
     """``(native, update capabilities, why not native)`` of ``device`` for this UR release:
     whether a :class:`Graph` on it is a UR command buffer, and the
     ``UR_DEVICE_INFO_COMMAND_BUFFER_UPDATE_CAPABILITIES_EXP`` bits."""
-    if not _release.HAS_COMMAND_BUFFERS:
+    if not _compat.HAS_COMMAND_BUFFERS:
         return False, 0, ("the command-buffer functions of the UR header ur_cffi was built from "
                           "are of an older shape than it drives (oneAPI 2025.2 on)")
-    support = _release.enumerator("ur_device_info_t", "UR_DEVICE_INFO_COMMAND_BUFFER_SUPPORT_EXP")
-    updates = _release.enumerator("ur_device_info_t",
+    support = _compat.enumerator("ur_device_info_t", "UR_DEVICE_INFO_COMMAND_BUFFER_SUPPORT_EXP")
+    updates = _compat.enumerator("ur_device_info_t",
                                   "UR_DEVICE_INFO_COMMAND_BUFFER_UPDATE_CAPABILITIES_EXP")
     try:
         if not device.info(support):
@@ -758,9 +758,9 @@ class Graph(_handle.Resource):
 
     def _update_calls(self, new, changed: list, sizes: set) -> list:
         """``[(arguments, sizes)]`` of each update call: one, or where the adapter takes one
-        memory-object argument per call (``_release``), one more for each beyond the first."""
+        memory-object argument per call (``_compat``), one more for each beyond the first."""
         memory = [index for index in changed if read_argument(new.words, index)[0] == MEM_OBJ]
-        if len(memory) < 2 or not _release.updates_one_memory_argument_per_call(
+        if len(memory) < 2 or not _compat.updates_one_memory_argument_per_call(
                 self.device.platform.backend):
             return [(changed, sizes)]
         first = [index for index in changed if index not in memory[1:]]
@@ -882,10 +882,10 @@ class _Snapshot:
     def __init__(self, sizes: tuple, block, arguments, words, args: tuple, keep):
         dims, offsets, global_values, local_values = self.sizes = sizes
         self.dims = dims
-        self.offsets = _release.launch_sizes(offsets, 0)
-        self.global_sizes = _release.launch_sizes(global_values, 1)
+        self.offsets = _compat.launch_sizes(offsets, 0)
+        self.global_sizes = _compat.launch_sizes(global_values, 1)
         self.local_sizes = _NULL if local_values is None else \
-            _release.launch_sizes(local_values, 1)
+            _compat.launch_sizes(local_values, 1)
         self.block, self.arguments, self.words = block, arguments, words
         self.args, self.keep = args, keep
 
@@ -914,9 +914,9 @@ class _Launch:
                  "offsets", "global_sizes", "local_sizes", "sizes", "block", "arguments",
                  "words", "args", "memories", "addresses", "keep", "deps", "point",
                  "command")
-    function_name = _release.LAUNCH
+    function_name = _compat.LAUNCH
     append_name = ("urCommandBufferAppendKernelLaunchWithArgsExp"
-                   if _release.HAS_APPEND_WITH_ARGS else "urCommandBufferAppendKernelLaunchExp")
+                   if _compat.HAS_APPEND_WITH_ARGS else "urCommandBufferAppendKernelLaunchExp")
 
     def __init__(self, kernel: Kernel, call_args: tuple, args: tuple, launcher=None,
                  keep=None, memories: tuple = ()):
@@ -926,7 +926,7 @@ class _Launch:
         self.count, self.properties = call_args[4], call_args[6]
         self.args, self.memories = (args, memories) if memories else ((), ())
         self.adopt(_Snapshot(_launch_sizes(call_args),
-                             *_release.copy_arguments(call_args[5], self.count), args, keep))
+                             *_compat.copy_arguments(call_args[5], self.count), args, keep))
 
     def adopt(self, new: _Snapshot) -> None:
         """Make ``new`` the launch's state."""
@@ -946,12 +946,12 @@ class _Launch:
         return [memory for memory in self.memories if memory is not None]
 
     def enqueue(self, queue, count, events, out) -> int:
-        return _release.enqueue_launch(queue, self.handle, self.dims, self.offsets,
+        return _compat.enqueue_launch(queue, self.handle, self.dims, self.offsets,
                                        self.global_sizes, self.local_sizes, self.count,
                                        self.arguments, self.properties, count, events, out)
 
     def append(self, buffer, count, points, point, command) -> int:
-        return _release.append_launch(buffer, self.handle, self.dims, self.offsets,
+        return _compat.append_launch(buffer, self.handle, self.dims, self.offsets,
                                       self.global_sizes, self.local_sizes, self.count,
                                       self.arguments, count, points, point, command)
 
@@ -980,7 +980,7 @@ class _Launch:
         if sizes[0] != dims:
             raise ValueError(f"global_size {sizes[2]}: the launch was recorded in {dims} "
                              "dimension(s)")
-        new = _Snapshot(sizes, *_release.copy_arguments(call_args[5], self.count), args, None)
+        new = _Snapshot(sizes, *_compat.copy_arguments(call_args[5], self.count), args, None)
         for index in range(self.count):
             old_kind, old_size, _ = read_argument(self.words, index)
             kind, size, _ = read_argument(new.words, index)
@@ -993,7 +993,7 @@ class _Launch:
     def triton_update(self, queue: Queue, by_name: dict, grid) -> _Snapshot:
         """The Triton launch with the parameters ``by_name`` and the ``grid`` changed."""
         launcher = self.launcher
-        block, arguments, words = _release.copy_arguments(self.arguments, self.count)
+        block, arguments, words = _compat.copy_arguments(self.arguments, self.count)
         args = list(self.args)
         entries = {name: (index, kind, position, ty)
                    for index, (kind, position, name, ty) in enumerate(launcher.entries)

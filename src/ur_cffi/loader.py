@@ -38,7 +38,7 @@ import tempfile
 import threading
 import warnings
 
-from . import _checks, _forking, _handle, _release, _waiting, queue
+from . import _checks, _forking, _handle, _compat, _waiting, queue
 from ._interrupts import section
 from ._ur import ffi, lib
 from .enums import ur_adapter_info_t, ur_platform_info_t
@@ -63,7 +63,7 @@ VALIDATION_EXIT_STATUS = 3
 # for it (ur_cffi allocates with a NULL pool, as USM pools are unsupported on many adapters).
 SPURIOUS_VALIDATION_MESSAGES = frozenset({"There are no valid references to handle 0"})
 
-# What the leak checker of UR 0.10 and 0.11 reports for events it never recorded (_release),
+# What the leak checker of UR 0.10 and 0.11 reports for events it never recorded (_compat),
 # dropped there: their uses, releases and negative counts, and new handles at the address of
 # one whose count went wrong.  Leaks (a positive count retained) and every other check still count.
 _UNRECORDED_EVENT_REPORTS = re.compile(
@@ -120,7 +120,7 @@ class DeviceSelectorError(ValueError):
 
 def _selector_backends() -> list[str]:
     """The backend names a selector may use: those of the header's backend enum."""
-    names = (_release.backend_name(member).lower() for member in _release.Backend)
+    names = (_compat.backend_name(member).lower() for member in _compat.Backend)
     return [name for name in names if name != "unknown"]
 
 
@@ -210,7 +210,7 @@ def selector_hint(backends: frozenset = frozenset()) -> str:
     terms = device_selector(selector_text() or "") or ()
     hints = []
     if terms and all(negative for negative, _, _ in terms):
-        if not _release.NEGATIVE_TERMS_ALONE_SELECT and \
+        if not _compat.NEGATIVE_TERMS_ALONE_SELECT and \
                 os.environ.get(PRELOAD_FILTER_ENV, "").lower() in ("1", "true", "yes"):
             hints.append(f"this loader (before oneAPI 2025.2) selects nothing with '!' terms "
                          f"alone while {PRELOAD_FILTER_ENV}={os.environ[PRELOAD_FILTER_ENV]!r} "
@@ -219,7 +219,7 @@ def selector_hint(backends: frozenset = frozenset()) -> str:
                 all(name != "*" for _, name, _ in terms):
             hints.append("UR's loader selects no device of a backend that no term names, "
                          "'!' terms too: put '*:*;' in front")
-    if not _release.CAPITAL_DEVICE_TYPES_READ and any(
+    if not _compat.CAPITAL_DEVICE_TYPES_READ and any(
             device != device.lower() for negative, _, devices in terms if not negative
             for device in devices):
         hints.append("this loader (oneAPI 2025.2 on) matches device types in lower case: "
@@ -234,7 +234,7 @@ def refused_selector_hint(backend: str) -> str:
     2025.0's and 2025.1's know no ``native_cpu`` backend (their headers' enums have it)."""
     terms = device_selector(selector_text() or "") or ()
     hints = []
-    if not _release.SELECTOR_KNOWS_NATIVE_CPU and any(name == "native_cpu"
+    if not _compat.SELECTOR_KNOWS_NATIVE_CPU and any(name == "native_cpu"
                                                       for _, name, _ in terms):
         hints.append("the loaders of oneAPI 2025.0 and 2025.1 know no native_cpu backend: "
                      "leave out its terms")
@@ -349,7 +349,7 @@ class Adapter(_handle.Resource):
     @property
     def backend(self):
         """The adapter's backend (a :data:`ur_cffi.Backend`)."""
-        return _release.backend(query("urAdapterGetInfo", self.handle,
+        return _compat.backend(query("urAdapterGetInfo", self.handle,
                                       ur_adapter_info_t.UR_ADAPTER_INFO_BACKEND))
 
     @property
@@ -357,11 +357,11 @@ class Adapter(_handle.Resource):
         """The adapter's own version number; ``NotImplementedError`` where the UR release has
         no ``UR_ADAPTER_INFO_VERSION`` (oneAPI 2025.0)."""
         return query("urAdapterGetInfo", self.handle,
-                     _release.require("ur_adapter_info_t", "UR_ADAPTER_INFO_VERSION"))
+                     _compat.require("ur_adapter_info_t", "UR_ADAPTER_INFO_VERSION"))
 
     def platforms(self) -> list[Platform]:
         """The adapter's platforms (``urPlatformGet``)."""
-        return [Platform(handle, self) for handle in _release.platforms(self.handle)]
+        return [Platform(handle, self) for handle in _compat.platforms(self.handle)]
 
     def close(self) -> None:
         """Adapters live as long as the loader; they are released at :func:`teardown`."""
@@ -472,7 +472,7 @@ def _preload_filter_drops_selected(terms) -> bool:
     ``!opencl:1`` and ``*:*;!opencl:1`` left no OpenCL device), and every adapter for ``!``
     terms alone before oneAPI 2025.2 (``!opencl:gpu`` left none)."""
     if terms and all(negative for negative, _, _ in terms) and \
-            not _release.NEGATIVE_TERMS_ALONE_SELECT:
+            not _compat.NEGATIVE_TERMS_ALONE_SELECT:
         return True
     return any(negative and any(device.lower() not in ("*", "cpu", "gpu", "fpga")
                                 for device in devices)
@@ -575,7 +575,7 @@ def _open_validation_log() -> str | None:
 def parse_validation_log(text: str) -> list[str]:
     """The problems in UR validation-log ``text``, one string per message (a leak's backtrace
     lines joined to it), without :data:`SPURIOUS_VALIDATION_MESSAGES` (and, where UR's leak
-    checker does not record events, its reports of them: ``_release``)."""
+    checker does not record events, its reports of them: ``_compat``)."""
     problems: list[str] = []
     dropped = False
     for line in text.splitlines():
@@ -590,7 +590,7 @@ def parse_validation_log(text: str) -> list[str]:
                 problems[-1] += "\n    " + message
             continue
         dropped = message in SPURIOUS_VALIDATION_MESSAGES or (
-            not _release.LEAK_CHECKER_RECORDS_EVENTS
+            not _compat.LEAK_CHECKER_RECORDS_EVENTS
             and _UNRECORDED_EVENT_REPORTS.match(message) is not None)
         if not dropped:
             problems.append(f"[{level}] {message}")

@@ -128,7 +128,7 @@ def _enqueue_memcpy(queue: Queue, dst: int, src: int, nbytes: int, blocking: boo
 
 def _wait_before_pageable_copy(queue: Queue, host: np.ndarray, wait_for) -> None:
     """Where a copy to or from pageable memory blocks in its enqueue until the queue is idle
-    (``_release.pageable_copies_wait``), wait for that first: interruptibly, and holding
+    (``_compat.pageable_copies_wait``), wait for that first: interruptibly, and holding
     neither the enqueue lock (other threads go on enqueueing) nor a Ctrl-C section.  Called
     once the copy's arguments are checked, with the host array it copies."""
     if not queue.device.pageable_copies_wait or (recording and queue in recording):

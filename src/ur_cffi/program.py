@@ -12,11 +12,11 @@ from time import perf_counter
 
 import numpy as np
 
-from . import (_checks, _durations, _forking, _handle, _interrupts, _release, dtypes, signatures,
+from . import (_checks, _durations, _forking, _handle, _interrupts, _compat, dtypes, signatures,
                spirv)
 from ._handle import _events, _serials
 from ._interrupts import hold_back_in, section
-from ._release import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
+from ._compat import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
 from ._ur import ffi, lib
 from .enums import (ur_kernel_group_info_t, ur_kernel_info_t, ur_kernel_sub_group_info_t,
                     ur_program_build_info_t, ur_program_info_t, ur_result_t)
@@ -164,7 +164,7 @@ class Program(_handle.Resource):
         binary = _bytes("binary", binary)
         entries = signatures.binary_entries(device, binary)
         with _building(), section:
-            program = cls._of(context, _release.program_from_binary(context.handle,
+            program = cls._of(context, _compat.program_from_binary(context.handle,
                                                                     device.handle, binary))
         program.binary_entries = entries
         program.build(options)
@@ -408,7 +408,7 @@ class Kernel(_handle.Resource):
             if math.prod(required_local_size) > most:
                 raise ValueError(f"required_local_size {required_local_size} of {name!r} "
                                  f"exceeds the context's maximum work-group size {most}")
-        properties = _release.launch_properties(work_group_memory=work_group_memory)
+        properties = _compat.launch_properties(work_group_memory=work_group_memory)
         # What _pack checks each argument against: the hidden ones are typed by their values.
         declared = signature + (None,) * len(hidden_args) \
             if signature is not None and hidden_args else signature
@@ -638,7 +638,7 @@ class Kernel(_handle.Resource):
             if type(arg) is not USMArray or arg.context is not context:
                 return None
             pointers.append((index, arg.data_ptr()))
-        copied, arguments = _release.refilled_arguments(block, pointers)
+        copied, arguments = _compat.refilled_arguments(block, pointers)
         call_args = ((*head[:5], arguments, head[6]), items)
         return ((*key[:3], released, given), identities, call_args, _without_event(call_args),
                 (kept[0], self._held_views(args, arrays)), (copied, values), arrays, queue_ref,
@@ -678,7 +678,7 @@ class Kernel(_handle.Resource):
 
     def _check_and_pack(self, queue: Queue, global_size, local_size, args,
                         global_offset) -> tuple:
-        """``((the launch's arguments after the kernel (``_release.enqueue_launch``) up to its
+        """``((the launch's arguments after the kernel (``_compat.enqueue_launch``) up to its
         wait list, its work-items), (release count when checked, memory they point into))``."""
         self.handle  # noqa: B018 - raises if closed
         if not isinstance(queue, Queue):
@@ -693,18 +693,18 @@ class Kernel(_handle.Resource):
             raise ValueError(f"kernel {self.name!r} belongs to another context than {queue!r}")
         global_sizes, local_sizes, offsets = self._checked_sizes(queue.device, global_size,
                                                                  local_size, global_offset)
-        local_array = ffi.NULL if local_sizes is None else _release.launch_sizes(local_sizes, 1)
-        offset_array = ffi.NULL if offsets is None else _release.launch_sizes(offsets, 0)
+        local_array = ffi.NULL if local_sizes is None else _compat.launch_sizes(local_sizes, 1)
+        offset_array = ffi.NULL if offsets is None else _compat.launch_sizes(offsets, 0)
         released = _handle.release_count
         block, arguments, value_buffers = self._pack(queue, args)
-        call_args = (len(global_sizes), offset_array, _release.launch_sizes(global_sizes, 1),
+        call_args = (len(global_sizes), offset_array, _compat.launch_sizes(global_sizes, 1),
                      local_array, len(args), arguments, self._properties)
         return (call_args, math.prod(global_sizes)), (released, (block, value_buffers))
 
     def _pack(self, queue: Queue, args) -> tuple:
         """``(argument block, its argument list for the launch, the by-value buffers it points
-        into)`` (see ``_release.new_arguments``)."""
-        block, arguments, words = _release.new_arguments(len(args))
+        into)`` (see ``_compat.new_arguments``)."""
+        block, arguments, words = _compat.new_arguments(len(args))
         value_buffers, locals_given = [], []
         for index, arg in enumerate(args):
             declared = self._declared[index] if self._declared else None
@@ -890,7 +890,7 @@ class PreparedLaunch:
 def _launch(kernel: Kernel, queue: Queue, call_args: tuple, items: int, wait_for, event: bool,
             args: tuple = (), launcher=None, keep=None):
     """Enqueue with ``call_args``, the launch arguments after the kernel up to its wait list
-    (``_release.enqueue_launch``), after ``wait_for``, with an Event if ``event``.  ``items``:
+    (``_compat.enqueue_launch``), after ``wait_for``, with an Event if ``event``.  ``items``:
     its work-items; ``args``: the objects ``call_args`` were packed from (a graph recording
     the launch keeps them, and ``keep``: what a prepared launch's block points into)."""
     if recording and queue in recording:  # a ur_cffi.Graph records it instead (graph.py)
@@ -904,7 +904,7 @@ def _launch(kernel: Kernel, queue: Queue, call_args: tuple, items: int, wait_for
     handle = None
     try:
         with raw_enqueue_lock:  # also guards _event_out
-            result = _release.enqueue_launch(queue._handle, kernel._handle, *call_args, count,
+            result = _compat.enqueue_launch(queue._handle, kernel._handle, *call_args, count,
                                              events, _event_out if event else _NULL)
             if not result:
                 window = queue._window  # queue._note_work, inlined: a hot path
@@ -942,7 +942,7 @@ def _launch_without_event(kernel: Kernel, queue: Queue, launch_args: tuple, item
     ``launch_args``: :func:`_without_event` of the launch's arguments."""
     try:
         with raw_enqueue_lock:
-            result = _release.enqueue_launch(queue._handle, kernel._handle, *launch_args)
+            result = _compat.enqueue_launch(queue._handle, kernel._handle, *launch_args)
             if not result:
                 window = queue._window  # queue._note_work, inlined: a hot path
                 if not window:
@@ -982,7 +982,7 @@ def _refused(kernel: Kernel, result: int, call_args: tuple) -> None:
     if kernel.work_group_memory:
         detail += (f" (with work_group_memory={kernel.work_group_memory} bytes, which some "
                    "adapters refuse, as the OpenCL one does: a Local argument works everywhere)")
-    check(result, _release.LAUNCH, detail)
+    check(result, _compat.LAUNCH, detail)
 
 
 def _raise_if_closed(kernel: Kernel, queue: Queue) -> None:

@@ -40,17 +40,17 @@ import ctypes
 
 import numpy as np
 
-from . import _release, nvidia_binary, spirv
+from . import _compat, nvidia_binary, spirv
 
 
 def backend_name(device) -> str:
     """``"CUDA"``, ``"OPENCL"``, ``"LEVEL_ZERO"``... for a ur_cffi Device."""
-    return _release.backend_name(device.backend)
+    return _compat.backend_name(device.backend)
 
 
 def adapter_reports_arguments(device) -> bool:
     """Whether ``device``'s adapter reports argument counts and kernel names itself."""
-    return _release.reports_kernel_arguments(device.backend)
+    return _compat.reports_kernel_arguments(device.backend)
 
 
 def binary_entries(device, binary: bytes) -> dict | None:
@@ -98,12 +98,12 @@ def count_error(kernel, given: int) -> TypeError:
 
 def check_sizes(kernel, words, count: int) -> None:
     """Raise ``TypeError`` if a by-value or pointer argument among the ``count`` entries of an
-    argument block (``_release.new_arguments``'s ``words``) does not have the size the binary
+    argument block (``_compat.new_arguments``'s ``words``) does not have the size the binary
     declares for that parameter (``kernel.argument_sizes``)."""
     sizes = kernel.argument_sizes
     for index in range(count):
-        kind, size, _ = _release.read_argument(words, index)
-        if kind in (_release.VALUE, _release.POINTER) and size != sizes[index]:
+        kind, size, _ = _compat.read_argument(words, index)
+        if kind in (_compat.VALUE, _compat.POINTER) and size != sizes[index]:
             raise TypeError(f"argument {index} of {kernel.name!r} is {sizes[index]} bytes in "
                             f"the binary, got {size} bytes; pass a numpy scalar of that size or "
                             "declare a signature")
@@ -214,16 +214,16 @@ def argument_checks(parameters: tuple, declared: int) -> tuple:
     checks = []
     for index, parameter in enumerate(parameters):
         if parameter == "bool":
-            checks.append((index, (_release.VALUE,), 1, _BOOL_VALUE))
+            checks.append((index, (_compat.VALUE,), 1, _BOOL_VALUE))
             continue
         if index < declared:
             continue
         if parameter == "ptr":
-            checks.append((index, (_release.POINTER, _release.MEM_OBJ), 0, None))
+            checks.append((index, (_compat.POINTER, _compat.MEM_OBJ), 0, None))
         elif parameter == "local":
-            checks.append((index, (_release.LOCAL,), 0, None))
+            checks.append((index, (_compat.LOCAL,), 0, None))
         elif parameter is not None:
-            checks.append((index, (_release.VALUE,), _bits(parameter) // 8, _takes(parameter)))
+            checks.append((index, (_compat.VALUE,), _bits(parameter) // 8, _takes(parameter)))
     return tuple(checks)
 
 
@@ -232,12 +232,12 @@ def check_arguments(kernel, args: tuple, words) -> None:
     bool's only, where it has a signature) is not what its SPIR-V parameter is
     (``kernel.parameters``, checked as its ``_argument_checks``): the runtime would crash on a
     ``Local`` for a global pointer, or read a float's bits as an integer.  ``words``: the
-    launch's argument block (``_release.new_arguments``), packed from ``args``, which end
+    launch's argument block (``_compat.new_arguments``), packed from ``args``, which end
     with the kernel's ``hidden_args`` (an integer of a pointer's size for a pointer is packed
     as one: the kernel's ``_declared``)."""
     given = len(args) - len(kernel.hidden_args)
     for index, kinds, size, takes in kernel._argument_checks:
-        kind, given_size, _ = _release.read_argument(words, index)
+        kind, given_size, _ = _compat.read_argument(words, index)
         arg = args[index]
         if kind in kinds and (not size or given_size == size) and (
                 takes is None or (_is_truth_value(arg) if takes is _BOOL_VALUE

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _forking, _release
+from .. import _forking, _compat
 from .._ur import lib
 from ..enums import ur_device_info_t, ur_kernel_group_info_t
 from ..errors import URError
@@ -97,11 +97,11 @@ def launch_properties(metadata):
         flags |= _flag("UR_KERNEL_LAUNCH_FLAG_COOPERATIVE")
     if getattr(metadata, "launch_pdl", False):
         flags |= _flag("UR_KERNEL_LAUNCH_FLAG_OPPORTUNISTIC_QUEUE_SERIALIZE")
-    return _release.launch_properties(flags, int(metadata.shared))
+    return _compat.launch_properties(flags, int(metadata.shared))
 
 
 def _flag(name: str) -> int:
-    return int(_release.require("ur_kernel_launch_flag_t", name))
+    return int(_compat.require("ur_kernel_launch_flag_t", name))
 
 
 def scratch_layout(rules, metadata) -> list[tuple[int, int, int]]:

@@ -29,7 +29,7 @@ import weakref
 from triton.backends.driver import DriverBase
 from triton.runtime.jit import JITFunction
 
-from .. import _forking, _release
+from .. import _forking, _compat
 from .._handle import Resource
 from .._interrupts import section
 from .._ur import ffi, lib
@@ -164,7 +164,7 @@ def _device_properties(device: Device) -> dict:
     for key, name, scale in (("sm_clock_rate", "UR_DEVICE_INFO_MAX_CLOCK_FREQUENCY", 1000),
                              ("mem_clock_rate", "UR_DEVICE_INFO_MEMORY_CLOCK_RATE", 1000),
                              ("mem_bus_width", "UR_DEVICE_INFO_MEMORY_BUS_WIDTH", 1)):
-        prop = _release.enumerator("ur_device_info_t", name)
+        prop = _compat.enumerator("ur_device_info_t", name)
         try:
             value = int(device.info(prop)) * scale if prop is not None else 0
         except URError:
@@ -196,7 +196,7 @@ def _kernel_info(kernel: Kernel, name: str) -> int:
     """A register or spill count for Triton's metadata; 0 where the adapter has none (the
     OpenCL CPU adapter answers UNSUPPORTED_ENUMERATION or INVALID_SIZE) or the UR release has
     no such query (``UR_KERNEL_INFO_SPILL_MEM_SIZE`` is new in UR 0.12)."""
-    prop = _release.enumerator("ur_kernel_info_t", name)
+    prop = _compat.enumerator("ur_kernel_info_t", name)
     if prop is None:
         return 0
     try:

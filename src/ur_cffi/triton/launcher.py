@@ -8,11 +8,11 @@ launcher for every launch, as in ``XPULauncher`` (``triton/backends/intel/driver
 
 ``args`` are the kernel's arguments in signature order, constexprs included; which of them the
 kernel takes and in what layout comes from ``abi.py``.  Everything that does not change
-between launches is prepared at construction: the argument entries (``_release``'s layout:
+between launches is prepared at construction: the argument entries (``_compat``'s layout:
 kinds, indices, sizes, the local-memory argument), one buffer for the scalar values and the
 work sizes, and a ``struct`` format that writes them in one call.  A launch then writes the
 pointer addresses and packs the scalars and work sizes, and enqueues through
-``_release.enqueue_launch``.  Which rules apply follows the compiled kernel's target
+``_compat.enqueue_launch``.  Which rules apply follows the compiled kernel's target
 (``metadata.target.backend``: Intel's or NVIDIA's); for NVIDIA kernels ``cuda.py`` supplies
 the launch properties (dynamic shared memory, flags) and the scratch memory.
 
@@ -37,9 +37,9 @@ from time import perf_counter
 
 import numpy as np
 
-from .. import _checks, _handle, _interrupts, _release
+from .. import _checks, _handle, _interrupts, _compat
 from .._interrupts import hold_back_in
-from .._release import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, value_word, write_argument
+from .._compat import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, value_word, write_argument
 from .._ur import ffi
 from ..errors import check
 from ..memory import USMArray, is_usm, memory_of
@@ -49,7 +49,7 @@ from . import abi, backend
 
 _POINTER_SIZE = ffi.sizeof("void *")
 _SIZE_T = {4: "I", 8: "Q"}[ffi.sizeof("size_t")]
-_enqueue = _release.enqueue_launch
+_enqueue = _compat.enqueue_launch
 try:  # Triton 3.4+: launch hooks are chains, passed to the launcher even when empty
     from triton.knobs import HookChain as _HookChain
 except ImportError:
@@ -174,7 +174,7 @@ class Launcher:
         64-bit words, the global size, the local size)``, with everything that does not change
         between launches filled in."""
         size, values_start, value_formats, value_offsets, sizes_offset, shared = self._layout
-        block, arguments, words = _release.new_arguments(
+        block, arguments, words = _compat.new_arguments(
             len(self.entries), size - values_start, volatile)
         buffer = ffi.buffer(block)
         global_size = ffi.cast("size_t *", block + sizes_offset)
@@ -289,7 +289,7 @@ class Launcher:
                             "on: a using() block's, or activate()'s)") from None
                     raise
                 if result:
-                    check(result, _release.LAUNCH, f"kernel {self.name!r}")
+                    check(result, _compat.LAUNCH, f"kernel {self.name!r}")
                 timing = None if scope.wait_count else function.timing  # see _durations
                 window = stream._window  # stream._note_work, inlined: a hot path
                 if not window:

@@ -10,7 +10,7 @@ the compile cache key, so kernels built for one device or driver are not reused 
 
 from __future__ import annotations
 
-from .. import _release
+from .. import _compat
 from ..enums import ur_device_info_t
 from ..errors import UNSUPPORTED, URError
 
@@ -61,7 +61,7 @@ def properties(device) -> dict:
     for key, extension in EXTENSION_PROPERTIES.items():
         props[key] = extension in extensions
     # Level Zero reports native bf16 conversions as a device property as well.
-    native_bf16 = _release.enumerator("ur_device_info_t",
+    native_bf16 = _compat.enumerator("ur_device_info_t",
                                       "UR_DEVICE_INFO_BFLOAT16_CONVERSIONS_NATIVE")
     if native_bf16 is not None:  # UR 0.12; before it, the extension alone says
         props["has_bfloat16_conversions"] |= bool(_optional(device, native_bf16, False))
