@@ -1,4 +1,5 @@
-"""``python -m ur_cffi``: list UR adapters, platforms and devices, like ``sycl-ls`` or ``clinfo``."""
+"""``python -m ur_cffi``: list UR adapters, platforms and devices, like ``sycl-ls`` or
+``clinfo``."""
 
 from __future__ import annotations
 
@@ -106,8 +107,8 @@ def _list_devices() -> int:
                 print(f"      type {device.type.name}, backend {device.backend.name}, "
                       f"vendor {device.vendor}")
                 print(f"      driver {device.driver_version}, global memory "
-                      f"{_gib(device.global_mem_size)}, max work-group {device.max_work_group_size},"
-                      f" sub-groups {device.sub_group_sizes}")
+                      f"{_gib(device.global_mem_size)}, max work-group "
+                      f"{device.max_work_group_size}, sub-groups {device.sub_group_sizes}")
     if not found:
         print("\nNo UR device found.")
         for reason in _why_no_devices():

@@ -404,8 +404,9 @@ class _Pool(_handle.Resource):
                           .values())
         # Host and shared memory: an event of the work so far, which the next owner's host
         # access waits for (and any kind given back to a released pool: its free waits for
-        # it without a host wait, _free_done); none on a queue another thread is closing (its barrier would wait
-        # for the close in the CUDA adapter): such a block waits for the close (_cached).
+        # it without a host wait, _free_done); none on a queue another thread is closing (its
+        # barrier would wait for the close in the CUDA adapter): such a block waits for the
+        # close (_cached).
         own = ((not self._device_memory or self._handle is None) and open_queue
                and not queue.closing)
         waits = event = None

@@ -63,7 +63,8 @@ by_result: dict[ur_result_t, type[URError]] = {
 """The exception class for each error result."""
 
 globals().update({cls.__name__: cls for cls in by_result.values()})
-__all__ = ["URError", "UNSUPPORTED", "check", "by_result", *(cls.__name__ for cls in by_result.values())]
+__all__ = ["URError", "UNSUPPORTED", "check", "by_result",
+           *(cls.__name__ for cls in by_result.values())]
 
 
 UNSUPPORTED = frozenset({

@@ -506,9 +506,10 @@ class _Consumed:
 
 def from_dlpack(x, *, queue, copy=None) -> USMArray:
     """A USMArray from any object with ``__dlpack__`` (or a DLPack capsule).  USM of
-    ``queue``'s context (device USM: of its device) is wrapped without a copy (the producer's memory stays alive with the
-    array; a ur_cffi array comes back as a view of it, closed with it); CPU memory that is not
-    USM is copied into device USM on ``queue``, unless ``copy=False`` (``BufferError``).
+    ``queue``'s context (device USM: of its device) is wrapped without a copy (the producer's
+    memory stays alive with the array; a ur_cffi array comes back as a view of it, closed with
+    it); CPU memory that is not USM is copied into device USM on ``queue``, unless
+    ``copy=False`` (``BufferError``).
     ``copy=True`` always copies, and so does ``copy=None`` for memory its producer marks
     read-only (DLPack 1.x's flag): a USMArray has no read-only mode, so writes through a wrap
     would reach it (``copy=False`` raises ``BufferError`` there)."""

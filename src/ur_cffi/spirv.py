@@ -89,14 +89,16 @@ def _words(module):
     if size % 4:
         raise ValueError(f"SPIR-V module length {size} is not a multiple of 4 bytes")
     if size < HEADER_WORDS * 4:
-        raise ValueError(f"SPIR-V module is {size} bytes, shorter than the {HEADER_WORDS}-word header")
+        raise ValueError(f"SPIR-V module is {size} bytes, shorter than the {HEADER_WORDS}-word "
+                         "header")
     words = array.array(_WORD, data)
     swapped = False
     if words[0] != MAGIC:
         words.byteswap()
         if words[0] != MAGIC:
             words.byteswap()
-            raise ValueError(f"bad SPIR-V magic number 0x{words[0]:08x} at word 0 (expected 0x{MAGIC:08x})")
+            raise ValueError(f"bad SPIR-V magic number 0x{words[0]:08x} at word 0 (expected "
+                             f"0x{MAGIC:08x})")
         swapped = True
     version = words[1]
     # 0x00MMmm00: reserved high and low bytes, major version 1 (1.0 to 1.6 exist so far).
@@ -201,7 +203,8 @@ def _words(module):
     if function is not None:
         raise ValueError(f"SPIR-V module ends inside the function of word {function} (no "
                          "OpFunctionEnd): truncated?")
-    missing = [offset for function_id, offset in entry_points.items() if function_id not in functions]
+    missing = [offset for function_id, offset in entry_points.items()
+               if function_id not in functions]
     if missing:
         raise ValueError(f"SPIR-V OpEntryPoint at word {missing[0]} names a function the module "
                          "does not define: truncated?")
@@ -233,15 +236,18 @@ def _instructions(words):
 
 
 def _string(words, start, end, offset):
-    """Decode the nul-terminated literal string in words[start:end] of the instruction at `offset`."""
+    """Decode the nul-terminated literal string in words[start:end] of the instruction at
+    `offset`."""
     raw = b"".join(w.to_bytes(4, "little") for w in words[start:end])
     nul = raw.find(b"\0")
     if nul < 0:
-        raise ValueError(f"SPIR-V literal string of the instruction at word {offset} has no terminating nul")
+        raise ValueError(f"SPIR-V literal string of the instruction at word {offset} has no "
+                         "terminating nul")
     try:
         return raw[:nul].decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"SPIR-V literal string of the instruction at word {offset} is not UTF-8: {error}") from None
+        raise ValueError(f"SPIR-V literal string of the instruction at word {offset} is not "
+                         f"UTF-8: {error}") from None
 
 
 def validate(module):
@@ -282,7 +288,8 @@ def extensions(module):
     Raises ValueError if the module is malformed.
     """
     words, _ = _words(module)
-    return [_string(words, off + 1, off + n, off) for off, op, n in _instructions(words) if op == OP_EXTENSION]
+    return [_string(words, off + 1, off + n, off) for off, op, n in _instructions(words)
+            if op == OP_EXTENSION]
 
 
 def entry_points(module):
@@ -293,7 +300,8 @@ def entry_points(module):
     """
     words, _ = _words(module)
     # OpEntryPoint: execution model, function id, then the name.
-    return [_string(words, off + 3, off + n, off) for off, op, n in _instructions(words) if op == OP_ENTRY_POINT]
+    return [_string(words, off + 3, off + n, off) for off, op, n in _instructions(words)
+            if op == OP_ENTRY_POINT]
 
 
 def kernel_parameters(module):
@@ -302,7 +310,8 @@ def kernel_parameters(module):
     A parameter is ``"ptr"`` (a pointer to global, constant or generic memory), ``"local"``
     (a pointer to work-group memory), ``"bool"`` (Triton's i1: one byte at a launch),
     ``"int8"`` to ``"int64"`` (an integer of that width: SPIR-V for OpenCL does not say
-    whether it is signed), ``"float16"`` to ``"float64"``, or None (anything else: a by-value struct, a vector, an image, a sampler).
+    whether it is signed), ``"float16"`` to ``"float64"``, or None (anything else: a by-value
+    struct, a vector, an image, a sampler).
     Raises ValueError if the module is malformed.
     """
     words, _ = _words(module)
@@ -336,7 +345,8 @@ def kernel_parameters(module):
 def drop_capabilities(module, capabilities=frozenset({CAPABILITY_KERNEL_ATTRIBUTES_INTEL}),
                       extensions=frozenset({EXTENSION_KERNEL_ATTRIBUTES_INTEL}),
                       execution_modes=frozenset({EXECUTION_MODE_MAX_WORKGROUP_SIZE_INTEL})):
-    """Remove OpCapability, OpExtension and OpExecutionMode(Id) instructions naming the given values.
+    """Remove OpCapability, OpExtension and OpExecutionMode(Id) instructions naming the given
+    values.
 
     By default drops what SPV_INTEL_kernel_attributes adds to Triton's kernels. Returns
     `module` itself when nothing matches, else new bytes in the module's byte order.
@@ -347,9 +357,11 @@ def drop_capabilities(module, capabilities=frozenset({CAPABILITY_KERNEL_ATTRIBUT
     for off, op, n in _instructions(words):
         if op == OP_CAPABILITY and n >= 2 and words[off + 1] in capabilities:
             drop.append((off, n))
-        elif op == OP_EXTENSION and extensions and _string(words, off + 1, off + n, off) in extensions:
+        elif op == OP_EXTENSION and extensions and \
+                _string(words, off + 1, off + n, off) in extensions:
             drop.append((off, n))
-        elif op in (OP_EXECUTION_MODE, OP_EXECUTION_MODE_ID) and n >= 3 and words[off + 2] in execution_modes:
+        elif op in (OP_EXECUTION_MODE, OP_EXECUTION_MODE_ID) and n >= 3 and \
+                words[off + 2] in execution_modes:
             # Operands: entry point id, mode, mode operands.
             drop.append((off, n))
     if not drop:

@@ -82,8 +82,9 @@ def activate(queue=None):
     ``queue=None`` gives an in-order queue with profiling (so ``do_bench`` times on the
     device) on ``ur_cffi.default_device()``: the one an earlier ``activate()`` made, while it
     lives (arrays made on it keep it alive, also after :func:`deactivate`), else a new one in a
-    new context.  Calling it with another queue changes the queue.  Call it before ``@triton.autotune`` decorates a kernel: the
-    autotuner takes its benchmarker from the active driver at decoration time.
+    new context.  Calling it with another queue changes the queue.  Call it before
+    ``@triton.autotune`` decorates a kernel: the autotuner takes its benchmarker from the
+    active driver at decoration time.
 
     Raises ``TypeError`` if ``queue`` is not a ur_cffi Queue, ``ClosedError`` if it is closed,
     ``NotImplementedError`` if the installed Triton's launch ABI is unknown (see
@@ -126,8 +127,9 @@ def _install() -> None:
 def deactivate() -> None:
     """Give Triton back its previous driver and undo the run-time replacements.
 
-    Closes no queue: the one ``activate()`` made lives on while arrays made on it do.  While ``using`` blocks are open (in any thread), they keep ur_cffi.triton active, without
-    a queue outside them, until the last one ends.
+    Closes no queue: the one ``activate()`` made lives on while arrays made on it do.  While
+    ``using`` blocks are open (in any thread), they keep ur_cffi.triton active, without a queue
+    outside them, until the last one ends.
     """
     with _lock:
         if _state["driver"] is None:
