@@ -13,7 +13,7 @@ import pytest
 import crash_probe
 import device_under_test
 import ur_cffi
-from ur_cffi import _handle, _compat, allocator, ffi, info, lib, loader
+from ur_cffi import _compat, _handle, allocator, ffi, info, lib, loader
 from ur_cffi.enums import (
     ur_context_info_t,
     ur_event_info_t,
@@ -35,7 +35,7 @@ REFERENCES = {
     "event": ("urEventGetInfo", ur_event_info_t.UR_EVENT_INFO_REFERENCE_COUNT,
               "urEventRetain", "urEventRelease"),
     "buffer": ("urMemGetInfo", _compat.enumerator("ur_mem_info_t",
-                                                   "UR_MEM_INFO_REFERENCE_COUNT"),
+                                                  "UR_MEM_INFO_REFERENCE_COUNT"),
                "urMemRetain", "urMemRelease"),  # (not in UR 0.10's header: oneAPI 2025.0)
     "program": ("urProgramGetInfo", ur_program_info_t.UR_PROGRAM_INFO_REFERENCE_COUNT,
                 "urProgramRetain", "urProgramRelease"),

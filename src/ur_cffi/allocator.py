@@ -35,7 +35,7 @@ import sys
 import weakref
 from time import perf_counter
 
-from . import _checks, _forking, _handle, _interrupts, _compat, _waiting
+from . import _checks, _compat, _forking, _handle, _interrupts, _waiting
 from ._ur import ffi, lib
 from .enums import ur_queue_flag_t, ur_result_t
 from .errors import URError, by_result, check

@@ -7,7 +7,7 @@ import math
 import operator
 import weakref
 
-from . import _durations, _forking, _handle, _interrupts, _compat, _waiting, loader
+from . import _compat, _durations, _forking, _handle, _interrupts, _waiting, loader
 from ._compat import Backend
 from ._ur import ffi, lib
 from .enums import ur_device_info_t, ur_device_type_t, ur_result_t

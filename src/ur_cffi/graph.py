@@ -58,7 +58,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _checks, _durations, _forking, _handle, _compat, _waiting
+from . import _checks, _compat, _durations, _forking, _handle, _waiting
 from . import _interrupts
 from ._interrupts import hold_back_in, section
 from ._compat import LOCAL, MEM_OBJ, POINTER, VALUE, read_argument, write_argument
@@ -89,7 +89,7 @@ def command_buffer_support(device) -> tuple[bool, int, str]:
                           "are of an older shape than it drives (oneAPI 2025.2 on)")
     support = _compat.enumerator("ur_device_info_t", "UR_DEVICE_INFO_COMMAND_BUFFER_SUPPORT_EXP")
     updates = _compat.enumerator("ur_device_info_t",
-                                  "UR_DEVICE_INFO_COMMAND_BUFFER_UPDATE_CAPABILITIES_EXP")
+                                 "UR_DEVICE_INFO_COMMAND_BUFFER_UPDATE_CAPABILITIES_EXP")
     try:
         if not device.info(support):
             return False, 0, (f"{device.name!r} has no UR command buffers "
@@ -947,13 +947,13 @@ class _Launch:
 
     def enqueue(self, queue, count, events, out) -> int:
         return _compat.enqueue_launch(queue, self.handle, self.dims, self.offsets,
-                                       self.global_sizes, self.local_sizes, self.count,
-                                       self.arguments, self.properties, count, events, out)
+                                      self.global_sizes, self.local_sizes, self.count,
+                                      self.arguments, self.properties, count, events, out)
 
     def append(self, buffer, count, points, point, command) -> int:
         return _compat.append_launch(buffer, self.handle, self.dims, self.offsets,
-                                      self.global_sizes, self.local_sizes, self.count,
-                                      self.arguments, count, points, point, command)
+                                     self.global_sizes, self.local_sizes, self.count,
+                                     self.arguments, count, points, point, command)
 
     def kernel_update(self, queue: Queue, args: tuple, global_size, local_size,
                       global_offset) -> _Snapshot:

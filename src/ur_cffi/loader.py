@@ -38,7 +38,7 @@ import tempfile
 import threading
 import warnings
 
-from . import _checks, _forking, _handle, _compat, _waiting, queue
+from . import _checks, _compat, _forking, _handle, _waiting, queue
 from ._interrupts import section
 from ._ur import ffi, lib
 from .enums import ur_adapter_info_t, ur_platform_info_t
@@ -235,7 +235,7 @@ def refused_selector_hint(backend: str) -> str:
     terms = device_selector(selector_text() or "") or ()
     hints = []
     if not _compat.SELECTOR_KNOWS_NATIVE_CPU and any(name == "native_cpu"
-                                                      for _, name, _ in terms):
+                                                     for _, name, _ in terms):
         hints.append("the loaders of oneAPI 2025.0 and 2025.1 know no native_cpu backend: "
                      "leave out its terms")
     others = [name for negative, name, _ in terms if negative and name not in ("*", backend)]
@@ -350,7 +350,7 @@ class Adapter(_handle.Resource):
     def backend(self):
         """The adapter's backend (a :data:`ur_cffi.Backend`)."""
         return _compat.backend(query("urAdapterGetInfo", self.handle,
-                                      ur_adapter_info_t.UR_ADAPTER_INFO_BACKEND))
+                                     ur_adapter_info_t.UR_ADAPTER_INFO_BACKEND))
 
     @property
     def version(self) -> int:

@@ -12,8 +12,8 @@ from time import perf_counter
 
 import numpy as np
 
-from . import (_checks, _durations, _forking, _handle, _interrupts, _compat, dtypes, signatures,
-               spirv)
+from . import (_checks, _compat, _durations, _forking, _handle, _interrupts, dtypes, signatures,
+                spirv)
 from ._handle import _events, _serials
 from ._interrupts import hold_back_in, section
 from ._compat import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
@@ -165,7 +165,7 @@ class Program(_handle.Resource):
         entries = signatures.binary_entries(device, binary)
         with _building(), section:
             program = cls._of(context, _compat.program_from_binary(context.handle,
-                                                                    device.handle, binary))
+                                                                   device.handle, binary))
         program.binary_entries = entries
         program.build(options)
         return program
@@ -905,7 +905,7 @@ def _launch(kernel: Kernel, queue: Queue, call_args: tuple, items: int, wait_for
     try:
         with raw_enqueue_lock:  # also guards _event_out
             result = _compat.enqueue_launch(queue._handle, kernel._handle, *call_args, count,
-                                             events, _event_out if event else _NULL)
+                                            events, _event_out if event else _NULL)
             if not result:
                 window = queue._window  # queue._note_work, inlined: a hot path
                 if not window:

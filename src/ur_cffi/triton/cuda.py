@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _forking, _compat
+from .. import _compat, _forking
 from .._ur import lib
 from ..enums import ur_device_info_t, ur_kernel_group_info_t
 from ..errors import URError

@@ -29,7 +29,7 @@ import weakref
 from triton.backends.driver import DriverBase
 from triton.runtime.jit import JITFunction
 
-from .. import _forking, _compat
+from .. import _compat, _forking
 from .._handle import Resource
 from .._interrupts import section
 from .._ur import ffi, lib

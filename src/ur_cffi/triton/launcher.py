@@ -37,7 +37,7 @@ from time import perf_counter
 
 import numpy as np
 
-from .. import _checks, _handle, _interrupts, _compat
+from .. import _checks, _compat, _handle, _interrupts
 from .._interrupts import hold_back_in
 from .._compat import ARGUMENT_SIZE, LOCAL, POINTER, VALUE, value_word, write_argument
 from .._ur import ffi

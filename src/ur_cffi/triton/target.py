@@ -62,7 +62,7 @@ def properties(device) -> dict:
         props[key] = extension in extensions
     # Level Zero reports native bf16 conversions as a device property as well.
     native_bf16 = _compat.enumerator("ur_device_info_t",
-                                      "UR_DEVICE_INFO_BFLOAT16_CONVERSIONS_NATIVE")
+                                     "UR_DEVICE_INFO_BFLOAT16_CONVERSIONS_NATIVE")
     if native_bf16 is not None:  # UR 0.12; before it, the extension alone says
         props["has_bfloat16_conversions"] |= bool(_optional(device, native_bf16, False))
     return props
