@@ -7,6 +7,7 @@ Arithmetic on what a caller passes is done on Python integers: numpy integers wr
 
 from __future__ import annotations
 
+import cmath
 import ctypes
 import math
 import operator
@@ -145,9 +146,9 @@ def scalar(name: str, value, dtype: np.dtype) -> np.ndarray:
     elif isinstance(value, (np.floating, np.complexfloating)):  # long doubles beyond float64
         finite = bool(np.isfinite(value))
     else:
-        try:
-            finite = math.isfinite(abs(complex(value)))
-        except OverflowError:  # a finite complex whose magnitude passes float64's
+        try:  # (not abs(): CPython 3.11's of a complex NaN raised with a stale C errno)
+            finite = cmath.isfinite(complex(value))
+        except OverflowError:  # a finite number beyond float64 (a Fraction)
             finite = True
     try:
         with np.errstate(over="ignore"):
