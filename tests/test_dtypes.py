@@ -368,6 +368,33 @@ def test_assignment_drops_a_values_leading_axes_of_one_as_numpy_does(queue, rng)
         assert np.array_equal(target.to_numpy()[1], host.reshape(3))
 
 
+
+def test_one_element_takes_one_value_as_numpy_has_it(queue):
+    target, host = ur_cffi.zeros((2, 2), queue=queue), np.zeros((2, 2))
+    for key in ((0, 1), (np.int64(1), -1)):
+        for value in (np.array([5.0]), [5.0], np.ones((1, 1)),
+                      ur_cffi.ones(1, queue=queue)):
+            for array in (host, target):
+                with pytest.raises(ValueError, match="setting an array element with a seq"):
+                    array[key] = value
+            if isinstance(value, list):  # into a 0-d view: refused by numpy, and here
+                for array in (host, target):
+                    with pytest.raises(ValueError):
+                        array[(*key, ...)] = value
+                continue
+            target[(*key, ...)] = value  # a 0-d view takes an array that broadcasts to it
+            host[(*key, ...)] = value.to_numpy() if isinstance(value, ur_cffi.USMArray) \
+                else value
+            assert np.array_equal(target.to_numpy(), host)
+        target[key] = np.array(7.0)  # a value of no dimensions
+        host[key] = 7.0
+        assert np.array_equal(target.to_numpy(), host)
+    cell = ur_cffi.zeros((), queue=queue)
+    with pytest.raises(ValueError, match="setting an array element with a seq"):
+        cell[()] = np.array([2.0])
+    cell[...] = np.array([2.0])
+    assert cell.item() == 2.0
+
 class ArrayLike:
     """An object numpy reads through ``__array__`` (a CPU tensor of another library, say)."""
 

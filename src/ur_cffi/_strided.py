@@ -62,6 +62,13 @@ def _index(key) -> int | None:
         return None
 
 
+def names_one_element(ndim: int, key) -> bool:
+    """Whether ``key`` is an integer for each of ``ndim`` axes: numpy's element index, which
+    takes one value, not a sequence (a 0-d view's ``...`` does)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    return len(keys) == ndim and all(_index(k) is not None for k in keys)
+
+
 def _advanced_index(key) -> bool:
     """Whether numpy takes ``key`` as an advanced (copying) index: a bool, a sequence (not a
     string), a buffer or an array."""

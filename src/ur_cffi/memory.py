@@ -717,8 +717,17 @@ class USMArray(_handle.Resource):
 
     def __setitem__(self, key, value) -> None:
         """Write ``value`` (a number, or a numpy array, sequence or USMArray broadcast to the
-        view and cast as numpy does) into ``self[key]``; blocking, like numpy's assignment."""
-        self[key]._assign(value, None)
+        view and cast as numpy does) into ``self[key]``; blocking, like numpy's assignment.
+        Raises ``ValueError`` for a value of one or more dimensions where ``key`` has an
+        integer for each axis, as numpy does."""
+        target = self[key]
+        if not target._shape and _strided.names_one_element(len(self._shape), key):
+            shape = value.shape if isinstance(value, USMArray) else np.shape(value)
+            if shape:
+                raise ValueError(f"a[{key!r}] = value: a value of shape {shape} for one element "
+                                 "(numpy refuses it too: setting an array element with a "
+                                 "sequence); add ... to the index to broadcast it")
+        target._assign(value, None)
 
     def _assign(self, value, queue: Queue | None) -> None:
         """``self[...] = value`` on ``queue`` (None: the array's own)."""
