@@ -13,7 +13,7 @@ from time import perf_counter
 import numpy as np
 
 from . import (_checks, _compat, _durations, _forking, _handle, _interrupts, dtypes, signatures,
-                spirv)
+               spirv)
 from ._handle import _events, _serials
 from ._interrupts import hold_back_in, section
 from ._compat import LOCAL, MEM_OBJ, POINTER, VALUE, write_argument
