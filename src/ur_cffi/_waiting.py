@@ -208,6 +208,12 @@ _idle: list[_Helper] = []  # helpers whose last wait has returned
 os.register_at_fork(after_in_child=_idle.clear)  # (their threads are the parent's)
 
 
+def idle_threads() -> set[threading.Thread]:
+    """The threads of the helpers that have nothing to do now."""
+    with _helpers_lock:
+        return {helper.thread for helper in _idle}
+
+
 def _idle_helper() -> _Helper:
     """A helper with nothing to do, started if new; ``RuntimeError`` (or ``MemoryError``)
     where no thread can be started."""

@@ -695,6 +695,14 @@ def _teardown(if_shown: str) -> int:
     return 0
 
 
+def _other_threads_running() -> int:
+    """How many threads other than this one and ur_cffi's idle wait helpers are alive: at
+    exit, daemon threads, which may be inside a UR call on any object."""
+    current, idle = threading.current_thread(), _waiting.idle_threads()
+    return sum(1 for thread in threading.enumerate()
+               if thread is not current and thread not in idle and thread.is_alive())
+
+
 def _finish_open_queues() -> None:
     """Close every open queue to enqueues, then wait for its work (a thread launching in a
     loop, a daemon thread at exit, kept a finish from ever returning)."""
@@ -711,9 +719,11 @@ def _finish_open_queues() -> None:
 
 
 def _teardown_at_exit() -> None:
-    """:func:`teardown` at interpreter exit, none while memory of an array is used outside
-    ur_cffi (nothing is released then: the process's end frees it).  In validation mode, a
-    report of leaks or errors is printed and the process exits with
+    """:func:`teardown` at interpreter exit, unless memory of an array is used outside ur_cffi
+    or other threads are still running (daemon threads: they may be inside a UR call on any
+    object, or about to make one).  Then nothing is released (the process's end frees it):
+    the open queues are closed and their work waited for, and builds in progress too.  In
+    validation mode, a report of leaks or errors is printed and the process exits with
     :data:`VALIDATION_EXIT_STATUS` at once (exit functions registered before ur_cffi's import
     do not run then); a skipped teardown is said on stderr, as it makes no report."""
     try:
@@ -725,12 +735,18 @@ def _teardown_at_exit() -> None:
             program = sys.modules.get(f"{__package__}.program")
             if program is not None:
                 program.stop_builds_for_good()
-            skipped = _teardown("skip")
+            threads = _other_threads_running()
+            if threads and _state["adapters"] is not None and not _state["forked"] \
+                    and not _handle._forked:
+                _finish_open_queues()
+                kept = f"{threads} other thread(s) still running (daemon threads) may use UR"
+            else:
+                shown = _teardown("skip")
+                kept = f"the memory of {shown} array(s) is still used outside ur_cffi " \
+                    "(numpy views, DLPack tensors)" if shown else None
             _state["exited"] = True
-        if skipped and _state["validation"] and sys.stderr is not None:
-            sys.stderr.write(f"ur_cffi: no teardown at exit, so no leak report: the memory of "
-                             f"{skipped} array(s) is still used outside ur_cffi (numpy views, "
-                             "DLPack tensors)\n")
+        if kept and _state["validation"] and sys.stderr is not None:
+            sys.stderr.write(f"ur_cffi: no teardown at exit, so no leak report: {kept}\n")
     except ValidationError as error:
         # An exception in an atexit function does not change the exit status: force it.
         for stream in (sys.stdout, sys.stderr):
