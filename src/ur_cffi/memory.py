@@ -370,15 +370,19 @@ def _span_fits(array: USMArray, reading: bool) -> bool:
     return _strided.is_dense(array.shape, array._strides, array.itemsize)
 
 
-def _through_span(array: USMArray, host: np.ndarray, reading: bool) -> bool:
+def _through_span(array: USMArray, host: np.ndarray, reading: bool, blocking: bool) -> bool:
     """Whether a copy between ``array`` (a view) and ``host`` goes as one plain copy of the
     bytes the view spans, numpy placing the elements on the host side, rather than as UR's
     copies row by row (one per element along a reversed axis: seconds for a[::-1] of a million
     floats on the CPU device): where it needs more than one row and the span fits
-    (:func:`_span_fits`), or a read of it costs less than the rows would.  Blocking copies
-    only: the host side is read or written at the call."""
+    (:func:`_span_fits`), or a read of it costs less than the rows would.  The host side is
+    read or written at the call, so a copy that is not blocking goes so only where the rows
+    are many and short on a device that copies them one by one (as :func:`_staged_on_host`),
+    and returns with the copy done."""
     rows = _strided.copy_rows(array.shape, host.strides, array._strides, array.itemsize)
     if rows <= 1:
+        return False
+    if not blocking and not _many_short_rows(array, rows):
         return False
     if _span_fits(array, reading):
         return True
@@ -412,12 +416,17 @@ def _staged_on_host(destination: USMArray, source: USMArray) -> bool:
     are many and short (seconds for ``a.T`` of a million floats on the CPU device, against
     milliseconds) and both spans fit (:func:`_span_fits`).  The call then returns with the
     copy done."""
-    if not destination.queue.device.copies_rows_one_by_one:
-        return False
     rows = _strided.copy_rows(destination.shape, destination._strides, source._strides,
                               destination.itemsize)
-    return rows >= _STAGED_ROWS and destination.nbytes <= rows * _STAGED_ROW_BYTES and \
-        _span_fits(source, reading=True) and _span_fits(destination, reading=False)
+    return _many_short_rows(destination, rows) and _span_fits(source, reading=True) and \
+        _span_fits(destination, reading=False)
+
+
+def _many_short_rows(array: USMArray, rows: int) -> bool:
+    """Whether UR would copy ``array`` as ``rows`` rows that are many and short, each a copy
+    of its own (``Device.copies_rows_one_by_one``)."""
+    return array._queue.device.copies_rows_one_by_one and rows >= _STAGED_ROWS and \
+        array.nbytes <= rows * _STAGED_ROW_BYTES
 
 
 def _as_whole(array: USMArray, what: str, other):
@@ -1177,8 +1186,7 @@ class USMArray(_handle.Resource):
                                    (host, self))
         self._check_written("copy_from")
         self._same_shape("copy_from", host.shape, offset)
-        if blocking and _through_span(self, host, False) and \
-                not (recording and queue in recording):
+        if _through_span(self, host, False, blocking) and not (recording and queue in recording):
             _after_earlier_work(queue, wait_for)  # the source is read now
             staging, low = self._staging()
             staging[...] = host
@@ -1286,7 +1294,7 @@ class USMArray(_handle.Resource):
             raise ValueError(f"copy_to needs a numpy array with non-negative strides, not "
                              f"strides {host.strides} (shape {host.shape}): read into a new "
                              "one, dst[...] = a.to_numpy()")
-        if blocking and _through_span(self, host, True) and not (recording and queue in recording):
+        if _through_span(self, host, True, blocking) and not (recording and queue in recording):
             return self._read_through_span(queue, host, wait_for)
         _wait_before_pageable_copy(queue, host, wait_for)
         return self._strided_copy(queue, host.ctypes.data, host_strides, self.data_ptr(),
