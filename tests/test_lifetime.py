@@ -968,11 +968,13 @@ BUILDING_AT_EXIT = textwrap.dedent("""
 
 @pytest.mark.skipif(not ur_cffi._compat.HAS_LAUNCH_WITH_ARGS, reason=(
     "oneAPI 2025.x: the CPU runtime of 2025.2.0 still crashed at exit with daemon threads "
-    "building (SIGSEGV, 2026-12-07's fresh-clone CI) although no build was in progress: "
-    "checked from oneAPI 2026.0 on"))
+    "building (SIGSEGV, 2026-12-07's fresh-clone CI) although no build was in progress, "
+    "before the exit stopped releasing under them (not checked again): checked from oneAPI "
+    "2026.0 on"))
 @pytest.mark.cpu_device("the CUDA adapter crashed at such an exit (SIGSEGV, 1 of 3 GPU runs "
-                        "of 2026-12-07; not investigated): daemon threads using UR at exit "
-                        "are safe on the CPU device only")
+                        "of 2026-12-07, before the exit stopped releasing under daemon threads; "
+                        "not checked again): daemon threads using UR at exit are safe on the "
+                        "CPU device only")
 def test_the_exit_ends_with_daemon_threads_still_building_programs(kernels):
     # Intel's CPU runtime aborted the process after the interpreter's end with a build still
     # running (14 of 15 runs with three such threads): the teardown at exit waits for builds
