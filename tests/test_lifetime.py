@@ -992,15 +992,21 @@ USED_BY_A_THREAD_AT_EXIT = textwrap.dedent("""
     def after_ur_cffi():  # registered first: runs after ur_cffi's teardown at exit
         print("queue", "closed" if queue.closed else "open",
               "program", "closed" if program.closed else "open", flush=True)
+        if not program.closed:  # nor is the kernel released when closed now: it keeps its
+            kernel.close()      # reference to the program
+            print("references", ur_cffi.info.query("urProgramGetInfo", program.handle,
+                                                   UR_PROGRAM_INFO_REFERENCE_COUNT), flush=True)
 
     atexit.register(after_ur_cffi)
     import ur_cffi
     import crash_probe
     import device_under_test
+    from ur_cffi.enums import ur_program_info_t
+    UR_PROGRAM_INFO_REFERENCE_COUNT = ur_program_info_t.UR_PROGRAM_INFO_REFERENCE_COUNT
 
     device = device_under_test.get()
     context = device.create_context()
-    program, _ = crash_probe.load(context, sys.argv[1], "axpy")
+    program, kernel = crash_probe.load(context, sys.argv[1], "axpy")
     queue = ur_cffi.Queue(context, device)
     if sys.argv[2] == "thread":
         threading.Thread(target=threading.Event().wait, daemon=True).start()
@@ -1018,9 +1024,9 @@ def test_the_exit_releases_nothing_while_another_thread_runs(kernels, thread):
     done = crash_probe.run_child([kernels, thread], code=USED_BY_A_THREAD_AT_EXIT, check=False,
                                  timeout=60, env=crash_probe.child_env(UR_CFFI_VALIDATION="1"))
     assert done.returncode == 0, done.stderr[-3000:]
-    kept = "open" if thread == "thread" else "closed"
-    assert done.stdout.split("\n")[:2] == ["main ends", f"queue closed program {kept}"], \
-        done.stdout
+    said = ["queue closed program open", "references 2"] if thread == "thread" else \
+        ["queue closed program closed"]
+    assert done.stdout.splitlines() == ["main ends", *said], done.stdout
     said = "ur_cffi: no teardown at exit, so no leak report: 1 other thread(s) still running"
     assert (said in done.stderr) == (thread == "thread"), done.stderr[-3000:]
 

@@ -178,6 +178,15 @@ def live_owners(kind: type | tuple) -> list:
     return [owner for owner in owners if isinstance(owner, kind)]
 
 
+def forget_all() -> None:
+    """Drop every entry without releasing it: the process's end frees what they held (at
+    exit, while other threads may still be inside UR on any object; the releases of the
+    interpreter's end would wait for locks those threads held as it stopped them)."""
+    _live.clear()
+    _events.clear()
+    after_collection.clear()
+
+
 def release_all(enqueue_lock, closed_first: tuple = ()) -> None:
     """Release every resource still open, newest first (children before their parents), and
     mark its owner closed, under ``enqueue_lock``: an enqueue of another thread either made

@@ -721,8 +721,9 @@ def _finish_open_queues() -> None:
 def _teardown_at_exit() -> None:
     """:func:`teardown` at interpreter exit, unless memory of an array is used outside ur_cffi
     or other threads are still running (daemon threads: they may be inside a UR call on any
-    object, or about to make one).  Then nothing is released (the process's end frees it):
-    the open queues are closed and their work waited for, and builds in progress too.  In
+    object, or about to make one).  Then nothing is released (the process's end frees it;
+    with threads running, not even what is dropped later): the open queues are closed and
+    their work waited for, and builds in progress too.  In
     validation mode, a report of leaks or errors is printed and the process exits with
     :data:`VALIDATION_EXIT_STATUS` at once (exit functions registered before ur_cffi's import
     do not run then); a skipped teardown is said on stderr, as it makes no report."""
@@ -739,6 +740,7 @@ def _teardown_at_exit() -> None:
             if threads and _state["adapters"] is not None and not _state["forked"] \
                     and not _handle._forked:
                 _finish_open_queues()
+                _handle.forget_all()
                 kept = f"{threads} other thread(s) still running (daemon threads) may use UR"
             else:
                 shown = _teardown("skip")
