@@ -178,13 +178,18 @@ def live_owners(kind: type | tuple) -> list:
     return [owner for owner in owners if isinstance(owner, kind)]
 
 
-def forget_all() -> None:
-    """Drop every entry without releasing it: the process's end frees what they held (at
-    exit, while other threads may still be inside UR on any object; the releases of the
-    interpreter's end would wait for locks those threads held as it stopped them)."""
+def abandon_all() -> None:
+    """Drop every entry without releasing it, keeping what each holds alive (a DLPack
+    producer's memory, parents) until the interpreter's end: the process's end frees the
+    rest.  At exit, while other threads may still be inside UR on any object; the releases
+    of the interpreter's end would also wait for locks those threads held as it stopped them."""
+    _abandoned.append((dict(_live), dict(_events), tuple(after_collection)))
     _live.clear()
     _events.clear()
     after_collection.clear()
+
+
+_abandoned: list = []
 
 
 def release_all(enqueue_lock, closed_first: tuple = ()) -> None:

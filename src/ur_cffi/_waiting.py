@@ -208,10 +208,10 @@ _idle: list[_Helper] = []  # helpers whose last wait has returned
 os.register_at_fork(after_in_child=_idle.clear)  # (their threads are the parent's)
 
 
-def idle_threads() -> set[threading.Thread]:
-    """The threads of the helpers that have nothing to do now."""
+def helper_threads() -> set[threading.Thread]:
+    """The threads of the helpers, waiting or idle."""
     with _helpers_lock:
-        return {helper.thread for helper in _idle}
+        return set(_helpers) | {helper.thread for helper in _idle}
 
 
 def _idle_helper() -> _Helper:

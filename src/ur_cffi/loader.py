@@ -435,7 +435,8 @@ def init(validation: bool | None = None) -> list[Adapter]:
                 "this process was forked; a child cannot use "
                 "its parent's UR state. Fork before using ur_cffi, or use multiprocessing's "
                 "'spawn' or 'forkserver' start method")
-        if _state["exited"] and threading.current_thread() is not threading.main_thread():
+        if _state["exited"] and _state["adapters"] is None and \
+                threading.current_thread() is not threading.main_thread():
             raise _handle.ClosedError("UR was torn down at the interpreter's exit: another "
                                       "thread cannot initialise it again (the process's end "
                                       "under it crashed the CUDA adapter)")
@@ -658,7 +659,8 @@ def _teardown(if_shown: str) -> int:
     functions registered earlier and finalizers may still read a numpy view; the process's
     end frees what is left).  Returns how many arrays made it skip (0: torn down)."""
     with _lock:
-        if _state["adapters"] is None or _state["forked"] or _handle._forked:
+        if _state["adapters"] is None or _state["forked"] or _handle._forked or \
+                _handle._abandoned:  # (at exit, under other threads: the process's end frees it)
             return 0
         shown = _arrays_shown()
         if shown and if_shown == "skip":
@@ -696,11 +698,12 @@ def _teardown(if_shown: str) -> int:
 
 
 def _other_threads_running() -> int:
-    """How many threads other than this one and ur_cffi's idle wait helpers are alive: at
-    exit, daemon threads, which may be inside a UR call on any object."""
-    current, idle = threading.current_thread(), _waiting.idle_threads()
+    """How many threads other than this one and ur_cffi's wait helpers are alive (whether or
+    not they used UR): at exit, daemon threads, which may be inside a UR call on any object.
+    (A helper's wait is another thread's, counted, or this one's, which Ctrl-C cut short.)"""
+    current, helpers = threading.current_thread(), _waiting.helper_threads()
     return sum(1 for thread in threading.enumerate()
-               if thread is not current and thread not in idle and thread.is_alive())
+               if thread is not current and thread not in helpers and thread.is_alive())
 
 
 def _finish_open_queues() -> None:
@@ -721,9 +724,10 @@ def _finish_open_queues() -> None:
 def _teardown_at_exit() -> None:
     """:func:`teardown` at interpreter exit, unless memory of an array is used outside ur_cffi
     or other threads are still running (daemon threads: they may be inside a UR call on any
-    object, or about to make one).  Then nothing is released (the process's end frees it;
-    with threads running, not even what is dropped later): the open queues are closed and
-    their work waited for, and builds in progress too.  In
+    object, or about to make one).  Then nothing is released (the process's end frees it);
+    with threads running, the open queues are closed and their work waited for, and nothing
+    owned then is released later either (``_handle.abandon_all``).  Builds in progress are
+    waited for, and later ones refused, in every case.  In
     validation mode, a report of leaks or errors is printed and the process exits with
     :data:`VALIDATION_EXIT_STATUS` at once (exit functions registered before ur_cffi's import
     do not run then); a skipped teardown is said on stderr, as it makes no report."""
@@ -740,7 +744,7 @@ def _teardown_at_exit() -> None:
             if threads and _state["adapters"] is not None and not _state["forked"] \
                     and not _handle._forked:
                 _finish_open_queues()
-                _handle.forget_all()
+                _handle.abandon_all()
                 kept = f"{threads} other thread(s) still running (daemon threads) may use UR"
             else:
                 shown = _teardown("skip")
