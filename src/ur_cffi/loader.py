@@ -250,25 +250,39 @@ def _after_fork_in_child() -> None:
     # The child shares the parent's UR state but not its runtime threads; it must not use it,
     # release it or tear it down (the parent still owns it).  A fork while another thread
     # initialises the loader leaves the child a half-made one (its first call waited for good).
+    forked_from_python_main = threading.get_ident() == _python_main_thread["ident"]
+    if not forked_from_python_main:
+        _python_main_thread["ident"] = None
     if _state["adapters"] is not None or _state["initialising"]:
         _state["forked"] = True
-        _exit_past_the_runtime()
+        _exit_past_the_runtime(forked_from_python_main)
 
 
+# The thread whose end runs Python's exit steps; None in a child forked from another thread
+# (that child ends when the forking thread does, through the C library's ``exit``).
+_python_main_thread = {"ident": threading.main_thread().ident}
 _child_exit: dict = {}
 
 
-def _exit_past_the_runtime() -> None:
+def _exit_past_the_runtime(forked_from_python_main: bool) -> None:
     """Make this forked child end without the runtime libraries' own exit handlers.
 
     Intel's CPU OpenCL runtime waits at exit for its worker threads, which a forked child does
-    not have: with work in flight at the fork, the child would never exit.  Python's own exit
-    steps still run; then the C library's ``exit`` calls ``_exit`` with Python's status first
-    (glibc's ``on_exit``), or, without it, ``os._exit`` ends the process after the atexit
-    functions with the status ``sys.exit`` was given (1 after an uncaught exception).
+    not have: with work in flight at the fork, the child would never exit.  glibc's ``on_exit``
+    makes the C library's ``exit`` call ``_exit`` with its status first (handlers registered
+    last run first; ``_exit`` ignores the second argument).  Registering takes glibc's lock of
+    exit handlers, which the fork leaves held for good if another thread was registering one
+    (loading a library, as UR's initialisation does), so a child forked from Python's main
+    thread registers only as Python exits: one that ends with ``os._exit`` or ``exec`` never
+    waits on that lock (one that exits would, in ``exit`` itself).  Without ``on_exit``,
+    ``os._exit`` ends the process after the atexit functions with the status ``sys.exit`` was
+    given (1 after an uncaught exception).
     """
-    _exit_before_the_runtime_in_c()
     if _ON_EXIT is not None:
+        if forked_from_python_main:
+            atexit.register(_exit_before_the_runtime_in_c)
+        else:
+            _exit_before_the_runtime_in_c()
         return
     parent_exit = sys.exit
 
@@ -281,12 +295,7 @@ def _exit_past_the_runtime() -> None:
 
 
 def _exit_before_the_runtime_in_c() -> None:
-    """Where Python's exit steps never run (a child forked from a thread other than the main
-    one ends when that thread does, through the C library's ``exit``), have ``exit`` call
-    ``_exit`` with its status before the runtime's handlers: glibc's ``on_exit`` runs the
-    handlers registered last first, and ``_exit`` ignores the second argument it is given."""
-    if _ON_EXIT is not None:
-        _ON_EXIT(_EXIT_NOW, None)  # nonzero: not registered, and nothing to do about it here
+    _ON_EXIT(_EXIT_NOW, None)  # nonzero: not registered, and nothing to do about it here
 
 
 def _c_exit_functions() -> tuple:
