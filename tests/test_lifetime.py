@@ -1025,15 +1025,17 @@ USED_BY_A_THREAD_AT_EXIT = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("thread", ["thread", "none"])
-def test_the_exit_releases_nothing_while_another_thread_runs(kernels, thread):
+def test_the_exit_releases_nothing_while_another_thread_runs(kernels, thread, tmp_path):
     # The teardown at exit released objects that daemon threads were still using: one
     # making kernels from a program crashed the process (SIGSEGV, urKernelGetInfo; or a double
     # free: "double free or corruption") in 5 of 40 runs of the daemon-builds test's child
     # (2026-12-07, both cores; it failed the fresh-clone CI's validated slice).  Its queues are
     # closed and finished, as the teardown's would be.
     done = crash_probe.run_child([kernels, thread], code=USED_BY_A_THREAD_AT_EXIT, check=False,
-                                 timeout=60, env=crash_probe.child_env(UR_CFFI_VALIDATION="1"))
+                                 timeout=60, env=crash_probe.child_env(UR_CFFI_VALIDATION="1",
+                                                                       TMPDIR=tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
+    assert list(tmp_path.glob("ur_cffi-validation-*")) == []  # (left behind without a report)
     if thread == "thread":  # (nor is anything released later, or torn down)
         said = ["queue closed program open owner kept", "frees 0 loader initialised"]
     else:

@@ -668,8 +668,7 @@ def _teardown(if_shown: str) -> int:
     functions registered earlier and finalizers may still read a numpy view; the process's
     end frees what is left).  Returns how many arrays made it skip (0: torn down)."""
     with _lock:
-        if _state["adapters"] is None or _state["forked"] or _handle._forked or \
-                _handle._abandoned:  # (at exit, under other threads: the process's end frees it)
+        if not _ours_to_tear_down():
             return 0
         shown = _arrays_shown()
         if shown and if_shown == "skip":
@@ -704,6 +703,13 @@ def _teardown(if_shown: str) -> int:
         if problems:
             raise ValidationError(problems)
     return 0
+
+
+def _ours_to_tear_down() -> bool:
+    """Whether UR is initialised and this process's to release: not a forked child's (the
+    parent's), nor left to the process's end by an exit under other threads."""
+    return _state["adapters"] is not None and not _state["forked"] and not _handle._forked \
+        and not _handle._abandoned
 
 
 def _other_threads_running() -> int:
@@ -750,8 +756,7 @@ def _teardown_at_exit() -> None:
             if program is not None:
                 program.stop_builds_for_good()
             threads = _other_threads_running()
-            if threads and _state["adapters"] is not None and not _state["forked"] \
-                    and not _handle._forked:
+            if threads and _ours_to_tear_down():
                 _finish_open_queues()
                 _handle.abandon_all()
                 kept = f"{threads} other thread(s) still running (daemon threads) may use UR"
@@ -760,8 +765,12 @@ def _teardown_at_exit() -> None:
                 kept = f"the memory of {shown} array(s) is still used outside ur_cffi " \
                     "(numpy views, DLPack tensors)" if shown else None
             _state["exited"] = True
-        if kept and _state["validation"] and sys.stderr is not None:
-            sys.stderr.write(f"ur_cffi: no teardown at exit, so no leak report: {kept}\n")
+        if kept and _state["validation"]:
+            if _state["own_log"]:  # (UR's logger may still write to it: unlinked, it goes too)
+                os.unlink(_state["log"])
+            _state["log"], _state["own_log"] = None, False
+            if sys.stderr is not None:
+                sys.stderr.write(f"ur_cffi: no teardown at exit, so no leak report: {kept}\n")
     except ValidationError as error:
         # An exception in an atexit function does not change the exit status: force it.
         for stream in (sys.stdout, sys.stderr):
