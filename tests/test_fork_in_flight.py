@@ -13,7 +13,7 @@ import pytest
 import crash_probe
 
 FORK_IN_FLIGHT = textwrap.dedent("""
-    import json, os, sys, threading, time
+    import atexit, json, os, sys, threading, time
     import numpy as np
     import ur_cffi, crash_probe
     import device_under_test
@@ -64,6 +64,8 @@ FORK_IN_FLIGHT = textwrap.dedent("""
 
     if forker == "main":
         fork_and_wait()
+    elif forker == "exit function":  # registered after ur_cffi's import: runs before its exit
+        atexit.register(fork_and_wait)
     else:  # the child's only thread is this one: it ends without Python's exit steps
         forking = threading.Thread(target=fork_and_wait)
         forking.start()
@@ -81,6 +83,16 @@ def test_a_child_forked_with_work_in_flight_exits_with_its_status(kernels, how, 
     assert "finish did not raise" not in done.stderr
     if how == "raise":
         assert "the child's uncaught error" in done.stderr
+
+
+def test_a_child_forked_inside_an_exit_function_exits(kernels):
+    """Python runs no exit function its exit functions register: a child forked inside one
+    must not leave its escape from the runtime's exit handlers to one."""
+    done = crash_probe.run_child([kernels, "end", "none", "exit function"], code=FORK_IN_FLIGHT,
+                                 timeout=120)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"exited": True, "status": 0, "exact": True}, done.stderr[-2000:]
+    assert "finish did not raise" not in done.stderr
 
 
 @pytest.mark.parametrize("how", ["exit", "raise", "end"])

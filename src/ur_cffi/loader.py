@@ -250,21 +250,36 @@ def _after_fork_in_child() -> None:
     # The child shares the parent's UR state but not its runtime threads; it must not use it,
     # release it or tear it down (the parent still owns it).  A fork while another thread
     # initialises the loader leaves the child a half-made one (its first call waited for good).
-    forked_from_python_main = threading.get_ident() == _python_main_thread["ident"]
+    forked_from_python_main = threading.get_ident() == _python_exit["main thread"]
     if not forked_from_python_main:
-        _python_main_thread["ident"] = None
+        _python_exit["main thread"] = None
     if _state["adapters"] is not None or _state["initialising"]:
         _state["forked"] = True
-        _exit_past_the_runtime(forked_from_python_main)
+        _exit_past_the_runtime(exit_functions_to_come=forked_from_python_main
+                               and not _python_exit["began"])
 
 
-# The thread whose end runs Python's exit steps; None in a child forked from another thread
-# (that child ends when the forking thread does, through the C library's ``exit``).
-_python_main_thread = {"ident": threading.main_thread().ident}
+def _python_exit_begins() -> None:
+    _python_exit["began"] = True
+
+
+def _thread_running_python_exit() -> int | None:
+    # In a child forked from another thread, threading names that thread the main one; its
+    # end runs no Python exit steps.
+    main = threading.main_thread()
+    return main.ident if isinstance(main, threading._MainThread) else None
+
+
+# The thread whose end runs Python's exit steps (None: none does), and whether they began:
+# exit functions registered since then never run.
+_python_exit = {"main thread": _thread_running_python_exit(), "began": True}
+with contextlib.suppress(AttributeError, RuntimeError):  # (CPython's, run before any atexit)
+    threading._register_atexit(_python_exit_begins)
+    _python_exit["began"] = False
 _child_exit: dict = {}
 
 
-def _exit_past_the_runtime(forked_from_python_main: bool) -> None:
+def _exit_past_the_runtime(exit_functions_to_come: bool) -> None:
     """Make this forked child end without the runtime libraries' own exit handlers.
 
     Intel's CPU OpenCL runtime waits at exit for its worker threads, which a forked child does
@@ -272,14 +287,14 @@ def _exit_past_the_runtime(forked_from_python_main: bool) -> None:
     makes the C library's ``exit`` call ``_exit`` with its status first (handlers registered
     last run first; ``_exit`` ignores the second argument).  Registering takes glibc's lock of
     exit handlers, which the fork leaves held for good if another thread was registering one
-    (loading a library, as UR's initialisation does), so a child forked from Python's main
-    thread registers only as Python exits: one that ends with ``os._exit`` or ``exec`` never
+    (loading a library, as UR's initialisation does), so a child whose Python exit functions
+    are still to run registers in one: one that ends with ``os._exit`` or ``exec`` never
     waits on that lock (one that exits would, in ``exit`` itself).  Without ``on_exit``,
     ``os._exit`` ends the process after the atexit functions with the status ``sys.exit`` was
     given (1 after an uncaught exception).
     """
     if _ON_EXIT is not None:
-        if forked_from_python_main:
+        if exit_functions_to_come:
             atexit.register(_exit_before_the_runtime_in_c)
         else:
             _exit_before_the_runtime_in_c()
@@ -525,9 +540,7 @@ def _loader_init(validation: bool, every_adapter: bool = False) -> None:
         os.environ.update(settings)
         check(lib.urLoaderInit(0, config), "urLoaderInit")
     except BaseException:
-        if _state["own_log"]:
-            os.unlink(_state["log"])
-        _state["log"] = None
+        _remove_own_validation_log()
         raise
     finally:
         for name in settings:
@@ -697,9 +710,7 @@ def _teardown(if_shown: str) -> int:
         if not _state["validation"] or _state["log"] is None:
             return 0
         problems = validation_problems()
-        if _state["own_log"]:
-            os.unlink(_state["log"])
-        _state["log"] = None
+        _remove_own_validation_log()
         if problems:
             raise ValidationError(problems)
     return 0
@@ -760,17 +771,14 @@ def _teardown_at_exit() -> None:
                 _finish_open_queues()
                 _handle.abandon_all()
                 kept = f"{threads} other thread(s) still running (daemon threads) may use UR"
+                _remove_own_validation_log()  # (nothing reports on it later)
             else:
                 shown = _teardown("skip")
                 kept = f"the memory of {shown} array(s) is still used outside ur_cffi " \
                     "(numpy views, DLPack tensors)" if shown else None
             _state["exited"] = True
-        if kept and _state["validation"]:
-            if _state["own_log"]:  # (UR's logger may still write to it: unlinked, it goes too)
-                os.unlink(_state["log"])
-            _state["log"], _state["own_log"] = None, False
-            if sys.stderr is not None:
-                sys.stderr.write(f"ur_cffi: no teardown at exit, so no leak report: {kept}\n")
+        if kept and _state["validation"] and sys.stderr is not None:
+            sys.stderr.write(f"ur_cffi: no teardown at exit, so no leak report: {kept}\n")
     except ValidationError as error:
         # An exception in an atexit function does not change the exit status: force it.
         for stream in (sys.stdout, sys.stderr):
@@ -780,6 +788,13 @@ def _teardown_at_exit() -> None:
             sys.stderr.write(f"ur_cffi: {error}\n")
             sys.stderr.flush()
         os._exit(VALIDATION_EXIT_STATUS)
+
+
+def _remove_own_validation_log() -> None:
+    if _state["own_log"]:  # (UR's logger may still write to it: unlinked, it goes too)
+        with contextlib.suppress(OSError):
+            os.unlink(_state["log"])
+    _state["log"], _state["own_log"] = None, False
 
 
 def _enumerations_ended():
