@@ -255,8 +255,8 @@ def _after_fork_in_child() -> None:
         _python_exit["main thread"] = None
     if _state["adapters"] is not None or _state["initialising"]:
         _state["forked"] = True
-        _exit_past_the_runtime(exit_functions_to_come=forked_from_python_main
-                               and not _python_exit["began"])
+        _exit_past_the_runtime("now" if _python_exit["began"] else "at Python's exit"
+                               if forked_from_python_main else "as this thread ends")
 
 
 def _python_exit_begins() -> None:
@@ -279,7 +279,7 @@ with contextlib.suppress(AttributeError, RuntimeError):  # (CPython's, run befor
 _child_exit: dict = {}
 
 
-def _exit_past_the_runtime(exit_functions_to_come: bool) -> None:
+def _exit_past_the_runtime(registered: str) -> None:
     """Make this forked child end without the runtime libraries' own exit handlers.
 
     Intel's CPU OpenCL runtime waits at exit for its worker threads, which a forked child does
@@ -287,15 +287,19 @@ def _exit_past_the_runtime(exit_functions_to_come: bool) -> None:
     makes the C library's ``exit`` call ``_exit`` with its status first (handlers registered
     last run first; ``_exit`` ignores the second argument).  Registering takes glibc's lock of
     exit handlers, which the fork leaves held for good if another thread was registering one
-    (loading a library, as UR's initialisation does), so a child whose Python exit functions
-    are still to run registers in one: one that ends with ``os._exit`` or ``exec`` never
-    waits on that lock (one that exits would, in ``exit`` itself).  Without ``on_exit``,
+    (loading a library, as UR's initialisation does), so the child registers ``registered``:
+    "at Python's exit" (in an exit function) where its exit functions are still to run, "as
+    this thread ends" (the forking thread, whose end is the child's ``exit``) where it was
+    forked from another thread, else "now".  One that ends with ``os._exit`` or ``exec``
+    then never waits on that lock (one that exits would, in ``exit`` itself).  Without ``on_exit``,
     ``os._exit`` ends the process after the atexit functions with the status ``sys.exit`` was
     given (1 after an uncaught exception).
     """
     if _ON_EXIT is not None:
-        if exit_functions_to_come:
+        if registered == "at Python's exit":
             atexit.register(_exit_before_the_runtime_in_c)
+        elif registered == "as this thread ends":
+            _this_thread.registers_as_it_ends = _RegistersAsItsThreadEnds()
         else:
             _exit_before_the_runtime_in_c()
         return
@@ -311,6 +315,18 @@ def _exit_past_the_runtime(exit_functions_to_come: bool) -> None:
 
 def _exit_before_the_runtime_in_c() -> None:
     _ON_EXIT(_EXIT_NOW, None)  # nonzero: not registered, and nothing to do about it here
+
+
+class _RegistersAsItsThreadEnds:
+    """Kept in a thread-local: its finalizer runs as that thread's state is cleared."""
+
+    __slots__ = ()
+
+    def __del__(self):
+        _exit_before_the_runtime_in_c()
+
+
+_this_thread = threading.local()
 
 
 def _c_exit_functions() -> tuple:
